@@ -1,0 +1,95 @@
+"""Vector add: the first Triton program.
+
+Every Triton kernel is a function that one *program* runs over one block of
+the data. The launch grid says how many programs there are; `tl.program_id`
+tells each one which block is its own; `tl.arange` turns that into offsets;
+and a mask keeps the last, partial block from reading or writing past the
+end. That is the whole model. The rest of the course adds tiles, reductions
+and pipelines on top of these four ideas.
+
+Run it:
+    TRITON_INTERPRET=1 python code/vector-add/vector_add.py   # CPU, checks only
+    python code/vector-add/vector_add.py                      # GPU, checks and GB/s
+"""
+
+import sys
+from pathlib import Path
+
+import torch
+import triton
+import triton.language as tl
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # code/, where lessonkit.py lives
+from lessonkit import Lesson, bench_ms, gbps  # noqa: E402
+
+
+# snippet: kernel
+@triton.jit
+def add_kernel(x_ptr, y_ptr, out_ptr, n_elements, BLOCK_SIZE: tl.constexpr):
+    # Program `pid` owns elements [pid * BLOCK_SIZE, (pid + 1) * BLOCK_SIZE).
+    pid = tl.program_id(axis=0)
+    offsets = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    # n_elements is rarely a multiple of BLOCK_SIZE: the last program's
+    # extra lanes are masked off, so they neither load nor store.
+    mask = offsets < n_elements
+    x = tl.load(x_ptr + offsets, mask=mask)
+    y = tl.load(y_ptr + offsets, mask=mask)
+    tl.store(out_ptr + offsets, x + y, mask=mask)
+# end snippet
+
+
+# snippet: launch
+def add(x: torch.Tensor, y: torch.Tensor, block_size: int = 1024) -> torch.Tensor:
+    assert x.shape == y.shape and x.is_contiguous() and y.is_contiguous()
+    out = torch.empty_like(x)
+    n = x.numel()
+    # One program per block; cdiv rounds up so the tail gets a program too.
+    grid = (triton.cdiv(n, block_size),)
+    add_kernel[grid](x, y, out, n, BLOCK_SIZE=block_size)
+    return out
+# end snippet
+
+
+def main() -> int:
+    lesson = Lesson("vector-add")
+    device = lesson.device()
+    torch.manual_seed(0)
+
+    # Sizes that are not multiples of the block, so the mask has work to do.
+    for n in (1, 1000, 98_432, 1 << 20 if device == "cuda" else 200_003):
+        x = torch.rand(n, device=device)
+        y = torch.rand(n, device=device)
+        out = torch.full_like(x, float("nan"))  # poison: an unwritten element cannot pass
+        out.copy_(add(x, y))
+        # Addition of two float32 values is exact up to one rounding, so
+        # the result must equal torch's bit for bit.
+        lesson.check(f"matches-torch-n{n}", torch.equal(out, x + y), f"{n} elements, bit-exact")
+
+    if lesson.interpret:
+        print("\nNo timings under the interpreter.")
+        return lesson.finish()
+
+    # snippet: benchmark
+    # A memory-bound kernel: 3 * 4 bytes move per element (two reads, one
+    # write) and one addition happens. The ceiling is DRAM bandwidth, so we
+    # report GB/s against torch's own `x + y` and against a plain copy,
+    # which moves 2 * 4 bytes per element and is the best any kernel does.
+    n = 1 << 28
+    x = torch.rand(n, device=device)
+    y = torch.rand(n, device=device)
+    ms_triton = bench_ms(lambda: add(x, y))
+    ms_torch = bench_ms(lambda: x + y)
+    dst = torch.empty_like(x)
+    ms_copy = bench_ms(lambda: dst.copy_(x))
+    bytes_add = 3 * n * x.element_size()
+    bytes_copy = 2 * n * x.element_size()
+    # end snippet
+    lesson.benchmark("add-vs-torch-2^28-fp32", gbps(bytes_add, ms_triton), gbps(bytes_add, ms_torch),
+                     "GB/s", threshold=0.95, baseline_name="torch x + y")
+    lesson.benchmark("add-vs-copy-2^28-fp32", gbps(bytes_add, ms_triton), gbps(bytes_copy, ms_copy),
+                     "GB/s", threshold=0.85, baseline_name="device-to-device copy")
+    return lesson.finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

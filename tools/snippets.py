@@ -1,0 +1,139 @@
+"""Named regions of lesson sources: `# snippet: NAME` ... `# end snippet`.
+
+One job: find the regions in a file and hand back their exact text, dedented,
+with the line numbers they came from. Every malformed input is a SnippetError
+that names FILE:LINE and what is wrong; nothing is skipped silently.
+
+Command line:
+    python tools/snippets.py list FILE...     one line per region: FILE NAME START-END
+    python tools/snippets.py show FILE NAME   the region's text
+Exit 0 on success, 2 on bad input (the error goes to stderr).
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+
+START = re.compile(r"^\s*#\s*snippet:\s*(?P<name>\S*)\s*$")
+END = re.compile(r"^\s*#\s*end snippet\s*$")
+# Anything that looks like an attempt at a marker, so a typo is an error and
+# not a region that silently never starts.
+MARKER_LIKE = re.compile(r"^\s*#\s*(end[\s_-]*snippet|snippet\s*:)", re.IGNORECASE)
+VALID_NAME = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
+
+
+class SnippetError(Exception):
+    """A malformed region or a request for one that does not exist."""
+
+    def __init__(self, path: str | Path, line: int | None, message: str):
+        self.path = str(path)
+        self.line = line
+        self.message = message
+        where = f"{self.path}:{line}" if line else self.path
+        super().__init__(f"{where}: {message}")
+
+
+@dataclass(frozen=True)
+class Region:
+    path: str
+    name: str
+    start: int  # first line of the region's text, 1-based
+    end: int  # last line of the region's text, 1-based (start - 1 when empty)
+    text: str  # dedented, newline-terminated lines
+
+
+def parse_regions(text: str, path: str | Path = "<string>") -> dict[str, Region]:
+    """Return every region in `text`, keyed by name, in source order."""
+    lines = text.splitlines()  # handles \n, \r\n and \r alike
+    regions: dict[str, Region] = {}
+    open_name: str | None = None
+    open_line = 0
+    for number, line in enumerate(lines, start=1):
+        start = START.match(line)
+        if start:
+            name = start.group("name")
+            if open_name is not None:
+                raise SnippetError(
+                    path, number,
+                    f"region '{name}' starts inside region '{open_name}' "
+                    f"(opened at line {open_line}); regions do not nest")
+            if not VALID_NAME.match(name):
+                raise SnippetError(
+                    path, number,
+                    f"invalid region name {name!r}: use lower-case letters, "
+                    f"digits and '-'")
+            if name in regions:
+                raise SnippetError(
+                    path, number,
+                    f"duplicate region '{name}' (first defined at line "
+                    f"{regions[name].start - 1})")
+            open_name, open_line = name, number
+        elif END.match(line):
+            if open_name is None:
+                raise SnippetError(path, number, "'# end snippet' without a matching '# snippet: NAME'")
+            body = lines[open_line:number - 1]
+            regions[open_name] = Region(
+                path=str(path), name=open_name, start=open_line + 1,
+                end=number - 1, text=_dedent(body))
+            open_name = None
+        elif MARKER_LIKE.match(line):
+            raise SnippetError(
+                path, number,
+                f"malformed snippet marker {line.strip()!r}: expected "
+                f"'# snippet: NAME' or '# end snippet'")
+    if open_name is not None:
+        raise SnippetError(path, open_line, f"region '{open_name}' is never closed with '# end snippet'")
+    return regions
+
+
+def _dedent(lines: list[str]) -> str:
+    if not lines:
+        return ""
+    return textwrap.dedent("\n".join(lines) + "\n")
+
+
+def read_regions(path: str | Path) -> dict[str, Region]:
+    """Parse the regions of a file on disk."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SnippetError(path, None, "file not found") from None
+    except UnicodeDecodeError as exc:
+        raise SnippetError(path, None, f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    return parse_regions(text, path)
+
+
+def extract(path: str | Path, name: str) -> Region:
+    """Return one region of a file, or raise SnippetError naming what exists."""
+    regions = read_regions(path)
+    if name not in regions:
+        known = ", ".join(regions) or "none"
+        raise SnippetError(path, None, f"no region named '{name}' (regions in this file: {known})")
+    return regions[name]
+
+
+def main(argv: list[str]) -> int:
+    usage = "usage: snippets.py list FILE... | snippets.py show FILE NAME"
+    try:
+        if len(argv) >= 2 and argv[0] == "list":
+            for file in argv[1:]:
+                for region in read_regions(file).values():
+                    print(f"{file} {region.name} {region.start}-{region.end}")
+            return 0
+        if len(argv) == 3 and argv[0] == "show":
+            sys.stdout.write(extract(argv[1], argv[2]).text)
+            return 0
+    except SnippetError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(usage, file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -149,28 +149,34 @@ class Lesson:
 
     def benchmark(self, name: str, measured: float, baseline: float, unit: str,
                   threshold: float | None = None, baseline_name: str = "",
-                  higher_is_better: bool = True, gate: bool = True, note: str = "") -> bool:
+                  higher_is_better: bool = True, gate: bool = True, note: str = "",
+                  stretch: float | None = None) -> bool:
         """Record measured vs baseline. ratio = measured/baseline (inverted when lower is better).
 
         With a threshold and gate=True, a ratio under the threshold fails the
-        lesson. gate=False records a stretch target the page reports as met or
-        not, without failing the run.
+        lesson. gate=False makes the threshold a goal the page reports as met
+        or not, without failing the run. `stretch` is a second, higher goal
+        that never gates; the page and the status sentence say if it was missed.
         """
         if higher_is_better:
             ratio = measured / baseline if baseline else math.nan
         else:
             ratio = baseline / measured if measured else math.nan
         met = None if threshold is None else bool(ratio >= threshold)
+        stretch_met = None if stretch is None else bool(ratio >= stretch)
         self._data["benchmarks"].append({
             "name": name, "measured": measured, "baseline": baseline,
             "baseline_name": baseline_name, "unit": unit, "ratio": ratio,
             "threshold": threshold, "higher_is_better": higher_is_better,
             "gate": gate, "met": met, "note": note,
+            "stretch": stretch, "stretch_met": stretch_met,
         })
         self._save()
         target = "" if threshold is None else f", target >= {threshold:.2f}x: {'met' if met else 'NOT met'}"
         if threshold is not None and not gate:
-            target += " (stretch, not gating)"
+            target += " (goal, not gating)"
+        if stretch is not None:
+            target += f", stretch >= {stretch:.2f}x: {'met' if stretch_met else 'not met'}"
         print(f"  bench {name}: {measured:.4g} {unit} vs {baseline_name or 'baseline'} "
               f"{baseline:.4g} {unit} = {ratio:.3f}x{target}")
         return met is not False

@@ -47,6 +47,8 @@ class Benchmark:
     gate: bool = True
     met: bool | None = None
     note: str = ""
+    stretch: float | None = None  # a higher goal that never gates
+    stretch_met: bool | None = None
 
 
 @dataclass

@@ -53,11 +53,17 @@ def judge(lesson: Lesson, evidence_dir: Path) -> LessonStatus:
     gpu = _gpu_state([r for r in records if r.mode == "gpu"], source_hash)
     status = _combine(interp.state, gpu.state)
     sentence = f"{status}: {interp.phrase}; {gpu.phrase}."
-    unmet = [b for r in (interp.record, gpu.record) if r and r.source_hash == source_hash
-             for b in r.benchmarks if b.met is False and not b.gate]
+    unmet = []
+    for r in (interp.record, gpu.record):
+        if r is None or r.source_hash != source_hash:
+            continue
+        for b in r.benchmarks:
+            if b.met is False and not b.gate:
+                unmet.append(f"{b.name} reached {b.ratio:.2f}x against a {b.threshold:.2f}x goal")
+            if b.stretch_met is False:
+                unmet.append(f"{b.name} reached {b.ratio:.2f}x against a {b.stretch:.2f}x stretch goal")
     if unmet:
-        sentence += " Not met (stretch targets, not gating): " + ", ".join(
-            f"{b.name} reached {b.ratio:.2f}x of a {b.threshold:.2f}x target" for b in unmet) + "."
+        sentence += " Not met (goals that do not gate the run): " + "; ".join(unmet) + "."
     return LessonStatus(lesson, status, sentence, source_hash, {"interpreter": interp, "gpu": gpu}, records)
 
 

@@ -1,0 +1,172 @@
+"""The site builds from the lesson sources, and region errors fail the build."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from html.parser import HTMLParser
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+
+from lessons import discover  # noqa: E402
+from snippets import extract  # noqa: E402
+
+MKDOCS = [sys.executable, "-m", "mkdocs"]
+ENV = dict(os.environ, NO_MKDOCS_2_WARNING="1")
+
+
+def build(config: Path, site: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([*MKDOCS, "build", "--strict", "-f", str(config), "-d", str(site)],
+                          capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=300)
+
+
+@pytest.fixture(scope="session")
+def built_site(tmp_path_factory) -> Path:
+    site = tmp_path_factory.mktemp("site")
+    result = build(ROOT / "mkdocs.yml", site)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return site
+
+
+def page_config(tmp_path: Path, extra_page: str) -> Path:
+    """A copy of the docs with one more page, built with the real hook."""
+    docs = tmp_path / "docs"
+    shutil.copytree(ROOT / "docs", docs)
+    (docs / "extra.md").write_text(extra_page, encoding="utf-8")
+    config = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
+    config = config.replace("docs_dir: docs", f"docs_dir: {docs}")
+    config = config.replace("  - tools/mkdocs_hooks.py", f"  - {ROOT / 'tools' / 'mkdocs_hooks.py'}")
+    config = re.sub(r"watch:\n(  - .*\n)+", "", config)
+    path = tmp_path / "mkdocs.yml"
+    path.write_text(config, encoding="utf-8")
+    return path
+
+
+def visible_text(html: str) -> str:
+    """The text a reader sees in a page (tags dropped, entities decoded)."""
+    class Text(HTMLParser):
+        def __init__(self):
+            super().__init__()
+            self.parts: list[str] = []
+
+        def handle_data(self, data):
+            self.parts.append(data)
+
+    parser = Text()
+    parser.feed(html)
+    return "".join(parser.parts)
+
+
+def test_every_lesson_page_shows_its_kernel_region(built_site):
+    for lesson in discover(ROOT / "code"):
+        page = built_site / lesson.page.removesuffix(".md") / "index.html"
+        assert page.is_file(), f"{lesson.page} was not built"
+        text = visible_text(page.read_text(encoding="utf-8"))
+        markdown = (ROOT / "docs" / lesson.page).read_text(encoding="utf-8")
+        shown = re.findall(r"^::snippet (\S+) (\S+)\s*$", markdown, re.M)
+        assert shown, f"{lesson.page} shows no region"
+        for rel, name in shown:
+            region = extract(ROOT / rel, name)
+            for line in region.text.strip().splitlines():
+                assert line.strip() in text, f"{lesson.page}: line of {rel}#{name} missing: {line!r}"
+            assert f"{rel}, line" in text, f"{lesson.page}: region {name} has no source title"
+
+
+def test_vector_add_kernel_is_in_the_built_html(built_site):
+    html = (built_site / "lessons" / "vector-add" / "index.html").read_text(encoding="utf-8")
+    text = visible_text(html)
+    assert "def add_kernel(x_ptr, y_ptr, out_ptr, n_elements, BLOCK_SIZE: tl.constexpr):" in text
+    assert "code/vector-add/vector_add.py, lines" in text
+    # the link to the full source and the published file
+    assert 'href="../../source/vector-add/vector_add/#__codelineno-0-' in html
+    assert (built_site / "code" / "vector-add" / "vector_add.py").read_bytes() == \
+        (ROOT / "code" / "vector-add" / "vector_add.py").read_bytes()
+
+
+def test_a_page_naming_a_missing_region_fails_the_build(tmp_path):
+    config = page_config(tmp_path, "# Extra\n\nText.\n\n::snippet code/vector-add/vector_add.py no-such-region\n")
+    result = build(config, tmp_path / "site")
+    assert result.returncode != 0
+    output = result.stdout + result.stderr
+    assert "extra.md:5" in output, output
+    assert "no region named 'no-such-region'" in output
+    assert "Traceback" not in output
+
+
+def test_a_page_naming_a_missing_file_fails_the_build(tmp_path):
+    config = page_config(tmp_path, "# Extra\n\n::snippet code/vector-add/nope.py kernel\n")
+    result = build(config, tmp_path / "site")
+    assert result.returncode != 0
+    assert "extra.md:3" in result.stdout + result.stderr
+    assert "code/vector-add/nope.py: file not found" in result.stdout + result.stderr
+
+
+def test_unknown_directive_and_missing_lesson_fail_with_the_line(tmp_path):
+    config = page_config(tmp_path, "---\nlesson: no-such-lesson\n---\n# Extra\n\n::status\n")
+    result = build(config, tmp_path / "site")
+    assert result.returncode != 0
+    assert "extra.md:6" in result.stdout + result.stderr
+    assert "no-such-lesson" in result.stdout + result.stderr
+    config = page_config(tmp_path / "b", "# Extra\n\n::snippets code/vector-add/vector_add.py kernel\n")
+    result = build(config, tmp_path / "b" / "site")
+    assert result.returncode != 0
+    assert "unknown directive '::snippets'" in result.stdout + result.stderr
+
+
+def test_directives_inside_code_fences_are_left_alone(tmp_path):
+    page = "# Extra\n\n```markdown\n::snippet code/vector-add/vector_add.py no-such-region\n```\n"
+    config = page_config(tmp_path, page)
+    result = build(config, tmp_path / "site")
+    assert result.returncode == 0, result.stdout + result.stderr
+    html = (tmp_path / "site" / "extra" / "index.html").read_text(encoding="utf-8")
+    assert "no-such-region" in visible_text(html)
+
+
+# -- links ---------------------------------------------------------------------------
+
+class Links(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.ids: set[str] = set()
+        self.links: list[tuple[str, str]] = []
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        for key in ("id", "name"):
+            if attrs.get(key):
+                self.ids.add(attrs[key])
+        for key in ("href", "src"):
+            if attrs.get(key):
+                self.links.append((tag, attrs[key]))
+
+
+def test_every_internal_link_and_anchor_resolves(built_site):
+    pages = {}
+    for html in built_site.rglob("*.html"):
+        parser = Links()
+        parser.feed(html.read_text(encoding="utf-8"))
+        pages[html] = parser
+    broken = []
+    for html, parser in pages.items():
+        for tag, link in parser.links:
+            parts = urlsplit(link)
+            if parts.scheme or parts.netloc or link.startswith(("mailto:", "javascript:", "data:")):
+                continue
+            target = html if not parts.path else (html.parent / unquote(parts.path)).resolve()
+            if target.is_dir():
+                target = target / "index.html"
+            if not target.exists():
+                broken.append(f"{html.relative_to(built_site)}: {link} (no such file)")
+                continue
+            if parts.fragment and target.suffix == ".html" and target in pages:
+                if unquote(parts.fragment) not in pages[target].ids:
+                    broken.append(f"{html.relative_to(built_site)}: {link} (no such anchor)")
+    assert not broken, "\n".join(broken[:40])

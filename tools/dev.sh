@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Set up the project's virtual environment, then serve the site or run the tests.
+#   bash tools/dev.sh serve    site on http://127.0.0.1:8000, rebuilt when a lesson or its evidence changes
+#   bash tools/dev.sh test     ruff, evidence check, fresh interpreter runs, pytest (site build + browser)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export NO_MKDOCS_2_WARNING=1
+
+setup() {  # $1: the extra to install
+    local stamp=".venv/.installed-$1"
+    if [ ! -x .venv/bin/python ]; then
+        echo "== creating .venv"
+        python3 -m venv .venv
+    fi
+    if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+        echo "== installing .[$1] into .venv"
+        .venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".[$1]"
+        touch "$stamp"
+    fi
+}
+
+case "${1:-}" in
+    serve)
+        setup site
+        exec .venv/bin/mkdocs serve "${@:2}"
+        ;;
+    test)
+        setup dev
+        echo "== ruff"
+        .venv/bin/ruff check .
+        echo "== evidence is current for every lesson (tools/verify.py --check)"
+        .venv/bin/python tools/verify.py --check
+        echo "== fresh interpreter runs agree with the committed evidence (tools/verify.py --compare)"
+        .venv/bin/python tools/verify.py --compare
+        echo "== pytest"
+        .venv/bin/python -m pytest "${@:2}"
+        ;;
+    *)
+        echo "usage: bash tools/dev.sh serve|test" >&2
+        exit 2
+        ;;
+esac

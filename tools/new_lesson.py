@@ -1,0 +1,176 @@
+"""Create a new lesson that builds and verifies under the interpreter at once.
+
+    python tools/new_lesson.py NAME [--title "Title"]
+
+Writes code/NAME/ (lesson.toml, the lesson file with one region and one
+check, README.md), docs/lessons/NAME.md, and adds the page to the Lessons
+section of mkdocs.yml. Then run:
+
+    python tools/verify.py --lesson NAME
+    mkdocs serve
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from lessons import discover  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+VALID = re.compile(r"^[a-z][a-z0-9]*(?:-[a-z0-9]+)*$")
+
+LESSON_PY = '''"""{title}.
+
+Run it:
+    TRITON_INTERPRET=1 python code/{name}/{module}.py   # CPU, checks only
+    python code/{name}/{module}.py                      # GPU
+"""
+
+import sys
+from pathlib import Path
+
+import torch
+import triton
+import triton.language as tl
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # code/, where lessonkit.py lives
+from lessonkit import Lesson  # noqa: E402
+
+
+# snippet: kernel
+@triton.jit
+def scale_kernel(x_ptr, out_ptr, n, factor, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    x = tl.load(x_ptr + offsets, mask=mask)
+    tl.store(out_ptr + offsets, x * factor, mask=mask)
+# end snippet
+
+
+def main() -> int:
+    lesson = Lesson("{name}")
+    device = lesson.device()
+    torch.manual_seed(0)
+    n = 1000
+    x = torch.rand(n, device=device)
+    out = torch.full_like(x, float("nan"))
+    scale_kernel[(triton.cdiv(n, 256),)](x, out, n, 2.0, BLOCK=256)
+    lesson.check("matches-torch", torch.equal(out, x * 2.0), f"{{n}} elements, bit-exact")
+    return lesson.finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+'''
+
+LESSON_TOML = '''title = "{title}"
+order = {order}
+main = "{module}.py"
+page = "lessons/{name}.md"
+summary = "One sentence on what this lesson teaches."
+prerequisites = ["vector-add"]
+
+[interpreter]
+timeout = 120
+
+[gpu]
+timeout = 120
+'''
+
+README = '''# {title}
+
+What it shows: (one paragraph).
+
+Run it on the CPU through Triton's interpreter (checks only):
+
+    TRITON_INTERPRET=1 python code/{name}/{module}.py
+
+Run it on a GPU (checks and benchmarks):
+
+    python code/{name}/{module}.py
+
+It prints each check and benchmark and ends with PASS; it exits 0 when every
+check passed, 1 when one failed, 2 when there is neither a GPU nor the
+interpreter, 3 when it declines by design.
+'''
+
+PAGE = '''---
+lesson: {name}
+---
+
+# {title}
+
+::status
+
+The story of the lesson, in prose.
+
+::snippet code/{name}/{module}.py kernel
+
+::checks
+
+::benchmarks
+
+::output
+'''
+
+
+def add_to_nav(mkdocs_yml: Path, page: str) -> None:
+    """Insert `- page` after the last entry of the Lessons section."""
+    lines = mkdocs_yml.read_text(encoding="utf-8").split("\n")
+    try:
+        start = next(i for i, line in enumerate(lines) if line.strip() == "- Lessons:")
+    except StopIteration:
+        raise SystemExit(f"{mkdocs_yml}: no '- Lessons:' section in nav; add {page} by hand") from None
+    indent = len(lines[start]) - len(lines[start].lstrip()) + 4
+    end = start + 1
+    while end < len(lines) and lines[end].startswith(" " * indent + "- "):
+        end += 1
+    lines.insert(end, " " * indent + f"- {page}")
+    mkdocs_yml.write_text("\n".join(lines), encoding="utf-8")
+
+
+def create(name: str, title: str, root: Path = ROOT) -> list[Path]:
+    if not VALID.match(name):
+        raise SystemExit(f"invalid lesson name {name!r}: use lower-case letters, digits and '-'")
+    folder = root / "code" / name
+    page = root / "docs" / "lessons" / f"{name}.md"
+    for path in (folder, page):
+        if path.exists():
+            raise SystemExit(f"{path} already exists")
+    existing = discover(root / "code")
+    order = max((lesson.order for lesson in existing if lesson.order < 999), default=0) + 1
+    values = {"name": name, "title": title, "module": name.replace("-", "_"), "order": order}
+    folder.mkdir(parents=True)
+    written = {
+        folder / f"{values['module']}.py": LESSON_PY,
+        folder / "lesson.toml": LESSON_TOML,
+        folder / "README.md": README,
+        page: PAGE,
+    }
+    for path, template in written.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(template.format(**values), encoding="utf-8")
+    add_to_nav(root / "mkdocs.yml", f"lessons/{name}.md")
+    return list(written)
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description="Create a new lesson.")
+    parser.add_argument("name", help="lower-case letters, digits and '-', e.g. 'row-sum'")
+    parser.add_argument("--title", help="the page title (default: from the name)")
+    args = parser.parse_args(argv)
+    title = args.title or args.name.replace("-", " ").capitalize()
+    for path in create(args.name, title):
+        print(f"created {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
+    print(f"added lessons/{args.name}.md to the nav in mkdocs.yml\n"
+          f"next: python tools/verify.py --lesson {args.name} && mkdocs serve")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -189,9 +189,9 @@ class Lesson:
         widths = [max(len(str(c)), *(len(str(r[i])) for r in rows)) if rows else len(str(c))
                   for i, c in enumerate(columns)]
         print(f"\n  {caption or name}")
-        print("  " + "  ".join(str(c).rjust(w) for c, w in zip(columns, widths)))
+        print("  " + "  ".join(str(c).rjust(w) for c, w in zip(columns, widths, strict=True)))
         for row in rows:
-            print("  " + "  ".join(str(v).rjust(w) for v, w in zip(row, widths)))
+            print("  " + "  ".join(str(v).rjust(w) for v, w in zip(row, widths, strict=False)))
 
     def figure(self, fig, name: str, caption: str = "") -> Path:
         """Save a matplotlib figure as NAME.png where verify collects it."""

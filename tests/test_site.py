@@ -156,7 +156,7 @@ def test_every_internal_link_and_anchor_resolves(built_site):
         pages[html] = parser
     broken = []
     for html, parser in pages.items():
-        for tag, link in parser.links:
+        for _tag, link in parser.links:
             parts = urlsplit(link)
             if parts.scheme or parts.netloc or link.startswith(("mailto:", "javascript:", "data:")):
                 continue

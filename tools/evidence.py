@@ -143,14 +143,15 @@ def write_record(evidence_dir: Path, record: Record, figure_files: dict[str, Pat
     fig_dir = figures_dir(evidence_dir, record.lesson, record.key)
     if figure_files is not None:
         staging = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{record.key}-"))
-        for name, src in figure_files.items():
-            shutil.copyfile(src, staging / name)
-        if fig_dir.exists():
-            shutil.rmtree(fig_dir)
-        if figure_files:
-            os.replace(staging, fig_dir)
-        else:
-            staging.rmdir()
+        try:
+            for name, src in figure_files.items():
+                shutil.copyfile(src, staging / name)
+            if fig_dir.exists():
+                shutil.rmtree(fig_dir)
+            if figure_files:
+                os.replace(staging, fig_dir)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)  # gone already once moved into place
     atomic_write_text(path, record.to_json())
     return path
 

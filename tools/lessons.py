@@ -112,7 +112,11 @@ def load_lesson(folder: Path) -> Lesson:
     modes = {}
     for mode in MODES:
         raw = spec.get(mode, {})
-        exits = {int(code): why for code, why in raw.get("expected_exits", {}).items()}
+        try:
+            exits = {int(code): why for code, why in raw.get("expected_exits", {}).items()}
+        except ValueError:
+            raise LessonError(f"{toml_path}: [{mode}.expected_exits] keys must be exit codes, "
+                              f"like \"1\" = \"why\"") from None
         modes[mode] = ModeSpec(
             supported=raw.get("supported", True),
             reason=raw.get("reason", ""),

@@ -20,6 +20,7 @@ under code/ as a download and as a full-source page with line anchors.
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from pathlib import Path
@@ -36,8 +37,9 @@ from snippets import SnippetError, extract, read_regions  # noqa: E402
 from status import LessonStatus, judge  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-CODE_DIR = ROOT / "code"
-EVIDENCE_DIR = ROOT / "evidence"
+# Tests point the hook at a throw-away project; the site publishes them as code/ and evidence/ all the same.
+CODE_DIR = Path(os.environ.get("VT_CODE_DIR") or ROOT / "code").resolve()
+EVIDENCE_DIR = Path(os.environ.get("VT_EVIDENCE_DIR") or ROOT / "evidence").resolve()
 DIRECTIVE = re.compile(r"^(?P<indent>[ \t]*)::(?P<name>[a-z][a-z-]*)(?:[ \t]+(?P<args>.*?))?[ \t]*$")
 FENCE = re.compile(r"^[ \t]*(?P<fence>`{3,}|~{3,})")
 
@@ -59,6 +61,11 @@ def _source_files() -> list[Path]:
                   if not any(part.startswith(("_", ".")) for part in p.relative_to(CODE_DIR).parts))
 
 
+def _code_rel(path: Path) -> str:
+    """A source file's site path: code/<lesson>/<file>.py."""
+    return "code/" + path.relative_to(CODE_DIR).as_posix()
+
+
 def source_page_uri(rel_path: str) -> str:
     """code/a/b.py -> source/a/b.md"""
     return "source/" + rel_path.removeprefix("code/").removesuffix(".py") + ".md"
@@ -66,7 +73,7 @@ def source_page_uri(rel_path: str) -> str:
 
 def on_files(files: Files, config) -> Files:
     for path in _source_files():
-        rel = path.relative_to(ROOT).as_posix()
+        rel = _code_rel(path)
         files.append(File.generated(config, rel, abs_src_path=str(path)))
         try:
             regions = list(read_regions(path).values())
@@ -80,7 +87,8 @@ def on_files(files: Files, config) -> Files:
     if EVIDENCE_DIR.is_dir():
         for path in sorted(EVIDENCE_DIR.rglob("*")):
             if path.is_file() and path.suffix in (".json", ".png") and not path.name.startswith("."):
-                files.append(File.generated(config, path.relative_to(ROOT).as_posix(), abs_src_path=str(path)))
+                files.append(File.generated(config, "evidence/" + path.relative_to(EVIDENCE_DIR).as_posix(),
+                                            abs_src_path=str(path)))
     for st in _statuses.values():
         if files.get_file_from_path(st.lesson.page) is None:
             raise PluginError(f"{st.lesson.folder / 'lesson.toml'}: page = '{st.lesson.page}' "
@@ -172,13 +180,13 @@ def _snippet(args: str, root: str) -> str:
         raise DirectiveError(f"'::snippet' takes a file and a region name, e.g. "
                              f"'::snippet code/vector-add/vector_add.py kernel'; got {args!r}")
     rel, region_name = parts
-    path = (ROOT / rel).resolve()
-    if not path.is_relative_to(CODE_DIR) or path.suffix != ".py":
+    path = (CODE_DIR / rel.removeprefix("code/")).resolve() if rel.startswith("code/") else None
+    if path is None or not path.is_relative_to(CODE_DIR) or path.suffix != ".py":
         raise DirectiveError(f"'::snippet' shows Python files under code/, not {rel!r}")
     if not path.is_file():
         raise DirectiveError(f"{rel}: file not found")
     region = extract(path, region_name)
-    rel = path.relative_to(ROOT).as_posix()
+    rel = _code_rel(path)
     links = render.SourceLinks(page=root + source_page_uri(rel), raw=root + rel)
     return render.snippet(region, rel, links)
 
@@ -239,4 +247,5 @@ def _benchmark_table(root: str) -> str:
         rows += render.benchmark_rows(sorted(current, key=lambda r: r.key), with_lesson=True, lesson_link=link)
     if not rows:
         return "_No benchmarks recorded yet: benchmarks run on a GPU only._"
-    return render.md_table(["Lesson", *render.BENCH_COLUMNS], rows, ["---", "---", "---:", "---:", "---:", "---", "---"])
+    align = ["---", "---", "---:", "---:", "---:", "---", "---"]
+    return render.md_table(["Lesson", *render.BENCH_COLUMNS], rows, align)

@@ -48,7 +48,11 @@ class Region:
 
 def parse_regions(text: str, path: str | Path = "<string>") -> dict[str, Region]:
     """Return every region in `text`, keyed by name, in source order."""
-    lines = text.splitlines()  # handles \n, \r\n and \r alike
+    # Lines end at \n, \r\n or \r, as Python counts them. Not str.splitlines(), which
+    # also breaks at form feeds and U+2028 and would shift every later line number.
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    if lines[-1] == "":
+        lines.pop()  # the empty piece after the final newline is not a line
     regions: dict[str, Region] = {}
     open_name: str | None = None
     open_line = 0

@@ -32,7 +32,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 
@@ -43,9 +43,9 @@ from evidence import (  # noqa: E402
     Environment,
     EvidenceError,
     Record,
-    record_from_dict,
     gpu_key,
     read_record,
+    record_from_dict,
     record_path,
     write_record,
 )
@@ -167,7 +167,7 @@ def run_lesson(lesson: Lesson, mode: str, machine: Machine, evidence_dir: Path,
         env["TRITON_INTERPRET"] = "1"
     rel_main = lesson.relative(lesson.main)
     command = ("TRITON_INTERPRET=1 " if mode == "interpreter" else "") + f"python {rel_main}"
-    started = datetime.now(timezone.utc)
+    started = datetime.now(UTC)
     t0 = time.monotonic()
     source_hash = lesson.source_hash()
     proc = subprocess.Popen([sys.executable, str(lesson.main)], cwd=lesson.folder, env=env,
@@ -183,6 +183,7 @@ def run_lesson(lesson: Lesson, mode: str, machine: Machine, evidence_dir: Path,
         timed_out = True
         _kill_group(proc)
         proc.wait()
+    _kill_group(proc)  # anything the lesson left running would hold its pipes open and outlive verify
     for reader in readers:
         reader.join(timeout=10)
     wall = time.monotonic() - t0
@@ -224,7 +225,7 @@ def run_lesson(lesson: Lesson, mode: str, machine: Machine, evidence_dir: Path,
 def _kill_group(proc: subprocess.Popen) -> None:
     try:
         os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
+    except (ProcessLookupError, PermissionError):
         pass
 
 
@@ -252,7 +253,11 @@ def _classify(lesson: Lesson, mode: str, code: int | None, timed_out: bool, limi
     if code == EXIT_BY_DESIGN and results.get("by_design"):
         return "by-design", results["by_design"]
     if code is not None and code < 0:
-        return "crashed", f"killed by signal {signal.Signals(-code).name}"
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:  # e.g. a real-time signal, which has no name in the enum
+            name = str(-code)
+        return "crashed", f"killed by signal {name}"
     failed = [c["name"] for c in results.get("checks", []) if c.get("status") == "fail"]
     missed = [b["name"] for b in results.get("benchmarks", []) if b.get("gate") and b.get("met") is False]
     if code == 0 and not failed and not missed:
@@ -358,7 +363,7 @@ def execute(todo: list[tuple[Lesson, str]], machine: Machine, evidence_dir: Path
 
 def print_summary(results: list[RunResult]) -> None:
     print("\nlesson                         mode         outcome     time    note")
-    for r in sorted(results, key=lambda r: (r.lesson.order, r.lesson.name, r.mode)):
+    for r in sorted(results, key=lambda r: (r.lesson.order, r.lesson.name, MODES.index(r.mode))):
         outcome = r.record.outcome if r.record and not r.skipped else "-"
         wall = f"{r.record.wall_s:6.1f}s" if r.record and not r.skipped else "      -"
         note = r.skipped or (r.record.reason if r.record else "")
@@ -396,8 +401,7 @@ def check_problems(statuses: list[LessonStatus]) -> list[str]:
     for st in statuses:
         if st.status in (FAILED, STALE, UNVERIFIED):
             problems.append(f"{st.lesson.name}: {st.sentence}")
-            continue
-        if st.modes["interpreter"].state not in ("passed", "not-supported"):
+        elif st.modes["interpreter"].state not in ("passed", "not-supported"):
             problems.append(f"{st.lesson.name}: interpreter mode is {st.modes['interpreter'].state}")
         for rec in st.records:
             if rec.source_hash != st.source_hash:
@@ -459,7 +463,11 @@ def write_bundle(path: Path, records: list[Record], evidence_dir: Path) -> None:
 def import_bundle(path: Path, lessons: dict[str, Lesson], evidence_dir: Path) -> list[str]:
     """Merge a bundle; refuse records for unknown lessons or for another source hash."""
     problems, imported = [], 0
-    with tarfile.open(path, "r:*") as tar:
+    try:
+        tar = tarfile.open(path, "r:*")
+    except (OSError, tarfile.TarError) as exc:
+        raise EvidenceError(f"{path}: cannot read the bundle ({exc})") from None
+    with tar:
         members = {m.name: m for m in tar.getmembers() if m.isfile()}
         for name, member in sorted(members.items()):
             if not name.endswith(".json") or name.count("/") != 1:
@@ -471,7 +479,10 @@ def import_bundle(path: Path, lessons: dict[str, Lesson], evidence_dir: Path) ->
                 problems.append(f"{where}: unreadable record ({exc})")
                 continue
             lesson = lessons.get(record.lesson)
-            if lesson is None or name != f"{record.lesson}/{record.key}.json":
+            # The key names files under evidence/; only the names verify itself writes are accepted.
+            key_ok = (record.key == "interpreter" if record.mode == "interpreter"
+                      else record.mode == "gpu" and record.key == gpu_key(record.key[4:]))
+            if lesson is None or not key_ok or name != f"{record.lesson}/{record.key}.json":
                 problems.append(f"{where}: no lesson '{record.lesson}' here (or a misnamed record); refused")
                 continue
             current = lesson.source_hash()

@@ -1,0 +1,453 @@
+"""Layer normalization: a row reduction fused with an element-wise epilogue.
+
+Layer norm rescales every row of x to zero mean and unit variance, then
+applies a learned scale w and shift b, one per column:
+
+    mean = sum(x) / N            var = sum((x - mean)^2) / N
+    y    = (x - mean) / sqrt(var + eps) * w + b
+
+Each output element needs two statistics of its whole row, so the natural
+Triton program owns whole rows: it loads a row once into registers, reduces
+it twice (mean, then variance around the mean), and writes the normalized
+row. The arithmetic is a handful of operations per element; what costs is
+moving the bytes. The kernel is memory-bound, and the question is how close
+it gets to a plain copy of the same data.
+
+The backward pass is the second half of the lesson. dx is again a per-row
+computation, but dw and db are sums over *all* rows, a reduction across
+programs. We do it in two stages: every program adds up its own rows into a
+private partial sum, and a second small kernel adds the partial sums.
+
+Inputs and outputs are FP16; every statistic and every sum is FP32.
+
+Run it:
+    TRITON_INTERPRET=1 python code/layer-norm/layer_norm.py   # CPU, checks only
+    python code/layer-norm/layer_norm.py                      # GPU, checks and GB/s
+"""
+
+import functools
+import sys
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+import triton
+import triton.language as tl
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # code/, where lessonkit.py lives
+from lessonkit import Lesson, bench_ms, gbps, scaled_rtol  # noqa: E402
+
+
+# snippet: forward-kernel
+@triton.jit
+def layer_norm_fwd_kernel(
+    X, Y, W, B, Mean, Rstd,      # pointers: x, y are M x N; w, b have N; mean, rstd have M
+    stride_x, stride_y,          # distance in elements between two rows
+    M, N, eps,
+    BLOCK_N: tl.constexpr,       # a power of two >= N: one row fits in one block
+    ROWS: tl.constexpr,          # rows handled by one program
+):
+    # Program `pid` owns rows [pid * ROWS, pid * ROWS + ROWS). The tile is
+    # ROWS x BLOCK_N: each row of the tile is a whole row of x.
+    pid = tl.program_id(0)
+    rows = pid * ROWS + tl.arange(0, ROWS)
+    cols = tl.arange(0, BLOCK_N)
+    row_ok = rows < M
+    col_ok = cols < N            # N is rarely a power of two: mask the padding
+    mask = row_ok[:, None] & col_ok[None, :]
+
+    # One trip to memory: the whole row goes into registers as FP32. The
+    # padding lanes read 0, so they add nothing to the sum.
+    x = tl.load(X + rows[:, None] * stride_x + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+
+    # Two reductions over the row that is already in registers: the mean,
+    # then the variance *around the mean*. The second pass costs no memory
+    # traffic, and it avoids E[x^2] - E[x]^2, which cancels badly when the
+    # mean is large compared with the spread.
+    mean = tl.sum(x, axis=1) / N
+    xc = tl.where(mask, x - mean[:, None], 0.0)   # padding must stay 0 here too
+    var = tl.sum(xc * xc, axis=1) / N
+    rstd = 1.0 / tl.sqrt(var + eps)
+
+    # The affine epilogue, still in FP32; w and b are the same for every row.
+    w = tl.load(W + cols, mask=col_ok, other=0.0).to(tl.float32)
+    b = tl.load(B + cols, mask=col_ok, other=0.0).to(tl.float32)
+    y = xc * rstd[:, None] * w[None, :] + b[None, :]
+
+    # Round once, on the way out, to the output's type (FP16 here).
+    tl.store(Y + rows[:, None] * stride_y + cols[None, :], y.to(Y.dtype.element_ty), mask=mask)
+    # The backward pass needs the two statistics again: 8 bytes per row.
+    tl.store(Mean + rows, mean, mask=row_ok)
+    tl.store(Rstd + rows, rstd, mask=row_ok)
+# end snippet
+
+
+# snippet: forward-config
+def forward_config(N: int, element_size: int) -> tuple[int, int, int]:
+    """BLOCK_N, rows per program and warps for a row of N elements."""
+    BLOCK_N = triton.next_power_of_2(N)
+    if BLOCK_N * element_size > 32768:
+        # 16384 FP16 values per row: beyond that one row no longer sits
+        # comfortably in the registers of one program, and the kernel would
+        # need a loop over the row (two passes over memory) instead.
+        raise ValueError(f"rows of {N} elements do not fit in one block")
+    # Narrow rows: one row of 1024 FP16 values is only 2 KB, so a program
+    # that owns one row has little memory in flight and finishes quickly;
+    # the GPU then spends its time starting programs. Several rows per
+    # program put more loads in flight at once. Wide rows already do.
+    ROWS = max(1, min(4, 4096 // BLOCK_N))
+    # A thread loads 16 bytes (8 FP16 values) per instruction. Four warps
+    # are 128 threads, 1024 values per load; wider rows get eight warps so
+    # that each thread holds a few vectors, not dozens. More warps than
+    # that only add cross-warp traffic to the two reductions.
+    num_warps = min(max(BLOCK_N * element_size // 1024, 4), 8)
+    return BLOCK_N, ROWS, num_warps
+# end snippet
+
+
+# snippet: forward-launch
+def layer_norm_fwd(x, weight, bias, eps=1e-5, out=None, rows=None, num_warps=None):
+    """y, mean, rstd of layer norm over the last dimension of a 2-D x.
+
+    `out` = (y, mean, rstd) writes into given tensors (the checks poison
+    them first); `rows` and `num_warps` override the tuning for the sweep.
+    """
+    assert x.ndim == 2 and x.stride(1) == 1 and weight.shape == bias.shape == (x.shape[1],)
+    M, N = x.shape
+    if out is None:
+        out = (torch.empty_like(x),
+               torch.empty(M, device=x.device, dtype=torch.float32),
+               torch.empty(M, device=x.device, dtype=torch.float32))
+    y, mean, rstd = out
+    BLOCK_N, ROWS, warps = forward_config(N, x.element_size())
+    ROWS = rows or ROWS
+    warps = num_warps or warps
+    grid = (triton.cdiv(M, ROWS),)
+    layer_norm_fwd_kernel[grid](x, y, weight, bias, mean, rstd, x.stride(0), y.stride(0), M, N, eps,
+                                BLOCK_N=BLOCK_N, ROWS=ROWS, num_warps=warps)
+    return y, mean, rstd
+# end snippet
+
+
+# The backward pass. With xhat = (x - mean) * rstd and g = dy * w,
+#
+#     dx = rstd * (g - mean(g) - xhat * mean(g * xhat))      per row
+#     dw = sum over rows of dy * xhat                         per column
+#     db = sum over rows of dy                                per column
+#
+# dx needs two more row reductions (mean(g) and mean(g * xhat)), exactly
+# like the forward pass. dw and db are different: they add up M rows, and
+# no single program sees all the rows.
+
+# snippet: backward-kernel
+@triton.jit
+def layer_norm_bwd_dx_kernel(
+    X, DY, DX, W, Mean, Rstd,
+    DW_part, DB_part,            # G x N FP32 partial sums, one row per program
+    stride, M, N,
+    ROWS_PER_PROGRAM,            # consecutive rows owned by one program
+    BLOCK_N: tl.constexpr,
+    ROWS: tl.constexpr,          # rows per step of the loop
+):
+    pid = tl.program_id(0)
+    cols = tl.arange(0, BLOCK_N)
+    col_ok = cols < N
+    w = tl.load(W + cols, mask=col_ok, other=0.0).to(tl.float32)
+    # This program's share of dw and db lives in registers for the whole
+    # loop: no other program touches it, so no atomics and no locks.
+    dw_acc = tl.zeros((ROWS, BLOCK_N), dtype=tl.float32)
+    db_acc = tl.zeros((ROWS, BLOCK_N), dtype=tl.float32)
+
+    first = pid * ROWS_PER_PROGRAM
+    last = tl.minimum(first + ROWS_PER_PROGRAM, M)
+    for start in range(first, last, ROWS):
+        rows = start + tl.arange(0, ROWS)
+        row_ok = rows < last
+        mask = row_ok[:, None] & col_ok[None, :]
+        offs = rows[:, None] * stride + cols[None, :]
+        x = tl.load(X + offs, mask=mask, other=0.0).to(tl.float32)
+        dy = tl.load(DY + offs, mask=mask, other=0.0).to(tl.float32)
+        mean = tl.load(Mean + rows, mask=row_ok, other=0.0)
+        rstd = tl.load(Rstd + rows, mask=row_ok, other=0.0)
+
+        # Rebuild xhat from the saved statistics instead of storing it in
+        # the forward pass: 8 bytes per row instead of 2 bytes per element.
+        xhat = tl.where(mask, (x - mean[:, None]) * rstd[:, None], 0.0)
+        g = dy * w[None, :]
+        c1 = tl.sum(g * xhat, axis=1) / N
+        c2 = tl.sum(g, axis=1) / N
+        dx = (g - c2[:, None] - xhat * c1[:, None]) * rstd[:, None]
+        tl.store(DX + offs, dx.to(DX.dtype.element_ty), mask=mask)
+
+        # Stage one of the dw/db reduction: accumulate, do not store yet.
+        dw_acc += dy * xhat
+        db_acc += dy
+
+    # One row of partial sums per program, written once at the end.
+    tl.store(DW_part + pid * N + cols, tl.sum(dw_acc, axis=0), mask=col_ok)
+    tl.store(DB_part + pid * N + cols, tl.sum(db_acc, axis=0), mask=col_ok)
+
+
+@triton.jit
+def layer_norm_bwd_dwdb_kernel(
+    DW_part, DB_part, DW, DB, G, N,
+    BLOCK_G: tl.constexpr, BLOCK_C: tl.constexpr,
+):
+    # Stage two: each program owns BLOCK_C columns and adds the G partial
+    # rows for them, a small G x N column sum.
+    cols = tl.program_id(0) * BLOCK_C + tl.arange(0, BLOCK_C)
+    col_ok = cols < N
+    dw = tl.zeros((BLOCK_G, BLOCK_C), dtype=tl.float32)
+    db = tl.zeros((BLOCK_G, BLOCK_C), dtype=tl.float32)
+    for g0 in range(0, G, BLOCK_G):
+        parts = g0 + tl.arange(0, BLOCK_G)
+        mask = (parts < G)[:, None] & col_ok[None, :]
+        offs = parts[:, None] * N + cols[None, :]
+        dw += tl.load(DW_part + offs, mask=mask, other=0.0)
+        db += tl.load(DB_part + offs, mask=mask, other=0.0)
+    tl.store(DW + cols, tl.sum(dw, axis=0).to(DW.dtype.element_ty), mask=col_ok)
+    tl.store(DB + cols, tl.sum(db, axis=0).to(DB.dtype.element_ty), mask=col_ok)
+# end snippet
+
+
+# snippet: backward-launch
+def layer_norm_bwd(dy, x, weight, mean, rstd, out=None, programs_per_sm=4):
+    """dx, dw, db of layer norm, given the forward pass's mean and rstd."""
+    assert x.is_contiguous() and dy.is_contiguous() and dy.shape == x.shape
+    M, N = x.shape
+    BLOCK_N, _, warps = forward_config(N, x.element_size())
+    # Each step of the loop reads two tiles (x and dy) and keeps two
+    # accumulators, so take fewer rows per step than the forward pass does.
+    ROWS = 2 if BLOCK_N <= 1024 else 1
+    # Stage one runs a few programs per SM, each looping over a contiguous
+    # slice of rows. Every program writes one partial row of N FP32 values
+    # for dw and one for db, which stage two reads back: more programs
+    # would hide more latency but leave more partial sums to add.
+    sms = torch.cuda.get_device_properties(x.device).multi_processor_count if x.is_cuda else 4
+    rows_per_program = triton.cdiv(triton.cdiv(M, programs_per_sm * sms), ROWS) * ROWS
+    G = triton.cdiv(M, rows_per_program)
+    dx, dw, db = out if out is not None else (torch.empty_like(x), torch.empty_like(weight),
+                                              torch.empty_like(weight))
+    dw_part = torch.empty(G, N, device=x.device, dtype=torch.float32)
+    db_part = torch.empty(G, N, device=x.device, dtype=torch.float32)
+    layer_norm_bwd_dx_kernel[(G,)](x, dy, dx, weight, mean, rstd, dw_part, db_part,
+                                   x.stride(0), M, N, rows_per_program,
+                                   BLOCK_N=BLOCK_N, ROWS=ROWS, num_warps=warps)
+    BLOCK_C = 64
+    layer_norm_bwd_dwdb_kernel[(triton.cdiv(N, BLOCK_C),)](dw_part, db_part, dw, db, G, N,
+                                                           BLOCK_G=32, BLOCK_C=BLOCK_C, num_warps=4)
+    return dx, dw, db
+# end snippet
+
+
+def make_inputs(M, N, device, seed, dtype=torch.float16):
+    """Rows with their own offset and spread, so mean and rstd differ per row."""
+    g = torch.Generator(device="cpu").manual_seed(seed)
+    spread = torch.rand(M, 1, generator=g) * 1.5 + 0.5
+    offset = torch.rand(M, 1, generator=g) * 4.0 - 2.0
+    x = torch.randn(M, N, generator=g) * spread + offset
+    w = 1.0 + 0.5 * torch.randn(N, generator=g)
+    b = 0.5 * torch.randn(N, generator=g)
+    dy = torch.randn(M, N, generator=g)
+    return [t.to(device=device, dtype=dtype) for t in (x, w, b, dy)]
+
+
+def reference64(x, w, b, dy, eps):
+    """Forward and backward of torch's own layer norm, in float64 on the CPU."""
+    x64, w64, b64 = (t.detach().to("cpu", torch.float64).requires_grad_() for t in (x, w, b))
+    y64 = F.layer_norm(x64, (x.shape[1],), w64, b64, eps)
+    dx64, dw64, db64 = torch.autograd.grad(y64, (x64, w64, b64), dy.to("cpu", torch.float64))
+    xd = x64.detach()
+    mean64 = xd.mean(dim=1)
+    rstd64 = 1.0 / torch.sqrt(xd.var(dim=1, unbiased=False) + eps)
+    return y64.detach(), mean64, rstd64, dx64, dw64, db64
+
+
+def nan_like(t, dtype=None):
+    return torch.full_like(t, float("nan"), dtype=dtype)
+
+
+# snippet: checks
+def check_shape(lesson, M, N, device, seed, eps=1e-5):
+    x, w, b, dy = make_inputs(M, N, device, seed)
+    y_ref, mean_ref, rstd_ref, dx_ref, dw_ref, db_ref = reference64(x, w, b, dy, eps)
+    tag = f"{M}x{N}"
+
+    # Forward, into outputs poisoned with NaN: a row the kernel skips fails.
+    out = (nan_like(x), torch.full((M,), float("nan"), device=device), torch.full((M,), float("nan"), device=device))
+    y, mean, rstd = layer_norm_fwd(x, w, b, eps, out=out)
+    # y is computed in FP32 and rounded once to FP16: half an FP16 ulp,
+    # 2^-11 relative. We allow one ulp (2^-10), or the length-scaled FP32
+    # bound if that is larger; atol scales with the largest |y|.
+    rtol, why = scaled_rtol(2**-10, 2**-24, N)
+    lesson.close(f"forward-y-{tag}", y, y_ref, rtol, rtol * float(y_ref.abs().max()), why)
+    # mean and rstd stay FP32: only the sums' rounding, 4*eps32*sqrt(N).
+    rtol, why = scaled_rtol(1e-6, 2**-24, N)
+    lesson.close(f"forward-mean-{tag}", mean, mean_ref, rtol, rtol * float(x.abs().max()), why)
+    lesson.close(f"forward-rstd-{tag}", rstd, rstd_ref, rtol, rtol * float(rstd_ref.abs().max()), why)
+
+    # Backward, from the kernel's own mean and rstd, into poisoned outputs.
+    out = (nan_like(x), nan_like(w), nan_like(w))
+    dx, dw, db = layer_norm_bwd(dy, x, w, mean, rstd, out=out)
+    rtol, why = scaled_rtol(2**-10, 2**-24, N)
+    lesson.close(f"backward-dx-{tag}", dx, dx_ref, rtol, rtol * float(dx_ref.abs().max()), why)
+    # dw and db add up M rows in FP32 before one rounding to FP16.
+    rtol, why = scaled_rtol(2**-10, 2**-24, M)
+    lesson.close(f"backward-dw-{tag}", dw, dw_ref, rtol, rtol * float(dw_ref.abs().max()), why)
+    lesson.close(f"backward-db-{tag}", db, db_ref, rtol, rtol * float(db_ref.abs().max()), why)
+# end snippet
+
+
+def check_against_torch(lesson, device, eps=1e-5):
+    """Our FP16 output next to torch's own FP16 layer norm: both within one ulp of float64."""
+    M, N = (64, 1000) if device == "cpu" else (4096, 1000)
+    x, w, b, _ = make_inputs(M, N, device, seed=7)
+    y, _, _ = layer_norm_fwd(x, w, b, eps)
+    y_torch = F.layer_norm(x, (N,), w, b, eps)
+    y64 = F.layer_norm(x.double(), (N,), w.double(), b.double(), eps)
+    ours = float((y.double() - y64).abs().max())
+    theirs = float((y_torch.double() - y64).abs().max())
+    # Two correct FP16 results may differ by one rounding each.
+    diff = float((y.double() - y_torch.double()).abs().max())
+    bound = 2 * 2**-11 * float(y64.abs().max())
+    lesson.check(f"agrees-with-torch-fp16-{M}x{N}", diff <= bound,
+                 f"max|ours - F.layer_norm| = {diff:.3g} <= {bound:.3g} (two half-ulps at max|y|); "
+                 f"max error vs float64: ours {ours:.3g}, torch {theirs:.3g}")
+
+
+def main() -> int:
+    lesson = Lesson("layer-norm")
+    device = lesson.device()
+
+    # Widths that are and are not powers of two, a ragged number of rows
+    # (not a multiple of the rows per program), and one wide row.
+    if lesson.interpret:
+        shapes = [(37, 1000), (64, 1024), (5, 4096)]
+    else:
+        shapes = [(1001, 1000), (4096, 1024), (999, 4096), (300, 8192), (2048, 777)]
+    for i, (M, N) in enumerate(shapes):
+        check_shape(lesson, M, N, device, seed=i)
+    check_against_torch(lesson, device)
+
+    if lesson.interpret:
+        print("\nNo timings under the interpreter.")
+        return lesson.finish()
+
+    return benchmarks(lesson, device)
+
+
+def forward_bytes(M, N, element_size):
+    # read x, write y, read w and b once, write mean and rstd (FP32)
+    return 2 * M * N * element_size + 2 * N * element_size + 2 * M * 4
+
+
+def backward_bytes(M, N, element_size):
+    # read x and dy, write dx, read mean and rstd; w, dw, db are small
+    return 3 * M * N * element_size + 2 * M * 4 + 3 * N * element_size
+
+
+# snippet: benchmark
+def measure_width(N, elements, device, eps=1e-5):
+    """GB/s of both passes, ours and torch's, at one row width."""
+    M = elements // N
+    x, w, b, dy = make_inputs(M, N, device, seed=N)
+    ms_fwd = bench_ms(lambda: layer_norm_fwd(x, w, b, eps))
+    ms_fwd_torch = bench_ms(lambda: F.layer_norm(x, (N,), w, b, eps))
+    # torch's backward kernel itself, from torch's own saved statistics, so
+    # neither side pays for autograd's bookkeeping.
+    _, mean_t, rstd_t = torch.ops.aten.native_layer_norm(x, [N], w, b, eps)
+    _, mean, rstd = layer_norm_fwd(x, w, b, eps)
+    ms_bwd = bench_ms(lambda: layer_norm_bwd(dy, x, w, mean, rstd))
+    ms_bwd_torch = bench_ms(lambda: torch.ops.aten.native_layer_norm_backward(
+        dy, x, [N], mean_t, rstd_t, w, b, [True, True, True]))
+    fb, bb = forward_bytes(M, N, 2), backward_bytes(M, N, 2)
+    return {"N": N, "M": M, "fwd": gbps(fb, ms_fwd), "fwd_torch": gbps(fb, ms_fwd_torch),
+            "bwd": gbps(bb, ms_bwd), "bwd_torch": gbps(bb, ms_bwd_torch)}
+
+
+def benchmarks(lesson, device, eps=1e-5):
+    # Every shape holds the same 2^25 elements (64 MiB of FP16), several
+    # times the 60 MB L2 of an H200, so each run streams from DRAM. The
+    # ceiling is a device-to-device copy of the same bytes.
+    elements = 32768 * 1024
+    x0 = torch.randn(elements, device=device, dtype=torch.float16)
+    dst = torch.empty_like(x0)
+    copy_gbps = gbps(2 * elements * 2, bench_ms(lambda: dst.copy_(x0)))   # read + write
+    results = [measure_width(N, elements, device, eps) for N in (1024, 2048, 4096, 8192)]
+    # end snippet
+
+    main_row = results[0]
+    lesson.benchmark("forward-vs-torch-32768x1024-fp16", main_row["fwd"], main_row["fwd_torch"], "GB/s",
+                     threshold=1.0, stretch=1.5, baseline_name="F.layer_norm")
+    lesson.benchmark("forward-vs-copy-32768x1024-fp16", main_row["fwd"], copy_gbps, "GB/s",
+                     threshold=0.7, gate=False, baseline_name="device-to-device copy of x")
+    lesson.benchmark("forward-vs-torch-8192x4096-fp16", results[2]["fwd"], results[2]["fwd_torch"], "GB/s",
+                     baseline_name="F.layer_norm")
+    lesson.benchmark("backward-vs-torch-32768x1024-fp16", main_row["bwd"], main_row["bwd_torch"], "GB/s",
+                     threshold=1.0, gate=False, baseline_name="aten native_layer_norm_backward")
+
+    lesson.table(
+        "widths",
+        ["N", "M", "rows/program (fwd)", "warps", "forward GB/s", "F.layer_norm GB/s", "forward / torch",
+         "backward GB/s", "torch backward GB/s", "backward / torch", "forward / copy"],
+        [[r["N"], r["M"], *forward_config(r["N"], 2)[1:], r["fwd"], r["fwd_torch"], r["fwd"] / r["fwd_torch"],
+          r["bwd"], r["bwd_torch"], r["bwd"] / r["bwd_torch"], r["fwd"] / copy_gbps] for r in results],
+        "FP16 layer norm over 2^25 elements at four row widths; GB/s counts the bytes each pass must move "
+        f"(copy of the same 64 MiB: {copy_gbps:.0f} GB/s)",
+    )
+
+    # snippet: sweep
+    # How much do several rows per program buy at N = 1024? Same kernel,
+    # same warps, only ROWS changes.
+    M, N = 32768, 1024
+    x, w, b, _ = make_inputs(M, N, device, seed=1)
+    sweep = []
+    for r in (1, 2, 4, 8):
+        ms = bench_ms(functools.partial(layer_norm_fwd, x, w, b, eps, rows=r))
+        sweep.append([r, gbps(forward_bytes(M, N, 2), ms), gbps(forward_bytes(M, N, 2), ms) / copy_gbps])
+    # end snippet
+    lesson.table("rows-per-program", ["rows/program", "forward GB/s", "forward / copy"], sweep,
+                 "Forward pass at 32768 x 1024 FP16, 4 warps, varying the rows each program normalizes")
+
+    # snippet: sweep-backward
+    # The backward pass's one free choice: how many stage-one programs per
+    # SM, i.e. how many partial rows of dw and db stage two must add up.
+    _, mean, rstd = layer_norm_fwd(x, w, b, eps)
+    dy = torch.randn_like(x)
+    sweep = []
+    for per_sm in (2, 4, 8, 16):
+        ms = bench_ms(functools.partial(layer_norm_bwd, dy, x, w, mean, rstd, programs_per_sm=per_sm))
+        sweep.append([per_sm, gbps(backward_bytes(M, N, 2), ms)])
+    # end snippet
+    lesson.table("backward-programs", ["programs per SM", "backward GB/s"], sweep,
+                 "Backward pass (dx, dw, db) at 32768 x 1024 FP16, varying the number of stage-one programs")
+
+    figure(lesson, results, copy_gbps)
+    return lesson.finish()
+
+
+def figure(lesson, rows, copy_gbps):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    widths = [r["N"] for r in rows]
+    fig, ax = plt.subplots(figsize=(6.4, 3.8))
+    ax.plot(widths, [r["fwd"] for r in rows], "o-", label="Triton forward")
+    ax.plot(widths, [r["fwd_torch"] for r in rows], "s--", label="F.layer_norm")
+    ax.plot(widths, [r["bwd"] for r in rows], "o-", label="Triton backward")
+    ax.plot(widths, [r["bwd_torch"] for r in rows], "s--", label="torch backward")
+    ax.axhline(copy_gbps, color="gray", linestyle=":", label="copy of x")
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(widths, [str(n) for n in widths])
+    ax.set_xlabel("row width N (FP16, M x N = 2^25 elements)")
+    ax.set_ylabel("GB/s")
+    ax.set_ylim(bottom=0)
+    ax.legend(fontsize=8, loc="lower right")
+    ax.grid(alpha=0.3)
+    lesson.figure(fig, "gbps-vs-width", "Bandwidth of the forward and backward passes by row width, "
+                  "against torch and a plain copy of the same bytes")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,354 @@
+"""FP16 matmul: tiles, grouped order, and why two lines decide the speed.
+
+C = A @ B with A (M x K) and B (K x N) in FP16. Each Triton program owns one
+BLOCK_M x BLOCK_N tile of C. It walks K in steps of BLOCK_K, loads a
+BLOCK_M x BLOCK_K tile of A and a BLOCK_K x BLOCK_N tile of B, multiplies
+them on the tensor cores with `tl.dot`, and accumulates in FP32. Only at the
+end is the tile rounded to FP16 and stored.
+
+The lesson runs two kernels that compute the same thing:
+
+* the *seed* kernel, as the notebook this lesson grew from wrote it: it keeps
+  out-of-range rows and columns in bounds with `tl.where(offs < M, offs, 0)`
+  and accumulates with `acc += tl.dot(a, b)`;
+* the *recommended* kernel: it wraps offsets with `% M`, states their
+  contiguity with `tl.multiple_of` / `tl.max_contiguous`, masks only the K
+  tail, and accumulates with `acc = tl.dot(a, b, acc)`.
+
+Everything else (the grid, the grouped order, the K loop) is shared, and on a
+GPU the two are an order of magnitude apart. The page explains why.
+
+Run it:
+    TRITON_INTERPRET=1 python code/fp16-matmul/fp16_matmul.py   # CPU, checks only
+    python code/fp16-matmul/fp16_matmul.py                      # GPU, checks, TFLOP/s, sweep
+"""
+
+import re
+import sys
+from functools import partial
+from pathlib import Path
+
+import torch
+import triton
+import triton.language as tl
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # code/, where lessonkit.py lives
+from lessonkit import Lesson, bench_ms, scaled_rtol, tflops  # noqa: E402
+
+
+# snippet: grouped-order
+@triton.jit
+def tile_coordinates(pid, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_SIZE_M: tl.constexpr):
+    """Map the 1-D program id to the (pid_m, pid_n) tile it computes.
+
+    Row-major order (pid_m = pid // num_pid_n) would sweep one row of C
+    tiles at a time: every program of that row reads the same A rows but a
+    different B column block, so all of B streams through L2 for every row
+    of tiles. Grouped order walks GROUP_SIZE_M rows of tiles column by
+    column instead. Programs that run at the same time then share both A
+    row blocks and B column blocks, and far fewer tiles are fetched from
+    DRAM more than once.
+    """
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    num_pid_in_group = GROUP_SIZE_M * num_pid_n
+    group_id = pid // num_pid_in_group
+    first_pid_m = group_id * GROUP_SIZE_M
+    # The last group may have fewer than GROUP_SIZE_M rows of tiles.
+    group_size_m = min(num_pid_m - first_pid_m, GROUP_SIZE_M)
+    pid_m = first_pid_m + ((pid % num_pid_in_group) % group_size_m)
+    pid_n = (pid % num_pid_in_group) // group_size_m
+    return pid_m, pid_n
+# end snippet
+
+
+# snippet: seed-kernel
+@triton.jit
+def matmul_kernel_seed(
+    a_ptr, b_ptr, c_ptr,
+    M, N, K,
+    stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    GROUP_SIZE_M: tl.constexpr,
+):
+    pid_m, pid_n = tile_coordinates(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_SIZE_M)
+    offs_am = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_bn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs_k = tl.arange(0, BLOCK_K)
+    # Rows and columns past the edge are sent to index 0 so that every
+    # pointer stays inside the tensors; the masks below drop those lanes.
+    # Correct, but the offsets are now a select, not an arange.
+    offs_am_safe = tl.where(offs_am < M, offs_am, 0)
+    offs_bn_safe = tl.where(offs_bn < N, offs_bn, 0)
+    a_ptrs = a_ptr + offs_am_safe[:, None] * stride_am + offs_k[None, :] * stride_ak
+    b_ptrs = b_ptr + offs_k[:, None] * stride_bk + offs_bn_safe[None, :] * stride_bn
+
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in range(0, tl.cdiv(K, BLOCK_K)):
+        k_mask = offs_k + k * BLOCK_K < K
+        a = tl.load(a_ptrs, mask=(offs_am[:, None] < M) & k_mask[None, :], other=0.0)
+        b = tl.load(b_ptrs, mask=k_mask[:, None] & (offs_bn[None, :] < N), other=0.0)
+        acc += tl.dot(a, b)  # a product, then a separate add
+        a_ptrs += BLOCK_K * stride_ak
+        b_ptrs += BLOCK_K * stride_bk
+
+    c = acc.to(tl.float16)
+    c_ptrs = c_ptr + offs_am[:, None] * stride_cm + offs_bn[None, :] * stride_cn
+    tl.store(c_ptrs, c, mask=(offs_am[:, None] < M) & (offs_bn[None, :] < N))
+# end snippet
+
+
+# snippet: kernel
+@triton.jit
+def matmul_kernel(
+    a_ptr, b_ptr, c_ptr,
+    M, N, K,
+    stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    GROUP_SIZE_M: tl.constexpr,
+):
+    pid_m, pid_n = tile_coordinates(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_SIZE_M)
+    # Wrap instead of clamp: each tile's offsets stay one run of consecutive
+    # indices (only the last tile wraps around to row/column 0), and every
+    # address is in bounds, so A and B need no mask along M or N at all.
+    offs_am = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)) % M
+    offs_bn = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N)) % N
+    # Tell the compiler what it may assume: each run of BLOCK offsets is
+    # contiguous and starts at a multiple of BLOCK. This is what lets it
+    # issue 16-byte vector loads and asynchronous copies into shared memory.
+    offs_am = tl.max_contiguous(tl.multiple_of(offs_am, BLOCK_M), BLOCK_M)
+    offs_bn = tl.max_contiguous(tl.multiple_of(offs_bn, BLOCK_N), BLOCK_N)
+    offs_k = tl.arange(0, BLOCK_K)
+    a_ptrs = a_ptr + offs_am[:, None] * stride_am + offs_k[None, :] * stride_ak
+    b_ptrs = b_ptr + offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn
+
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in range(0, tl.cdiv(K, BLOCK_K)):
+        # Only the K tail needs a mask: zeros past K add nothing to the dot.
+        k_remaining = K - k * BLOCK_K
+        a = tl.load(a_ptrs, mask=offs_k[None, :] < k_remaining, other=0.0)
+        b = tl.load(b_ptrs, mask=offs_k[:, None] < k_remaining, other=0.0)
+        # Accumulate inside the MMA: the tensor cores add into acc in place.
+        acc = tl.dot(a, b, acc)
+        a_ptrs += BLOCK_K * stride_ak
+        b_ptrs += BLOCK_K * stride_bk
+
+    c = acc.to(tl.float16)  # FP32 accumulator, FP16 output
+    offs_cm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_cn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    c_ptrs = c_ptr + offs_cm[:, None] * stride_cm + offs_cn[None, :] * stride_cn
+    # The store is where the wrapped rows and columns are dropped.
+    tl.store(c_ptrs, c, mask=(offs_cm[:, None] < M) & (offs_cn[None, :] < N))
+# end snippet
+
+
+# snippet: launch
+# Tile shapes and launch settings. On the GPU the recommended kernel uses
+# 128x256x64 tiles with 8 warps and a 3-stage pipeline; the seed kernel keeps
+# the notebook's 128x128x64 (Triton's defaults: 4 warps, 3 stages). The
+# interpreter runs one numpy program per tile and ignores warps and stages,
+# so there the same kernels run with small 32x32x32 tiles.
+RECOMMENDED = dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_SIZE_M=8, num_warps=8, num_stages=3)
+SEED = dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_SIZE_M=8, num_warps=4, num_stages=3)
+INTERPRETER = dict(BLOCK_M=32, BLOCK_N=32, BLOCK_K=32, GROUP_SIZE_M=4)
+
+
+def matmul(a, b, kernel=matmul_kernel, config=RECOMMENDED, out=None):
+    """C = A @ B in FP16 through `kernel` with launch `config`."""
+    assert a.dtype == b.dtype == torch.float16 and a.shape[1] == b.shape[0]
+    M, K = a.shape
+    _, N = b.shape
+    c = torch.empty((M, N), device=a.device, dtype=torch.float16) if out is None else out
+    # A 1-D grid: one program per output tile; tile_coordinates decides
+    # which tile each program id gets.
+    grid = (triton.cdiv(M, config["BLOCK_M"]) * triton.cdiv(N, config["BLOCK_N"]),)
+    kernel[grid](a, b, c, M, N, K,
+                 a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
+                 **config)
+    return c
+# end snippet
+
+
+# snippet: intensity
+def arithmetic_intensity(M, N, K, bytes_per_element=2):
+    """FLOP per byte of DRAM traffic if A and B are read once and C written once."""
+    return 2 * M * N * K / (bytes_per_element * (M * K + K * N + M * N))
+
+
+# H200 SXM datasheet: ~990 TFLOP/s dense FP16/BF16 tensor-core rate over
+# 4.8 TB/s of HBM3e. Below this many FLOP per byte a kernel is memory-bound.
+H200_RIDGE = 990e12 / 4.8e12  # ~206 FLOP/byte
+# end snippet
+
+
+# snippet: tolerance
+def tolerance(K, want):
+    """(rtol, atol, why) for an FP16 matmul with an FP32 accumulator.
+
+    Two errors reach the output. The final cast to FP16 rounds each element
+    once, by at most half an ulp: 2^-11 relative to the element. The FP32
+    sum over K drifts like sqrt(K) roundings of size 2^-24 relative to the
+    partial sums; the kit's rule bounds it by 4 * 2^-23 * sqrt(K), taken
+    relative to max|want| so that elements which cancel to near zero are
+    judged on the scale of the result, not on their own tiny size.
+    """
+    rtol = 2.0 ** -11
+    acc_rtol, acc_why = scaled_rtol(0.0, 2.0 ** -23, K)
+    scale = float(want.abs().max())
+    return rtol, acc_rtol * scale, f"fp16 output rounding 2^-11; fp32 accumulation {acc_why} (x max|want|)"
+# end snippet
+
+
+def check_shape(lesson, name, kernel, config, M, N, K, device, rng_seed):
+    torch.manual_seed(rng_seed)
+    a = torch.randn((M, K), device=device).half()
+    b = torch.randn((K, N), device=device).half()
+    c = torch.full((M, N), float("nan"), device=device, dtype=torch.float16)  # poison
+    matmul(a, b, kernel, config, out=c)
+    want = a.double() @ b.double()  # exact products of the FP16 inputs, float64 sums
+    rtol, atol, why = tolerance(K, want)
+    lesson.close(f"{name}-{M}x{N}x{K}", c, want, rtol, atol, why)
+
+
+def compiled_code_facts(kernel, config, device):
+    """Count the loads and MMAs in the PTX Triton generated for a 4096^3 launch.
+
+    PTX global loads look like `ld.global[.cache hints].v4.b32` (16 bytes) or
+    `ld.global[.cache hints].b16` (one FP16 value); asynchronous copies into
+    shared memory are `cp.async.cg/ca.shared.global`; Hopper's tensor-core
+    instructions are `wgmma.mma_async`. Counts are static (instructions in the
+    code, not executions).
+    """
+    a = torch.randn((4096, 4096), device=device).half()
+    compiled = kernel[(1,)](a, a, torch.empty_like(a), 4096, 4096, 4096, 4096, 1, 4096, 1, 4096, 1, **config)
+    ptx = compiled.asm["ptx"]
+    return [
+        len(re.findall(r"ld\.global(?:\.(?!v\d)[\w:]+)*\.v4\.b32", ptx)),
+        len(re.findall(r"ld\.global(?:\.(?!v\d)[\w:]+)*\.b16\b", ptx)),
+        len(re.findall(r"cp\.async\.c[ag]\.shared\.global", ptx)),
+        len(re.findall(r"wgmma\.mma_async", ptx)),
+    ]
+
+
+def main() -> int:
+    lesson = Lesson("fp16-matmul")
+    device = lesson.device()
+
+    # snippet: roofline-check
+    # Is 70 % of cuBLAS a reasonable goal at all? Only if the work is
+    # compute-bound: then both kernels chase the same tensor-core ceiling
+    # and the ratio measures the kernel, not the memory system.
+    ai = arithmetic_intensity(4096, 4096, 4096)
+    lesson.check("workload-is-compute-bound", ai > H200_RIDGE,
+                 f"4096^3 fp16: {ai:.0f} FLOP/byte vs H200 ridge {H200_RIDGE:.0f} FLOP/byte")
+    # end snippet
+
+    # Shapes that are not multiples of any tile, so the wrapping, the K-tail
+    # masks and the store masks all have work to do; plus one that is.
+    if lesson.interpret:
+        shapes = [(200, 136, 72), (64, 64, 64), (33, 100, 17)]
+        configs = {"seed": (matmul_kernel_seed, INTERPRETER), "recommended": (matmul_kernel, INTERPRETER)}
+    else:
+        shapes = [(200, 136, 72), (256, 256, 256), (1000, 1000, 1000), (1000, 1016, 984)]
+        configs = {"seed": (matmul_kernel_seed, SEED), "recommended": (matmul_kernel, RECOMMENDED)}
+    for rng_seed, (M, N, K) in enumerate(shapes):
+        for name, (kernel, config) in configs.items():
+            check_shape(lesson, name, kernel, config, M, N, K, device, rng_seed)
+
+    if lesson.interpret:
+        # The GPU's own tile sizes too (warps and stages mean nothing here):
+        # every 256-wide tile on a 136-wide matrix wraps along N, and the
+        # second row of 128-row tiles wraps along M as well.
+        for name, kernel, config in (("seed-gpu-tiles", matmul_kernel_seed, SEED),
+                                     ("recommended-gpu-tiles", matmul_kernel, RECOMMENDED)):
+            check_shape(lesson, name, kernel, config, 200, 136, 72, device, 7)
+        print("\nNo timings under the interpreter.")
+        return lesson.finish()
+
+    # The benchmarked shape is checked too: what is timed must be right.
+    for name, (kernel, config) in configs.items():
+        check_shape(lesson, name, kernel, config, 4096, 4096, 4096, device, 100)
+
+    # What the compiler made of each kernel: PTX instruction counts.
+    rows = []
+    for label, kernel, config in (("seed", matmul_kernel_seed, SEED),
+                                  ("recommended", matmul_kernel, RECOMMENDED)):
+        rows.append([label, *compiled_code_facts(kernel, config, device)])
+    lesson.table("ptx", ["kernel", "16-byte ld.global", "2-byte ld.global", "cp.async", "wgmma"], rows,
+                 "Instructions in the PTX of each kernel (as compiled for 4096^3): how A and B reach the tensor cores")
+
+    # snippet: benchmark
+    # Random FP16 inputs; cuBLAS (torch.matmul) is timed in the same run.
+    # TFLOP/s = 2*M*N*K / time: each of the M*N outputs is K multiply-adds.
+    torch.manual_seed(0)
+    size = 4096
+    a = torch.randn((size, size), device=device).half()
+    b = torch.randn((size, size), device=device).half()
+    flop = 2 * size**3
+    tf_cublas = tflops(flop, bench_ms(lambda: torch.matmul(a, b)))
+    tf_recommended = tflops(flop, bench_ms(lambda: matmul(a, b, matmul_kernel, RECOMMENDED)))
+    tf_seed = tflops(flop, bench_ms(lambda: matmul(a, b, matmul_kernel_seed, SEED)))
+    # end snippet
+    lesson.benchmark("recommended-vs-cublas-4096", tf_recommended, tf_cublas, "TFLOP/s",
+                     threshold=0.70, stretch=0.85, baseline_name="cuBLAS (torch.matmul)")
+    lesson.benchmark("seed-vs-cublas-4096", tf_seed, tf_cublas, "TFLOP/s", threshold=None,
+                     baseline_name="cuBLAS (torch.matmul)", note="informational: the notebook's kernel")
+
+    # Code or configuration? Run each kernel with the other's configuration too.
+    measured = {("seed", "seed"): tf_seed, ("recommended", "recommended"): tf_recommended}
+    rows = []
+    for label, kernel in (("seed", matmul_kernel_seed), ("recommended", matmul_kernel)):
+        for cfg_label, config in (("seed", SEED), ("recommended", RECOMMENDED)):
+            if (label, cfg_label) not in measured:
+                measured[label, cfg_label] = tflops(flop, bench_ms(partial(matmul, a, b, kernel, config)))
+            tf = measured[label, cfg_label]
+            shape = f"{config['BLOCK_M']}x{config['BLOCK_N']}x{config['BLOCK_K']}, {config['num_warps']} warps"
+            rows.append([label, shape, tf, tf / tf_cublas])
+    lesson.table("code-or-config", ["kernel", "config (3 stages)", "TFLOP/s", "vs cuBLAS"], rows,
+                 "4096^3 FP16: each kernel with each configuration")
+    del a, b
+
+    # snippet: sweep
+    sizes = [512, 1024, 2048, 4096, 8192]
+    curves = {"seed": [], "recommended": [], "cuBLAS": []}
+    for size in sizes:
+        a = torch.randn((size, size), device=device).half()
+        b = torch.randn((size, size), device=device).half()
+        flop = 2 * size**3
+        curves["cuBLAS"].append(tflops(flop, bench_ms(partial(torch.matmul, a, b))))
+        curves["recommended"].append(tflops(flop, bench_ms(partial(matmul, a, b, matmul_kernel, RECOMMENDED))))
+        # The seed kernel takes tens of ms at 8192^3: fewer repetitions there.
+        rep = 100 if size >= 8192 else 200
+        seed_fn = partial(matmul, a, b, matmul_kernel_seed, SEED)
+        curves["seed"].append(tflops(flop, bench_ms(seed_fn, rep_ms=rep)))
+    # end snippet
+    rows = [[s, round(curves["seed"][i], 1), round(curves["recommended"][i], 1), round(curves["cuBLAS"][i], 1),
+             round(curves["recommended"][i] / curves["cuBLAS"][i], 3)] for i, s in enumerate(sizes)]
+    lesson.table("sweep", ["M=N=K", "seed TFLOP/s", "recommended TFLOP/s", "cuBLAS TFLOP/s",
+                           "recommended / cuBLAS"], rows, "Square FP16 matmuls, do_bench medians")
+
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.5, 3.8))
+    styles = {"cuBLAS": ("tab:gray", "s"), "recommended": ("tab:blue", "o"), "seed": ("tab:red", "^")}
+    for label, values in curves.items():
+        color, marker = styles[label]
+        ax.plot(sizes, values, marker=marker, color=color,
+                label="cuBLAS (torch.matmul)" if label == "cuBLAS" else f"{label} kernel")
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(sizes)
+    ax.set_xticklabels([f"{s}" for s in sizes])
+    ax.set_xlabel("M = N = K")
+    ax.set_ylabel("TFLOP/s (fp16 in, fp32 accumulate)")
+    ax.set_title(f"FP16 matmul throughput vs size ({torch.cuda.get_device_name(0)})")
+    ax.grid(True, alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    lesson.figure(fig, "tflops-vs-size", "TFLOP/s of the seed and recommended kernels and cuBLAS, square sizes")
+    return lesson.finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

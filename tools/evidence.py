@@ -143,6 +143,7 @@ def write_record(evidence_dir: Path, record: Record, figure_files: dict[str, Pat
     fig_dir = figures_dir(evidence_dir, record.lesson, record.key)
     if figure_files is not None:
         staging = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{record.key}-"))
+        staging.chmod(0o755)
         try:
             for name, src in figure_files.items():
                 shutil.copyfile(src, staging / name)
@@ -163,6 +164,7 @@ def atomic_write_text(path: Path, text: str) -> None:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)  # mkstemp makes 0600; evidence is for every reader
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
@@ -179,6 +181,8 @@ def read_record(path: Path) -> Record:
                             f"re-record it with tools/verify.py --force") from None
     except UnicodeDecodeError:
         raise EvidenceError(f"{path}: not UTF-8 text") from None
+    except OSError as exc:
+        raise EvidenceError(f"{path}: cannot be read ({exc.strerror or exc})") from None
     if not isinstance(raw, dict):
         raise EvidenceError(f"{path}: expected a JSON object, found {type(raw).__name__}")
     version = raw.get("format_version")

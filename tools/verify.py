@@ -39,6 +39,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from evidence import (  # noqa: E402
+    FORMAT_VERSION,
     STREAM_LIMIT,
     Environment,
     EvidenceError,
@@ -474,7 +475,11 @@ def import_bundle(path: Path, lessons: dict[str, Lesson], evidence_dir: Path) ->
                 continue
             where = f"{path}:{name}"
             try:
-                record = record_from_dict(json.loads(tar.extractfile(member).read().decode("utf-8")))
+                raw = json.loads(tar.extractfile(member).read().decode("utf-8"))
+                version = raw.get("format_version") if isinstance(raw, dict) else None
+                if version != FORMAT_VERSION:  # what read_record would refuse must not be written
+                    raise ValueError(f"evidence format {version}, this checkout reads {FORMAT_VERSION}")
+                record = record_from_dict(raw)
             except (ValueError, KeyError, TypeError) as exc:
                 problems.append(f"{where}: unreadable record ({exc})")
                 continue

@@ -1,0 +1,143 @@
+"""lessons.py: finding lessons, reading lesson.toml, and hashing the source a run depends on."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from conftest import PASSING, REPO, make_project
+from lessons import DEFAULT_TIMEOUT, LessonError, discover, file_sha256, load_lesson
+from snippets import read_regions
+
+HELPER_USER = """\
+    import json
+    import helper
+    from helper import thing  # noqa: F401
+    from . import sibling  # noqa: F401  (relative: not followed)
+
+    lesson = Lesson("uses-helper")
+    lesson.check("helper", helper.VALUE == 2)
+    sys.exit(lesson.finish())
+"""
+FILES = {
+    "helper.py": "import util\nVALUE = util.ONE + 1\nthing = None\n",
+    "util.py": "ONE = 1\n",
+    "unused.py": "NOT_IMPORTED = True\n",
+    "sibling.py": "X = 1\n",
+}
+
+
+def test_source_files_follow_local_imports_transitively(project):
+    project.add("uses-helper", HELPER_USER, files=FILES)
+    lesson = project.lesson("uses-helper")
+    assert [lesson.relative(p) for p in lesson.source_files()] == [
+        "code/lessonkit.py",
+        "code/uses-helper/helper.py",
+        "code/uses-helper/lesson.toml",
+        "code/uses-helper/uses_helper.py",
+        "code/uses-helper/util.py",
+    ]
+
+
+@pytest.mark.parametrize("edited, changes", [
+    ("util.py", True), ("helper.py", True), ("lesson.toml", True), ("uses_helper.py", True),
+    ("unused.py", False), ("sibling.py", False),
+])
+def test_source_hash_changes_with_every_source_file_and_nothing_else(project, edited, changes):
+    folder = project.add("uses-helper", HELPER_USER, files=FILES)
+    before = project.lesson("uses-helper").source_hash()
+    path = folder / edited
+    path.write_text(path.read_text() + "\n# edited\n")
+    assert (project.lesson("uses-helper").source_hash() != before) is changes
+
+
+def test_source_hash_ignores_line_endings_and_location(project, tmp_path):
+    folder = project.add("good", PASSING)
+    before = project.lesson("good").source_hash()
+    main = project.main_file("good")
+    main.write_bytes(main.read_bytes().replace(b"\n", b"\r\n"))
+    assert b"\r\n" in main.read_bytes()
+    assert project.lesson("good").source_hash() == before
+    lf = folder / "lf.py"
+    lf.write_bytes(main.read_bytes().replace(b"\r\n", b"\n"))
+    assert file_sha256(main) == file_sha256(lf)
+    # The same sources in another checkout hash the same: evidence moves between machines.
+    other = make_project(tmp_path / "elsewhere" / "deeper")
+    shutil.copytree(project.code, other.code, dirs_exist_ok=True)
+    assert other.lesson("good").source_hash() == before
+
+
+def test_source_hash_depends_on_the_path_too(project):
+    project.add("good", PASSING)
+    before = project.lesson("good").source_hash()
+    shutil.copytree(project.code / "good", project.code / "renamed")
+    assert project.lesson("renamed").source_hash() != before
+
+
+def test_defaults_and_timeouts(project):
+    project.add("plain", PASSING)
+    lesson = project.lesson("plain")
+    assert lesson.title == "Fake lesson plain" and lesson.page == "lessons/plain.md"
+    assert lesson.main == (project.code / "plain" / "plain.py").resolve()
+    assert lesson.root == project.root.resolve()
+    for mode in ("interpreter", "gpu"):
+        spec = lesson.modes[mode]
+        assert spec.supported and spec.timeout == DEFAULT_TIMEOUT[mode] and spec.expected_exits == {}
+
+    project.add("timed", PASSING, toml='timeout = 50\nprerequisites = ["plain"]\n[gpu]\ntimeout = 10\n'
+                                        '[gpu.expected_exits]\n"3" = "needs sm_90"\n"-6" = "aborts"\n')
+    timed = project.lesson("timed")
+    assert timed.modes["interpreter"].timeout == 50.0
+    assert timed.modes["gpu"].timeout == 10.0
+    assert timed.modes["gpu"].expected_exits == {3: "needs sm_90", -6: "aborts"}
+    assert timed.prerequisites == ("plain",)
+
+
+def test_discover_orders_lessons_and_skips_folders_without_toml(project):
+    project.add("zeta", PASSING, order=1)
+    project.add("alpha", PASSING, order=2)
+    project.add("beta", PASSING, order=1)
+    (project.code / "scratch").mkdir()
+    (project.code / "scratch" / "notes.py").write_text("x = 1\n")
+    assert [lesson.name for lesson in discover(project.code)] == ["beta", "zeta", "alpha"]
+
+
+@pytest.mark.parametrize("toml, expect", [
+    ('main = "x.py"\npage = "p.md"\n', "missing required key 'title'"),
+    ('title = "t"\npage = "p.md"\n', "missing required key 'main'"),
+    ('title = "t"\nmain = "other.py"\npage = "p.md"\n', "does not exist"),
+    ('title = = "t"\n', "lesson.toml:"),
+    ('title = "t"\nmain = "x.py"\npage = "p.md"\n[gpu.expected_exits]\n"one" = "why"\n', "expected_exits"),
+])
+def test_lesson_toml_errors_name_the_file(project, toml, expect):
+    folder = project.code / "broken"
+    folder.mkdir()
+    (folder / "x.py").write_text("x = 1\n")
+    (folder / "lesson.toml").write_text(toml)
+    with pytest.raises(LessonError) as info:
+        load_lesson(folder)
+    assert str(info.value).startswith(str(folder / "lesson.toml"))
+    assert expect in str(info.value)
+
+
+def test_syntax_error_names_file_and_line(project):
+    project.add("broken", PASSING, files={"helper.py": "def f(:\n"})
+    main = project.main_file("broken")
+    main.write_text(main.read_text() + "import helper\n")
+    with pytest.raises(LessonError) as info:
+        project.lesson("broken").source_hash()
+    assert str(info.value).startswith(f"{(project.code / 'broken' / 'helper.py').resolve()}:1: syntax error")
+
+
+# -- the real course ------------------------------------------------------------------
+
+def test_every_real_lesson_loads_and_its_regions_parse():
+    lessons = discover(REPO / "code")
+    assert lessons, "no lessons under code/"
+    for lesson in lessons:
+        files = [lesson.relative(p) for p in lesson.source_files()]
+        assert lesson.relative(lesson.main) in files and f"code/{lesson.name}/lesson.toml" in files
+        assert len(lesson.source_hash()) == 64
+        read_regions(lesson.main)  # raises SnippetError naming FILE:LINE when a marker is malformed
+    assert len({lesson.name for lesson in lessons}) == len(lessons)

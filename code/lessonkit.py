@@ -200,7 +200,7 @@ class Lesson:
         fig.savefig(path, dpi=110, bbox_inches="tight")
         self._data["figures"].append({"name": name, "file": path.name, "caption": caption})
         self._save()
-        print(f"  figure {name}: {path}")
+        print(f"  figure {name}: {path.name}")
         return path
 
     def finish(self) -> int:
@@ -267,6 +267,25 @@ def bench_ms(fn, warmup_ms: int = 50, rep_ms: int = 200) -> float:
     import triton.testing
 
     return triton.testing.do_bench(fn, warmup=warmup_ms, rep=rep_ms, return_mode="median")
+
+
+def bench_interleaved(fns: dict, rounds: int = 5, rep_ms: int = 50) -> dict:
+    """Median milliseconds of each function, measured in alternating rounds.
+
+    A GPU's clocks drift under sustained load (power and temperature), so
+    whichever function is timed first can look faster. Taking turns, round
+    after round, exposes the kernel and its baseline to the same drift; the
+    median over rounds then compares like with like.
+    """
+    import statistics
+
+    for fn in fns.values():  # compile and warm up everything before any timing
+        bench_ms(fn, warmup_ms=25, rep_ms=10)
+    times: dict = {name: [] for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            times[name].append(bench_ms(fn, warmup_ms=5, rep_ms=rep_ms))
+    return {name: statistics.median(values) for name, values in times.items()}
 
 
 def tflops(flop: float, ms: float) -> float:

@@ -30,7 +30,7 @@ import triton
 import triton.language as tl
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # code/, where lessonkit.py lives
-from lessonkit import Lesson, bench_ms, scaled_rtol, tflops
+from lessonkit import Lesson, bench_interleaved, bench_ms, scaled_rtol, tflops
 
 
 # snippet: kernel
@@ -170,8 +170,8 @@ def measure(batch, M, N, K, device, config):
     a = torch.randn((batch, M, K), device=device, dtype=torch.float16)
     b = torch.randn((batch, K, N), device=device, dtype=torch.float16)
     flop = 2.0 * batch * M * N * K
-    return (tflops(flop, bench_ms(lambda: bmm(a, b, config=config))),
-            tflops(flop, bench_ms(lambda: torch.bmm(a, b))))
+    ms = bench_interleaved({"triton": lambda: bmm(a, b, config=config), "torch": lambda: torch.bmm(a, b)})
+    return tflops(flop, ms["triton"]), tflops(flop, ms["torch"])
 # end snippet
 
 

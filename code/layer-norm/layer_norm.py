@@ -35,7 +35,7 @@ import triton
 import triton.language as tl
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # code/, where lessonkit.py lives
-from lessonkit import Lesson, bench_ms, gbps, scaled_rtol  # noqa: E402
+from lessonkit import Lesson, bench_interleaved, bench_ms, gbps, scaled_rtol  # noqa: E402
 
 
 # snippet: forward-kernel
@@ -95,7 +95,8 @@ def forward_config(N: int, element_size: int) -> tuple[int, int, int]:
     # that owns one row has little memory in flight and finishes quickly;
     # the GPU then spends its time starting programs. Several rows per
     # program put more loads in flight at once. Wide rows already do.
-    ROWS = max(1, min(4, 4096 // BLOCK_N))
+    # The rows-per-program sweep below measured two rows best at N = 1024.
+    ROWS = max(1, min(2, 2048 // BLOCK_N))
     # A thread loads 16 bytes (8 FP16 values) per instruction. Four warps
     # are 128 threads, 1024 values per load; wider rows get eight warps so
     # that each thread holds a few vectors, not dozens. More warps than
@@ -351,15 +352,19 @@ def measure_width(N, elements, device, eps=1e-5):
     """GB/s of both passes, ours and torch's, at one row width."""
     M = elements // N
     x, w, b, dy = make_inputs(M, N, device, seed=N)
-    ms_fwd = bench_ms(lambda: layer_norm_fwd(x, w, b, eps))
-    ms_fwd_torch = bench_ms(lambda: F.layer_norm(x, (N,), w, b, eps))
     # torch's backward kernel itself, from torch's own saved statistics, so
     # neither side pays for autograd's bookkeeping.
     _, mean_t, rstd_t = torch.ops.aten.native_layer_norm(x, [N], w, b, eps)
     _, mean, rstd = layer_norm_fwd(x, w, b, eps)
-    ms_bwd = bench_ms(lambda: layer_norm_bwd(dy, x, w, mean, rstd))
-    ms_bwd_torch = bench_ms(lambda: torch.ops.aten.native_layer_norm_backward(
-        dy, x, [N], mean_t, rstd_t, w, b, [True, True, True]))
+    # Ours and torch's take turns, round after round, so clock drift hits both alike.
+    ms = bench_interleaved({
+        "fwd": lambda: layer_norm_fwd(x, w, b, eps),
+        "fwd_torch": lambda: F.layer_norm(x, (N,), w, b, eps),
+        "bwd": lambda: layer_norm_bwd(dy, x, w, mean, rstd),
+        "bwd_torch": lambda: torch.ops.aten.native_layer_norm_backward(
+            dy, x, [N], mean_t, rstd_t, w, b, [True, True, True]),
+    })
+    ms_fwd, ms_fwd_torch, ms_bwd, ms_bwd_torch = ms["fwd"], ms["fwd_torch"], ms["bwd"], ms["bwd_torch"]
     fb, bb = forward_bytes(M, N, 2), backward_bytes(M, N, 2)
     return {"N": N, "M": M, "fwd": gbps(fb, ms_fwd), "fwd_torch": gbps(fb, ms_fwd_torch),
             "bwd": gbps(bb, ms_bwd), "bwd_torch": gbps(bb, ms_bwd_torch)}

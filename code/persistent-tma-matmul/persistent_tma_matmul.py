@@ -36,7 +36,7 @@ import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # code/, where lessonkit.py lives
-from lessonkit import Lesson, bench_ms, scaled_rtol, tflops
+from lessonkit import Lesson, bench_interleaved, scaled_rtol, tflops
 
 
 # snippet: tile-coords
@@ -261,12 +261,14 @@ def measure(n, device, num_sms):
     # zeros and clock higher). cuBLAS is torch.matmul.
     a = torch.randn((n, n), device=device, dtype=torch.float16)
     b = torch.randn((n, n), device=device, dtype=torch.float16)
-    ms = {
-        "tiled": bench_ms(lambda: matmul_tiled(a, b)),
-        "tma": bench_ms(lambda: matmul_tma(a, b)),
-        "persistent-tma": bench_ms(lambda: matmul_persistent_tma(a, b, num_sms)),
-        "cublas": bench_ms(lambda: torch.matmul(a, b)),
-    }
+    # The four take turns, round after round, so that clock drift under
+    # sustained load does not favour whichever is timed first.
+    ms = bench_interleaved({
+        "tiled": lambda: matmul_tiled(a, b),
+        "tma": lambda: matmul_tma(a, b),
+        "persistent-tma": lambda: matmul_persistent_tma(a, b, num_sms),
+        "cublas": lambda: torch.matmul(a, b),
+    })
     return {name: tflops(2.0 * n * n * n, t) for name, t in ms.items()}
 # end snippet
 

@@ -22,6 +22,7 @@ Run it:
     python code/softmax-fp32-matmul/softmax_fp32_matmul.py                      # GPU, checks and timings
 """
 
+import contextlib
 import re
 import sys
 from pathlib import Path
@@ -32,7 +33,7 @@ import triton.language as tl
 from triton.runtime.errors import OutOfResources
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # code/, where lessonkit.py lives
-from lessonkit import Lesson, bench_ms, gbps, scaled_rtol, tflops  # noqa: E402
+from lessonkit import Lesson, bench_interleaved, bench_ms, gbps, scaled_rtol, tflops  # noqa: E402
 
 # Part 1's correctness shape: 2048 rows of 1024 values.
 SOFTMAX_ROWS, SOFTMAX_COLS = 2048, 1024
@@ -333,14 +334,17 @@ def part2_matmul(lesson: Lesson, device: str) -> None:
 
 # snippet: softmax-benchmark
 def time_softmax(x: torch.Tensor, programs: int) -> dict:
-    """Median milliseconds of both launches, torch.softmax and a copy, all on the same input."""
+    """Median milliseconds of both launches, torch.softmax and a copy, all on the same input.
+
+    The four take turns, round after round, so clock drift hits them alike.
+    """
     dst = torch.empty_like(x)
-    return {
-        "triton, one program per row": bench_ms(lambda: softmax(x)),
-        f"triton, {programs} programs, strided rows": bench_ms(lambda: softmax(x, programs)),
-        "torch.softmax": bench_ms(lambda: torch.softmax(x, dim=-1)),
-        "copy": bench_ms(lambda: dst.copy_(x)),
-    }
+    return bench_interleaved({
+        "triton, one program per row": lambda: softmax(x),
+        f"triton, {programs} programs, strided rows": lambda: softmax(x, programs),
+        "torch.softmax": lambda: torch.softmax(x, dim=-1),
+        "copy": lambda: dst.copy_(x),
+    })
 # end snippet
 
 
@@ -384,12 +388,13 @@ def time_matmul(a: torch.Tensor, b: torch.Tensor, cfg, ieee: bool) -> float:
 
 
 # snippet: cublas-flag
-def time_cublas(a: torch.Tensor, b: torch.Tensor, allow_tf32: bool) -> float:
-    """Median milliseconds of a @ b through cuBLAS, told whether it may use TF32 tensor cores."""
+@contextlib.contextmanager
+def cublas_tf32(allowed: bool):
+    """Tell cuBLAS whether it may use TF32 tensor cores for FP32 inputs; restore the setting after."""
     saved = torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = allowed
     try:
-        return bench_ms(lambda: a @ b)
+        yield
     finally:
         torch.backends.cuda.matmul.allow_tf32 = saved  # leave the process as we found it
 # end snippet
@@ -435,25 +440,55 @@ def part3_matmul_sweep(lesson: Lesson) -> dict:
     return {label: cfg for label, (cfg, _) in best.items()}
 
 
+def time_against_cublas(a, b, b_col, cfg, ieee: bool, allow_tf32: bool) -> dict:
+    """Median ms of the Triton tile and cuBLAS, with B row-major and column-major, taking turns."""
+    with cublas_tf32(allow_tf32):
+        return bench_interleaved({
+            "triton": lambda: matmul(a, b, cfg, ieee),
+            "cublas": lambda: a @ b,
+            "triton, B column-major": lambda: matmul(a, b_col, cfg, ieee),
+            "cublas, B column-major": lambda: a @ b_col,
+        })
+
+
 def part3_matmul_vs_cublas(lesson: Lesson, best: dict) -> dict:
-    print("\nPart 3c: the best tile of each precision against cuBLAS")
+    print("\nPart 3c: the best tile of each precision against cuBLAS, B row-major and column-major")
     results = {}
     for size in MATMUL_SIZES:
         torch.manual_seed(5)
         a = torch.randn(size, size, device="cuda")
         b = torch.randn(size, size, device="cuda")
+        # snippet: column-major-b
+        # The same values of B stored column-major: element (k, n) lives at
+        # n * K + k, so K is the contiguous dimension. Only the strides the
+        # kernel receives change (stride_bk == 1, which Triton specialises
+        # on), and every tile of B arrives in shared memory K-major: the
+        # layout Hopper's 32-bit wgmma reads directly. Row-major B has to be
+        # transposed on the way, which is where a tf32 kernel loses its speed.
+        b_col = b.t().contiguous().t()
+        # end snippet
         flop = 2.0 * size**3
+        rtol, atol, why = tolerance(TF32_RTOL, TF32_EPS, size, a.double() @ b.double())
+        lesson.close(f"tf32-column-major-b-{size}", matmul(a, b_col, best["tf32"], ieee=False),
+                     a.double() @ b.double(), rtol, atol, why)
         # snippet: cublas-benchmark
         for label, ieee, allow_tf32, baseline in (("ieee", True, False, "fp32"), ("tf32", False, True, "tf32")):
-            ms_triton = time_matmul(a, b, best[label], ieee)
-            ms_cublas = time_cublas(a, b, allow_tf32)
+            cfg = best[label]
+            ms = time_against_cublas(a, b, b_col, cfg, ieee, allow_tf32)
             # end snippet
+            name = baseline.upper()
+            lesson.benchmark(f"matmul-{label}-vs-cublas-{baseline}-{size}", tflops(flop, ms["triton"]),
+                             tflops(flop, ms["cublas"]), "TFLOP/s", baseline_name=f"cuBLAS {name}",
+                             note=f"B row-major; tile {config_name(cfg)}")
             goal = {} if ieee else {"threshold": 0.6, "stretch": 0.9}
-            lesson.benchmark(f"matmul-{label}-vs-cublas-{baseline}-{size}", tflops(flop, ms_triton),
-                             tflops(flop, ms_cublas), "TFLOP/s", baseline_name=f"cuBLAS {baseline.upper()}",
-                             note=f"tile {config_name(best[label])}", **goal)
-            results[(size, f"triton {label}")] = tflops(flop, ms_triton)
-            results[(size, f"cuBLAS {baseline.upper()}")] = tflops(flop, ms_cublas)
+            lesson.benchmark(f"matmul-{label}-colmajor-b-vs-cublas-{baseline}-{size}",
+                             tflops(flop, ms["triton, B column-major"]), tflops(flop, ms["cublas, B column-major"]),
+                             "TFLOP/s", baseline_name=f"cuBLAS {name}, same B", note=f"B column-major; tile "
+                             f"{config_name(cfg)}", **goal)
+            for kind, key in (("", "triton"), ("", "cublas"), (", B col", "triton, B column-major"),
+                              (", B col", "cublas, B column-major")):
+                who = f"triton {label}" if key.startswith("triton") else f"cuBLAS {name}"
+                results[(size, who + kind)] = tflops(flop, ms[key])
     return results
 
 
@@ -477,17 +512,17 @@ def figures(lesson: Lesson, soft: dict, mm: dict) -> None:
     plt.close(fig)
 
     fig, ax = plt.subplots(figsize=(6, 3.2))
-    series = ["triton ieee", "cuBLAS FP32", "triton tf32", "cuBLAS TF32"]
-    width = 0.2
+    series = ["triton ieee", "cuBLAS FP32", "triton tf32", "cuBLAS TF32", "triton tf32, B col", "cuBLAS TF32, B col"]
+    width = 0.13
     for i, label in enumerate(series):
-        ax.bar([j + (i - 1.5) * width for j in range(len(MATMUL_SIZES))],
+        ax.bar([j + (i - 2.5) * width for j in range(len(MATMUL_SIZES))],
                [mm[(size, label)] for size in MATMUL_SIZES], width, label=label)
     ax.set_xticks(range(len(MATMUL_SIZES)), [f"{s}^3" for s in MATMUL_SIZES])
     ax.set_ylabel("TFLOP/s")
     ax.set_title("FP32-input matmul")
     ax.legend(fontsize=8)
     lesson.figure(fig, "matmul-throughput", "TFLOP/s of the best Triton tile per precision against cuBLAS "
-                                            "with TF32 off and on")
+                                            "with TF32 off and on; B row-major, and for TF32 also column-major")
     plt.close(fig)
 
 

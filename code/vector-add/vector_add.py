@@ -20,7 +20,7 @@ import triton
 import triton.language as tl
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # code/, where lessonkit.py lives
-from lessonkit import Lesson, bench_ms, gbps  # noqa: E402
+from lessonkit import Lesson, bench_interleaved, gbps  # noqa: E402
 
 
 # snippet: kernel
@@ -74,13 +74,13 @@ def main() -> int:
     # write) and one addition happens. The ceiling is DRAM bandwidth, so we
     # report GB/s against torch's own `x + y` and against a plain copy,
     # which moves 2 * 4 bytes per element and is the best any kernel does.
+    # The three take turns, round after round, so clock drift hits all alike.
     n = 1 << 28
     x = torch.rand(n, device=device)
     y = torch.rand(n, device=device)
-    ms_triton = bench_ms(lambda: add(x, y))
-    ms_torch = bench_ms(lambda: x + y)
     dst = torch.empty_like(x)
-    ms_copy = bench_ms(lambda: dst.copy_(x))
+    ms = bench_interleaved({"triton": lambda: add(x, y), "torch": lambda: x + y, "copy": lambda: dst.copy_(x)})
+    ms_triton, ms_torch, ms_copy = ms["triton"], ms["torch"], ms["copy"]
     bytes_add = 3 * n * x.element_size()
     bytes_copy = 2 * n * x.element_size()
     # end snippet

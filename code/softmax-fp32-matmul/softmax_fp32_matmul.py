@@ -59,10 +59,10 @@ CONFIGS = [
     (128, 128, 32, 8, 8, 3),
     (128, 64, 64, 8, 4, 4),
 ]
-# A wider tile that suits Hopper's warpgroup tensor-core instructions; only
-# worth trying for tf32 (for ieee its 128 x 256 accumulator would not fit in
+# Wider tiles that suit Hopper's warpgroup tensor-core instructions; only
+# worth trying for tf32 (for ieee a 128 x 256 accumulator would not fit in
 # registers without spilling).
-TF32_EXTRA = [(128, 256, 32, 8, 8, 3)]
+TF32_EXTRA = [(128, 256, 32, 8, 8, 3), (128, 256, 32, 8, 8, 4), (256, 128, 32, 8, 8, 3)]
 
 # Part 3's sizes.
 SWEEP_SIZE = 2048
@@ -406,38 +406,46 @@ def part3_matmul_sweep(lesson: Lesson) -> dict:
     torch.manual_seed(4)
     a = torch.randn(size, size, device="cuda")
     b = torch.randn(size, size, device="cuda")
+    b_col = b.t().contiguous().t()  # the same B, column-major (see Part 3c)
     want = a.double() @ b.double()
     flop = 2.0 * size**3
     rows, best = [], {}
     # snippet: sweep
-    for label, ieee, configs, rtol_table, eps in (("ieee", True, CONFIGS, F32_RTOL, F32_EPS),
-                                                  ("tf32", False, CONFIGS + TF32_EXTRA, TF32_RTOL, TF32_EPS)):
+    # ieee with B row-major; tf32 with B row-major too (so the two differ in
+    # one string only) and again column-major, the layout its tensor cores read.
+    runs = [("ieee", True, "row", b, CONFIGS, F32_RTOL, F32_EPS),
+            ("tf32", False, "row", b, CONFIGS + TF32_EXTRA, TF32_RTOL, TF32_EPS),
+            ("tf32", False, "column", b_col, CONFIGS + TF32_EXTRA, TF32_RTOL, TF32_EPS)]
+    for label, ieee, layout, b_in, configs, rtol_table, eps in runs:
         rtol, atol, why = tolerance(rtol_table, eps, size, want)
         for cfg in configs:
             try:
-                out, compiled = matmul(a, b, cfg, ieee, out=poisoned((size, size), "cuda"), with_kernel=True)
+                out, compiled = matmul(a, b_in, cfg, ieee, out=poisoned((size, size), "cuda"), with_kernel=True)
             except OutOfResources as exc:  # too much shared memory for this tile and pipeline depth
-                rows.append([label, *cfg, "", "", "", "", "", f"skipped: {exc}"])
+                rows.append([label, layout, *cfg, "", "", "", "", "", f"skipped: {exc}"])
                 continue
             # Every timed tile is checked too: a fast wrong answer is not a result.
-            lesson.close(f"sweep-{label}-{config_name(cfg)}", out, want, rtol, atol, why)
-            ms = time_matmul(a, b, cfg, ieee)
-            rows.append([label, *cfg, ms * 1e3, tflops(flop, ms), *multiply_instructions(compiled), ""])
-            if label not in best or ms < best[label][1]:
-                best[label] = (cfg, ms)
+            lesson.close(f"sweep-{label}-b-{layout}-{config_name(cfg)}", out, want, rtol, atol, why)
+            ms = time_matmul(a, b_in, cfg, ieee)
+            rows.append([label, layout, *cfg, ms * 1e3, tflops(flop, ms), *multiply_instructions(compiled), ""])
+            key = (label, layout)
+            if key not in best or ms < best[key][1]:
+                best[key] = (cfg, ms)
     # end snippet
-    lesson.table(f"matmul-sweep-{size}", ["precision", "BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "num_warps",
-                                          "num_stages", "us", "TFLOP/s", "wgmma tf32", "mma.sync tf32",
-                                          "fma.rn.f32", "note"], rows,
-                 f"FP32-input matmul at {size}^3: every tile shape for each input_precision, with the "
-                 "multiply instructions counted in its PTX")
+    lesson.table(f"matmul-sweep-{size}", ["precision", "B layout", "BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M",
+                                          "num_warps", "num_stages", "us", "TFLOP/s", "wgmma tf32",
+                                          "mma.sync tf32", "fma.rn.f32", "note"], rows,
+                 f"FP32-input matmul at {size}^3: every tile shape for each input_precision and B layout, with "
+                 "the multiply instructions counted in its PTX")
 
-    # One kernel against itself with one string changed: if tf32 is not
-    # faster than ieee, the tensor cores were not used.
-    lesson.benchmark(f"matmul-tf32-vs-ieee-{size}", tflops(flop, best["tf32"][1]), tflops(flop, best["ieee"][1]),
+    # One kernel against itself with one string changed, B row-major for
+    # both: if tf32 is not faster than ieee, the tensor cores were not used.
+    tf32, ieee_ = best["tf32", "row"], best["ieee", "row"]
+    lesson.benchmark(f"matmul-tf32-vs-ieee-{size}", tflops(flop, tf32[1]), tflops(flop, ieee_[1]),
                      "TFLOP/s", threshold=1.0, baseline_name="best ieee tile",
-                     note=f"tf32 {config_name(best['tf32'][0])}, ieee {config_name(best['ieee'][0])}")
-    return {label: cfg for label, (cfg, _) in best.items()}
+                     note=f"B row-major for both; tf32 {config_name(tf32[0])}, ieee {config_name(ieee_[0])}")
+    # Part 3c uses each precision's best tile in the layout that suits it.
+    return {"ieee": best["ieee", "row"][0], "tf32": best["tf32", "column"][0]}
 
 
 def time_against_cublas(a, b, b_col, cfg, ieee: bool, allow_tf32: bool) -> dict:

@@ -160,7 +160,12 @@ def test_every_internal_link_and_anchor_resolves(built_site):
             parts = urlsplit(link)
             if parts.scheme or parts.netloc or link.startswith(("mailto:", "javascript:", "data:")):
                 continue
-            target = html if not parts.path else (html.parent / unquote(parts.path)).resolve()
+            if not parts.path:
+                target = html
+            elif parts.path.startswith("/"):  # 404.html links from the site root
+                target = (built_site / unquote(parts.path).lstrip("/")).resolve()
+            else:
+                target = (html.parent / unquote(parts.path)).resolve()
             if target.is_dir():
                 target = target / "index.html"
             if not target.exists():

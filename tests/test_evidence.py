@@ -144,9 +144,15 @@ BAD_FILES = {
     "string": (lambda raw: '"a record"', "expected a JSON object, found str"),
     "null": (lambda raw: "null", "expected a JSON object, found NoneType"),
     "unknown-outcome": (_with(outcome="sort-of"), "unknown outcome 'sort-of'"),
-    "env-not-object": (_with(env="CPU"), "Environment must be an object"),
-    "checks-not-objects": (_with(checks=["pass"]), "Check must be an object"),
+    "env-not-object": (_with(env="CPU"), "env is str, expected dict"),
+    "checks-not-objects": (_with(checks=["pass"]), "checks[0] must be an object, found str"),
     "check-missing-status": (_with(checks=[{"name": "x"}]), "status"),
+    "wall-time-not-number": (_with(wall_s="abc"), "wall_s is str, expected int or float"),
+    "start-not-text": (_with(started_utc=20261129), "started_utc is int, expected str"),
+    "unknown-mode": (_with(mode="tpu"), "unknown mode 'tpu'"),
+    "benchmark-ratio-text": (_with(benchmarks=[{"name": "b", "measured": 1.0, "baseline": 1.0, "unit": "x",
+                                                 "ratio": "fast"}]),
+                             "benchmarks[0].ratio is str, expected int or float"),
 }
 
 

@@ -129,3 +129,11 @@ def test_missed_goals_of_stale_records_are_not_reported(project, lesson):
                   gate=False, met=False)])
     st = judge(lesson, project.evidence)
     assert st.status == STALE and "vs-cublas" not in st.sentence
+
+
+def test_status_output_in_a_terminal_carries_no_escape_codes():
+    import verify
+
+    assert verify.terminal_safe("red \x1b[31mtext\x1b[0m\tand a bell\x07") == \
+        "red \\x1b[31mtext\\x1b[0m\\x09and a bell\\x07"
+    assert verify.terminal_safe("plain text, unicode ✓") == "plain text, unicode ✓"

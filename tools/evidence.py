@@ -219,19 +219,59 @@ def _build(cls, data: dict):
     return cls(**{k: v for k, v in data.items() if k in names})
 
 
+_NUMBER = (int, float)
+_OPTIONAL_NUMBER = (int, float, type(None))
+# The types the site and the status rules compute with; anything else in a
+# record is carried along untouched.
+_RECORD_TYPES = {
+    "lesson": str, "mode": str, "key": str, "outcome": str, "exit_code": (int, type(None)),
+    "started_utc": str, "wall_s": _NUMBER, "command": str, "source_hash": str, "source_files": dict,
+    "env": dict, "stdout": str, "stderr": str, "stdout_omitted": int, "stderr_omitted": int, "reason": str,
+    "checks": list, "benchmarks": list, "tables": list, "figures": list, "skipped_parts": list,
+}
+_PART_TYPES = {
+    Environment: {f.name: str for f in fields(Environment)},
+    Check: {"name": str, "status": str, "message": str},
+    Benchmark: {"name": str, "measured": _NUMBER, "baseline": _NUMBER, "unit": str, "ratio": _NUMBER,
+                "threshold": _OPTIONAL_NUMBER, "baseline_name": str, "stretch": _OPTIONAL_NUMBER},
+    Table: {"name": str, "columns": list, "rows": list, "caption": str},
+    Figure: {"name": str, "file": str, "caption": str},
+}
+
+
+def _check_types(data: dict, types: dict, where: str) -> None:
+    for name, expected in types.items():
+        if name in data and not isinstance(data[name], expected):
+            wanted = " or ".join(t.__name__ for t in (expected if isinstance(expected, tuple) else (expected,)))
+            raise TypeError(f"{where}{name} is {type(data[name]).__name__}, expected {wanted}")
+
+
+def _part(cls, data, where: str):
+    if not isinstance(data, dict):
+        raise TypeError(f"{where} must be an object, found {type(data).__name__}")
+    _check_types(data, _PART_TYPES[cls], f"{where}.")
+    for f in fields(cls):
+        if f.default is MISSING and f.default_factory is MISSING and f.name not in data:
+            raise KeyError(f"{where}.{f.name}")
+    return _build(cls, data)
+
+
 def record_from_dict(raw: dict) -> Record:
     required = [f.name for f in fields(Record) if f.default is MISSING and f.default_factory is MISSING]
     for name in required:
         if name not in raw:
             raise KeyError(name)
+    _check_types(raw, _RECORD_TYPES, "")
     if raw["outcome"] not in OUTCOMES:
         raise ValueError(f"unknown outcome {raw['outcome']!r}")
+    if raw["mode"] not in ("interpreter", "gpu"):
+        raise ValueError(f"unknown mode {raw['mode']!r}")
     record = _build(Record, raw)
-    record.env = _build(Environment, raw["env"])
-    record.checks = [_build(Check, c) for c in raw.get("checks", [])]
-    record.benchmarks = [_build(Benchmark, b) for b in raw.get("benchmarks", [])]
-    record.tables = [_build(Table, t) for t in raw.get("tables", [])]
-    record.figures = [_build(Figure, f) for f in raw.get("figures", [])]
+    record.env = _part(Environment, raw["env"], "env")
+    record.checks = [_part(Check, c, f"checks[{i}]") for i, c in enumerate(raw.get("checks", []))]
+    record.benchmarks = [_part(Benchmark, b, f"benchmarks[{i}]") for i, b in enumerate(raw.get("benchmarks", []))]
+    record.tables = [_part(Table, t, f"tables[{i}]") for i, t in enumerate(raw.get("tables", []))]
+    record.figures = [_part(Figure, f, f"figures[{i}]") for i, f in enumerate(raw.get("figures", []))]
     return record
 
 

@@ -197,12 +197,12 @@ def _table(st: LessonStatus, name: str) -> str:
     table = render.result_table(st, name)
     if table is None:
         if not st.records:
-            return f"_Table `{render.text(name)}` appears once the lesson has been run._"
+            return f"_Table {render.code(name)} appears once the lesson has been run._"
         known = sorted({t.name for r in st.records for t in r.tables})
         if any(r.mode == "gpu" for r in st.records) or known:
             raise DirectiveError(f"no recorded table named '{name}' for lesson '{st.lesson.name}' "
                                  f"(recorded tables: {', '.join(known) or 'none'})")
-        return f"_Table `{render.text(name)}` is recorded by the GPU run, which has not been recorded yet._"
+        return f"_Table {render.code(name)} is recorded by the GPU run, which has not been recorded yet._"
     return table
 
 
@@ -240,12 +240,14 @@ def _status_table(root: str) -> str:
 
 
 def _benchmark_table(root: str) -> str:
-    rows = []
+    rows, bars = [], []
     for st in _statuses.values():
-        link = f"[{render.text(st.lesson.title)}]({root}{st.lesson.page})"
-        current = [r for r in st.records if r.source_hash == st.source_hash]
-        rows += render.benchmark_rows(sorted(current, key=lambda r: r.key), with_lesson=True, lesson_link=link)
+        link = f"[{render.text(st.lesson.name)}]({root}{st.lesson.page})"
+        current = sorted((r for r in st.records if r.source_hash == st.source_hash), key=lambda r: r.key)
+        rows += render.benchmark_rows(current, with_lesson=True, lesson_link=link)
+        bars += [(f"{st.lesson.name}: {b.name}", b) for r in current for b in r.benchmarks]
     if not rows:
         return "_No benchmarks recorded yet: benchmarks run on a GPU only._"
     align = ["---", "---", "---:", "---:", "---:", "---", "---"]
-    return render.md_table(["Lesson", *render.BENCH_COLUMNS], rows, align)
+    table = render.md_table(["Lesson", *render.BENCH_COLUMNS], rows, align)
+    return f"{render.ratio_chart(bars)}\n\n{table}"

@@ -7,6 +7,7 @@ containing HTML, Markdown, template braces or terminal escapes shows as text.
 
 from __future__ import annotations
 
+import html
 import math
 import re
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-
 CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 MAX_LINE = 1000  # characters of one output line shown on a page
 MAX_LINES = 400  # lines of one stream shown on a page (head and tail)
+MAX_TEXT = 4000  # characters of one inline value (a check message, a table cell, a reason) shown on a page
 
 BADGE_CLASS = {
     "VERIFIED": "vt-verified",
@@ -39,7 +41,15 @@ def text(value: object) -> str:
     emoji shortcode; the browser shows the same characters.
     """
     s = CONTROL.sub(_control_picture, ANSI.sub("", str(value))).replace("\n", " ")
+    if len(s) > MAX_TEXT:
+        s = s[:MAX_TEXT] + f" [... {len(s) - MAX_TEXT} more characters]"
     return "".join(f"&#{ord(c)};" if (c.isascii() and not c.isalnum() and c != " ") else c for c in s)
+
+
+def code(value: object) -> str:
+    """Inline code of `text(value)`: HTML <code>, because a Markdown code span would show the
+    character references literally (`&#45;` for '-')."""
+    return f"<code>{text(value)}</code>"
 
 
 def _control_picture(match: re.Match) -> str:
@@ -66,6 +76,7 @@ def clean_output(raw: str) -> str:
 
 def code_block(body: str, lang: str = "text", attrs: str = "", indent: str = "") -> str:
     """A fenced block whose fence is longer than any backtick run inside it."""
+    body = body.replace("\r\n", "\n").replace("\r", "\n")  # Markdown ends lines at \r too: indent every one
     longest = max((len(run) for run in re.findall(r"`+", body)), default=0)
     fence = "`" * max(3, longest + 1)
     head = f"{fence}{lang}" + (f" {attrs}" if attrs else "")
@@ -117,7 +128,8 @@ def badge(status: str) -> str:
 
 
 def status_admonition(st: LessonStatus, root: str) -> str:
-    body = text(st.sentence.split(": ", 1)[1] if ": " in st.sentence else st.sentence)
+    sentence = st.sentence.split(": ", 1)[1] if ": " in st.sentence else st.sentence
+    body = text(sentence[:1].upper() + sentence[1:])
     short = st.source_hash[:12]
     return (f'!!! {BADGE_CLASS[st.status]} vt-status "{st.status}"\n'
             f"    {body}\n\n"
@@ -155,7 +167,7 @@ def output_tabs(st: LessonStatus) -> str:
         return '!!! vt-unverified "No recorded runs"\n    Nothing has been recorded for this lesson yet.'
     out = []
     for record in records:
-        out.append(f'=== "{_attr(mode_label(record))}"\n')
+        out.append(f'=== "{text(mode_label(record))}"\n')  # a device name is recorded text, like any other
         body = [environment_line(record, st.source_hash), ""]
         if record.skipped_parts:
             items = "; ".join(f"{p.get('part', '')} ({p.get('reason', '')})" for p in record.skipped_parts)
@@ -196,7 +208,7 @@ def checks_table(st: LessonStatus) -> str:
     mark = {"pass": ":material-check: pass", "fail": ":material-close: **fail**", "skip": ":material-minus: skip"}
     rows = []
     for name in names:
-        row = [f"`{text(name)}`"]
+        row = [code(name)]
         for record in records:
             found = [c for c in record.checks if c.name == name]
             row.append(f"{mark.get(found[0].status, text(found[0].status))}: {text(found[0].message)}"
@@ -209,6 +221,10 @@ def fmt(x: float | None, digits: int = 4) -> str:
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "-"
     return f"{x:.{digits}g}"
+
+
+def _ratio(x: float | None) -> str:
+    return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.2f}x"
 
 
 def target_cell(b: Benchmark) -> str:
@@ -226,9 +242,9 @@ def benchmark_rows(records: list[Record], with_lesson: bool = False, lesson_link
     for record in records:
         for b in record.benchmarks:
             row = [lesson_link] if with_lesson else []
-            row += [f"`{text(b.name)}`", f"{fmt(b.measured)} {text(b.unit)}",
+            row += [code(b.name), f"{fmt(b.measured)} {text(b.unit)}",
                     f"{fmt(b.baseline)} {text(b.unit)} ({text(b.baseline_name or 'baseline')})",
-                    f"**{fmt(b.ratio, 3)}x**", target_cell(b),
+                    f"**{_ratio(b.ratio)}**", target_cell(b),
                     text(f"{record.env.device_name}, Triton {record.env.triton}, torch {record.env.torch}, "
                          f"{record.date}")]
             rows.append(row)
@@ -266,3 +282,48 @@ def figures(st: LessonStatus, link_prefix: str) -> str:
             out.append(f'<figure markdown="span">\n  ![{caption}]({link_prefix}{st.lesson.name}/{fig.file})\n'
                        f"  <figcaption>{caption} ({where})</figcaption>\n</figure>")
     return "\n\n".join(out) or "_No figures recorded yet._"
+
+
+# -- the ratio chart on the benchmarks page -------------------------------------------
+
+def ratio_chart(bars: list[tuple[str, Benchmark]], clip: float = 2.0) -> str:
+    """An inline SVG: one bar per benchmark (measured / baseline), a line at 1.0, ticks at its targets.
+
+    Built from evidence at build time, so it needs no plotting library and
+    cannot disagree with the table under it. Every label is escaped.
+    """
+    if not bars:
+        return ""
+    row_h, label_w, plot_w, top = 22, 440, 360, 24
+    height = top + row_h * len(bars) + 10
+
+    def x(ratio: float) -> float:
+        return label_w + plot_w * min(max(ratio, 0.0), clip) / clip
+
+    parts = [f'<svg class="vt-ratio-chart" viewBox="0 0 {label_w + plot_w + 60} {height}" role="img" '
+             f'aria-label="Benchmark ratios: measured over baseline">']
+    for tick in (0.5, 1.0, 1.5, 2.0):
+        if tick <= clip:
+            parts.append(f'<line x1="{x(tick):.1f}" y1="{top - 6}" x2="{x(tick):.1f}" y2="{height - 6}" '
+                         f'class="{"vt-one" if tick == 1.0 else "vt-grid"}"/>')
+            parts.append(f'<text x="{x(tick):.1f}" y="{top - 10}" class="vt-axis">{tick:.1f}x</text>')
+    for i, (label, b) in enumerate(bars):
+        y = top + i * row_h
+        ratio = b.ratio if isinstance(b.ratio, (int, float)) and not math.isnan(b.ratio) else 0.0
+        missed = (b.met is False) or (b.stretch_met is False)
+        cls = "vt-bar-missed" if missed else ("vt-bar-info" if b.threshold is None else "vt-bar-met")
+        parts.append(f'<text x="{label_w - 8}" y="{y + 14}" class="vt-label">{html.escape(label)}</text>')
+        parts.append(f'<rect x="{label_w}" y="{y + 3}" width="{x(ratio) - label_w:.1f}" height="{row_h - 8}" '
+                     f'class="{cls}"><title>{html.escape(f"{label}: {ratio:.3f}x")}</title></rect>')
+        for target, kind in ((b.threshold, "vt-gate"), (b.stretch, "vt-stretch")):
+            if target is not None:
+                parts.append(f'<line x1="{x(target):.1f}" y1="{y + 1}" x2="{x(target):.1f}" y2="{y + row_h - 3}" '
+                             f'class="{kind}"/>')
+        shown = f"{ratio:.2f}x" + (" ›" if ratio > clip else "")
+        parts.append(f'<text x="{x(ratio) + 4:.1f}" y="{y + 14}" class="vt-value">{shown}</text>')
+    parts.append("</svg>")
+    caption = ("Measured / baseline for every benchmark above. Green: every target met; amber: a goal or "
+               "stretch target missed; grey: informational. Dark tick: the gate or goal; light tick: the stretch "
+               f"target. Bars past {clip:.1f}x are cut, with the value printed.")
+    return (f'<figure class="vt-chart">\n{"".join(parts)}\n<figcaption>{html.escape(caption)}</figcaption>\n'
+            f"</figure>")

@@ -303,7 +303,7 @@ class Progress:
         with self.lock:
             self.running.pop(label, None)
             self.done += 1
-            extra = f" ({record.reason})" if record.reason else ""
+            extra = f" ({terminal_safe(record.reason)})" if record.reason else ""
             print(f"[{self.done}/{self.total}] {label}: {record.outcome} in {record.wall_s:.1f} s{extra}",
                   flush=True)
 
@@ -368,7 +368,7 @@ def print_summary(results: list[RunResult]) -> None:
         outcome = r.record.outcome if r.record and not r.skipped else "-"
         wall = f"{r.record.wall_s:6.1f}s" if r.record and not r.skipped else "      -"
         note = r.skipped or (r.record.reason if r.record else "")
-        print(f"{r.lesson.name:<30} {r.mode:<12} {outcome:<10} {wall}  {note}")
+        print(f"{r.lesson.name:<30} {r.mode:<12} {outcome:<10} {wall}  {terminal_safe(note)}")
 
 
 # -- status and check ---------------------------------------------------------------
@@ -392,9 +392,14 @@ def status_json(statuses: list[LessonStatus]) -> list[dict]:
     return out
 
 
+def terminal_safe(text: str) -> str:
+    """Recorded text (a lesson's reason, a device name) without escape or control codes."""
+    return "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in text)
+
+
 def print_status(statuses: list[LessonStatus]) -> None:
     for st in statuses:
-        print(f"{st.lesson.name:<28} {st.status:<19} {st.sentence}")
+        print(f"{st.lesson.name:<28} {st.status:<19} {terminal_safe(st.sentence)}")
 
 
 def check_problems(statuses: list[LessonStatus]) -> list[str]:

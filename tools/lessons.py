@@ -59,12 +59,15 @@ class Lesson:
     def relative(self, path: Path) -> str:
         return path.resolve().relative_to(self.root).as_posix()
 
+    def source_file_hashes(self) -> dict[str, str]:
+        """{relative path: SHA-256} of every source file, in path order."""
+        return {self.relative(path): file_sha256(path) for path in self.source_files()}
+
     def source_hash(self) -> str:
         """SHA-256 over (path, content hash) of every source file, in path order."""
         digest = hashlib.sha256()
-        for path in self.source_files():
-            rel = self.relative(path)
-            digest.update(f"{rel}\0{file_sha256(path)}\n".encode())
+        for rel, sha in self.source_file_hashes().items():
+            digest.update(f"{rel}\0{sha}\n".encode())
         return digest.hexdigest()
 
 

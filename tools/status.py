@@ -50,7 +50,7 @@ def judge(lesson: Lesson, evidence_dir: Path) -> LessonStatus:
     source_hash = lesson.source_hash()
     records = lesson_records(evidence_dir, lesson.name)
     interp = _interpreter_state(lesson, [r for r in records if r.mode == "interpreter"], source_hash)
-    gpu = _gpu_state([r for r in records if r.mode == "gpu"], source_hash)
+    gpu = _mode_state("gpu", [r for r in records if r.mode == "gpu"], source_hash)
     status = _combine(interp.state, gpu.state)
     sentence = f"{status}: {interp.phrase}; {gpu.phrase}."
     unmet = []
@@ -87,10 +87,6 @@ def _interpreter_state(lesson: Lesson, records: list[Record], source_hash: str) 
         return ModeState("interpreter", "not-supported", None,
                          f"the interpreter cannot run this lesson ({spec.reason})")
     return _mode_state("interpreter", records, source_hash)
-
-
-def _gpu_state(records: list[Record], source_hash: str) -> ModeState:
-    return _mode_state("gpu", records, source_hash)
 
 
 def _mode_state(mode: str, records: list[Record], source_hash: str) -> ModeState:

@@ -197,7 +197,7 @@ def run_lesson(lesson: Lesson, mode: str, machine: Machine, evidence_dir: Path,
         exit_code=None if timed_out else proc.returncode,
         started_utc=started.strftime("%Y-%m-%dT%H:%M:%SZ"), wall_s=round(wall, 2), command=command,
         source_hash=source_hash,
-        source_files={lesson.relative(p): _sha(p) for p in lesson.source_files()},
+        source_files=lesson.source_file_hashes(),
         env=Environment(
             python=machine.python, torch=machine.torch, triton=machine.triton, platform=machine.platform,
             device_name="CPU" if mode == "interpreter" else (machine.gpu_name or device.get("name", "")),
@@ -228,12 +228,6 @@ def _kill_group(proc: subprocess.Popen) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
-
-
-def _sha(path: Path) -> str:
-    from lessons import file_sha256
-
-    return file_sha256(path)
 
 
 def _read_results(path: Path) -> dict:
@@ -419,7 +413,7 @@ def check_problems(statuses: list[LessonStatus]) -> list[str]:
 
 
 def _changed_files(lesson: Lesson, record: Record) -> list[str]:
-    now = {lesson.relative(p): _sha(p) for p in lesson.source_files()}
+    now = lesson.source_file_hashes()
     return sorted(k for k in now.keys() | record.source_files.keys() if now.get(k) != record.source_files.get(k))
 
 

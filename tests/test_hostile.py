@@ -28,6 +28,8 @@ from pathlib import Path
 import markdown
 import pytest
 
+import conftest
+
 ROOT = Path(__file__).resolve().parent.parent
 TOOLS = ROOT / "tools"
 if str(TOOLS) not in sys.path:
@@ -197,16 +199,8 @@ def toml_string(s: str) -> str:
 
 
 @dataclass
-class Project:
-    root: Path
-
-    @property
-    def code(self) -> Path:
-        return self.root / "code"
-
-    @property
-    def evidence(self) -> Path:
-        return self.root / "evidence"
+class Project(conftest.Project):
+    """conftest's throw-away project, with the pages and site a build needs."""
 
     @property
     def docs(self) -> Path:

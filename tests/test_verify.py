@@ -861,3 +861,19 @@ def test_run_lesson_round_trips_a_record_in_process(project):
     rec = run_lesson(project.lesson("good"), "interpreter", machine, project.evidence, timeout=60)
     assert rec == project.record("good")
     assert rec.checks[0] == Check("arithmetic", "pass", "one plus one")
+
+
+def test_malformed_results_from_a_lesson_fail_its_run_not_verify(project):
+    """A lesson that writes nonsense where the kit's results go: a failed record with the reason, no traceback."""
+    project.add("garbage", """\
+        path = os.environ["VT_RESULTS"]
+        Path(path).write_text('{"checks": [{"name": 5, "status": "pass"}], "benchmarks": "many"}')
+        sys.exit(0)
+    """, kit=False)
+    run = project.verify("--lesson", "garbage", "--mode", "interpreter")
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "Traceback" not in run.stderr
+    record = project.record("garbage")
+    assert record.outcome == "failed"
+    assert "results file is malformed" in record.reason and "benchmarks is str, expected list" in record.reason
+    assert record.checks == [] and record.benchmarks == []

@@ -191,7 +191,7 @@ def run_lesson(lesson: Lesson, mode: str, machine: Machine, evidence_dir: Path,
     (stdout, out_cut), (stderr, err_cut) = readers[0].text(), readers[1].text()
     results = _read_results(results_file)
     outcome, reason = _classify(lesson, mode, proc.returncode, timed_out, limit, results)
-    device = results.get("device", {})
+    device = results.get("device") if isinstance(results.get("device"), dict) else {}
     record = Record(
         lesson=lesson.name, mode=mode, key=mode_key(mode, machine), outcome=outcome,
         exit_code=None if timed_out else proc.returncode,
@@ -210,14 +210,21 @@ def run_lesson(lesson: Lesson, mode: str, machine: Machine, evidence_dir: Path,
     )
     key = record.key
     figure_files = {}
-    for fig in results.get("figures", []):
-        src = fig_dir / fig.get("file", "")
+    for fig in _dicts(results.get("figures")):
+        src = fig_dir / str(fig.get("file", ""))
         if src.is_file() and src.suffix == ".png":
             figure_files[src.name] = src
             record.figures.append({"name": fig.get("name", src.stem), "file": f"{key}/{src.name}",
                                    "caption": fig.get("caption", "")})
-    # Round-trip through the reader so a malformed kit result fails here, not on the site.
-    record = record_from_dict(json.loads(record.to_json()))
+    # Round-trip through the reader so malformed results fail this run here, not the site build.
+    try:
+        record = record_from_dict(json.loads(record.to_json()))
+    except (KeyError, TypeError, ValueError) as exc:
+        record.outcome = "failed"
+        record.reason = f"the lesson's results file is malformed ({exc}); its structured results were dropped"
+        record.checks, record.benchmarks, record.tables, record.figures, record.skipped_parts = [], [], [], [], []
+        figure_files = {}
+        record = record_from_dict(json.loads(record.to_json()))
     write_record(evidence_dir, record, figure_files)
     shutil.rmtree(work, ignore_errors=True)
     return record
@@ -228,6 +235,11 @@ def _kill_group(proc: subprocess.Popen) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+def _dicts(value) -> list[dict]:
+    """The objects in a list from the lesson's results file; anything else is left to the record check."""
+    return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
 
 
 def _read_results(path: Path) -> dict:
@@ -246,15 +258,16 @@ def _classify(lesson: Lesson, mode: str, code: int | None, timed_out: bool, limi
     if code in expected:
         return "by-design", expected[code]
     if code == EXIT_BY_DESIGN and results.get("by_design"):
-        return "by-design", results["by_design"]
+        return "by-design", str(results["by_design"])
     if code is not None and code < 0:
         try:
             name = signal.Signals(-code).name
         except ValueError:  # e.g. a real-time signal, which has no name in the enum
             name = str(-code)
         return "crashed", f"killed by signal {name}"
-    failed = [c["name"] for c in results.get("checks", []) if c.get("status") == "fail"]
-    missed = [b["name"] for b in results.get("benchmarks", []) if b.get("gate") and b.get("met") is False]
+    failed = [str(c.get("name")) for c in _dicts(results.get("checks")) if c.get("status") == "fail"]
+    missed = [str(b.get("name")) for b in _dicts(results.get("benchmarks"))
+              if b.get("gate") and b.get("met") is False]
     if code == 0 and not failed and not missed:
         return "passed", ""
     if code == EXIT_CANNOT_RUN:

@@ -252,6 +252,8 @@ def check_result_tables(page, lesson, evidence_dir: Path) -> None:
 
     records = lesson_records(evidence_dir, lesson.name)
     names = {c.name for r in records for c in r.checks} | {b.name for r in records for b in r.benchmarks}
+    for summary in page.locator(".md-content details:not([open]) > summary").all():
+        summary.click()  # a long checks table is folded behind its summary, as a reader would open it
     for name in sorted(names):
         expect(page.locator(".md-content table code").get_by_text(name, exact=True).first).to_be_visible()
 

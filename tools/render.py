@@ -20,6 +20,7 @@ ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-
 CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 MAX_LINE = 1000  # characters of one output line shown on a page
 MAX_LINES = 400  # lines of one stream shown on a page (head and tail)
+COLLAPSE_CHECKS_OVER = 12  # a longer checks table folds away behind its summary
 MAX_TEXT = 4000  # characters of one inline value (a check message, a table cell, a reason) shown on a page
 
 BADGE_CLASS = {
@@ -214,7 +215,19 @@ def checks_table(st: LessonStatus) -> str:
             row.append(f"{mark.get(found[0].status, text(found[0].status))}: {text(found[0].message)}"
                        if found else "not run")
         rows.append(row)
-    return md_table(["Check"] + [text(mode_label(r)) for r in records], rows)
+    table = md_table(["Check"] + [text(mode_label(r)) for r in records], rows)
+    if len(rows) <= COLLAPSE_CHECKS_OVER:
+        return table
+    # A long table folds away behind a summary; a failed or skipped check is never folded.
+    counts = "; ".join(f"{text(mode_label(r))}: " + ", ".join(
+        f"{sum(c.status == status for c in r.checks)} {status}" for status in ("pass", "fail", "skip")
+        if any(c.status == status for c in r.checks)) for r in records if r.checks)
+    out = [f"**{len(rows)} checks** recorded ({counts})."]
+    notable = [row for row in rows if any(":material-close:" in cell or ":material-minus:" in cell for cell in row)]
+    if notable:
+        out += ["", "Failed or skipped:", "", md_table(["Check"] + [text(mode_label(r)) for r in records], notable)]
+    out += ["", f'??? abstract "All {len(rows)} checks"', "", indent_block(table, "    ")]
+    return "\n".join(out)
 
 
 def fmt(x: float | None, digits: int = 4) -> str:

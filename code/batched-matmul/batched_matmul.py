@@ -327,8 +327,8 @@ def main() -> int:
     device = lesson.device()
 
     if lesson.interpret:
-        # Batch 3, and sizes that are not multiples of the 32x32x16 blocks:
-        # ragged last tiles in M and N, a K tail. Step 1 first.
+        # Batch 3, and sizes that are mostly not multiples of the 32x32x16
+        # blocks: ragged last tiles in M and N, a K tail. Step 1 first.
         shapes = [(3, 50, 40, 72), (3, 64, 96, 24)]
         checks(lesson, device, shapes)
         # Step 2 on the same shapes (N and K are multiples of 8, so the

@@ -54,8 +54,8 @@ def code(value: object) -> str:
 
 
 def _control_picture(match: re.Match) -> str:
-    code = ord(match.group())
-    return chr(0x2421) if code == 0x7F else chr(0x2400 + code)
+    point = ord(match.group())
+    return chr(0x2421) if point == 0x7F else chr(0x2400 + point)
 
 
 def clean_output(raw: str) -> str:

@@ -65,10 +65,15 @@ class Lesson:
 
     def source_hash(self) -> str:
         """SHA-256 over (path, content hash) of every source file, in path order."""
-        digest = hashlib.sha256()
-        for rel, sha in self.source_file_hashes().items():
-            digest.update(f"{rel}\0{sha}\n".encode())
-        return digest.hexdigest()
+        return combined_hash(self.source_file_hashes())
+
+
+def combined_hash(file_hashes: dict[str, str]) -> str:
+    """The one hash a record carries, from its {relative path: SHA-256} list."""
+    digest = hashlib.sha256()
+    for rel, sha in file_hashes.items():
+        digest.update(f"{rel}\0{sha}\n".encode())
+    return digest.hexdigest()
 
 
 def file_sha256(path: Path) -> str:

@@ -50,7 +50,7 @@ from evidence import (  # noqa: E402
     record_path,
     write_record,
 )
-from lessons import MODES, Lesson, LessonError, discover  # noqa: E402
+from lessons import MODES, Lesson, LessonError, combined_hash, discover  # noqa: E402
 from status import FAILED, STALE, UNVERIFIED, LessonStatus, judge  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -170,7 +170,8 @@ def run_lesson(lesson: Lesson, mode: str, machine: Machine, evidence_dir: Path,
     command = ("TRITON_INTERPRET=1 " if mode == "interpreter" else "") + f"python {rel_main}"
     started = datetime.now(UTC)
     t0 = time.monotonic()
-    source_hash = lesson.source_hash()
+    # Hash the files once, before the run: the record's hash and file list describe the same bytes.
+    source_files = lesson.source_file_hashes()
     proc = subprocess.Popen([sys.executable, str(lesson.main)], cwd=lesson.folder, env=env,
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             start_new_session=True)
@@ -196,8 +197,8 @@ def run_lesson(lesson: Lesson, mode: str, machine: Machine, evidence_dir: Path,
         lesson=lesson.name, mode=mode, key=mode_key(mode, machine), outcome=outcome,
         exit_code=None if timed_out else proc.returncode,
         started_utc=started.strftime("%Y-%m-%dT%H:%M:%SZ"), wall_s=round(wall, 2), command=command,
-        source_hash=source_hash,
-        source_files=lesson.source_file_hashes(),
+        source_hash=combined_hash(source_files),
+        source_files=source_files,
         env=Environment(
             python=machine.python, torch=machine.torch, triton=machine.triton, platform=machine.platform,
             device_name="CPU" if mode == "interpreter" else (machine.gpu_name or device.get("name", "")),

@@ -1,16 +1,17 @@
 """The small kit every lesson uses to report what it found.
 
-A lesson calls `check`, `skip`, `benchmark`, `table` and `figure` as it goes
-and ends with `sys.exit(lesson.finish())`. Run alone with plain `python`, the
-kit only prints. Run by `tools/verify.py`, it also writes every result to the
-JSON file named by VT_RESULTS (rewritten after each call, so a crash keeps
-what was found before it) and saves figures into VT_FIGURES.
+A lesson calls `check`, `close`, `skip`, `benchmark`, `table` and `plot` as it
+goes and ends with `sys.exit(lesson.finish())`. Run alone with plain
+`python`, the kit only prints. Run by `tools/verify.py`, it also writes every
+result to the JSON file named by VT_RESULTS (rewritten after each call, so a
+crash keeps what was found before it) and saves figures into VT_FIGURES.
 
-Exit codes a lesson ends with:
-    0  every check passed and every gating benchmark met its threshold
-    1  something failed
-    2  this machine cannot run the lesson at all (no GPU and no interpreter)
-    3  the lesson declined by design (for example a capability gate)
+The first part of this file is the contract between lessons and
+`tools/verify.py`: the variable names, the exit codes, the shape of the
+results and the rule that says whether a run passed. The tools load this file
+by path and use the same definitions, so the two sides cannot drift apart.
+Nothing here imports more than the standard library until a lesson asks for a
+device, a timing or a plot.
 """
 
 from __future__ import annotations
@@ -19,108 +20,286 @@ import json
 import math
 import os
 import platform
+import statistics
 import sys
+import tomllib
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Literal
 
-EXIT_PASSED, EXIT_FAILED, EXIT_CANNOT_RUN, EXIT_BY_DESIGN = 0, 1, 2, 3
+# == The contract with tools/verify.py ==========================================
+
+RESULTS_ENV = "VT_RESULTS"  # the JSON file the kit keeps its results in
+FIGURES_ENV = "VT_FIGURES"  # the folder the kit saves figures into
+INTERPRET_ENV = (
+    "TRITON_INTERPRET"  # "1": kernels run on the CPU through Triton's interpreter
+)
+RESULTS_FORMAT = 2
+
+EXIT_PASSED = 0  # every check passed and no gating target was missed
+EXIT_FAILED = 1  # a check failed or a gating target was missed
+EXIT_CANNOT_RUN = (
+    2  # this machine cannot run the lesson (no GPU and no interpreter, Triton too old)
+)
+EXIT_BY_DESIGN = 3  # the lesson declined by design (for example a capability gate)
+EXIT_MEANINGS = {
+    EXIT_PASSED: "passed",
+    EXIT_FAILED: "failed",
+    EXIT_CANNOT_RUN: "cannot run on this machine",
+    EXIT_BY_DESIGN: "declined by design",
+}
+
+Verdict = Literal["met", "not met", "within noise"]
+CONFIDENCE = 0.95  # the level of every interval the kit reports
+RATE_UNITS = {"GB/s": 1e-6, "TFLOP/s": 1e-9}  # work per millisecond -> unit
+UNITS = (*RATE_UNITS, "ms")
+
+
+@dataclass
+class Check:
+    name: str
+    status: Literal["pass", "fail", "skip"]
+    message: str = ""
+
+
+@dataclass
+class Benchmark:
+    """A kernel against a baseline measured in the same run, in paired rounds.
+
+    `ratio` is the median over rounds of (kernel / baseline) in `unit`, so
+    above 1 the kernel is better (for "ms": the baseline's time over the
+    kernel's). `ratio_low`..`ratio_high` is a distribution-free confidence
+    interval of that median. A target's verdict comes from the interval:
+    "met" when its lower bound reaches the target, "not met" when its upper
+    bound stays below, "within noise" when it straddles the line.
+    """
+
+    name: str  # a stable key: the history of a benchmark follows it
+    label: str  # what a reader sees
+    unit: str  # one of UNITS
+    measured: float  # the kernel: median over rounds, in `unit`
+    baseline: float  # the baseline: median over rounds, in `unit`
+    baseline_name: str
+    ratio: float
+    ratio_low: float
+    ratio_high: float
+    samples: int  # paired rounds
+    kernel_ms: list[float] = field(default_factory=list)  # every round
+    baseline_ms: list[float] = field(default_factory=list)
+    threshold: float | None = None
+    gate: bool = True  # a gating threshold fails the run when "not met"
+    verdict: Verdict | None = None  # of the threshold
+    stretch: float | None = None  # a higher goal that never gates
+    stretch_verdict: Verdict | None = None
+    note: str = ""
+    method: str = ""  # how the rounds were timed
+
+
+@dataclass
+class Table:
+    name: str
+    columns: list[str]
+    rows: list[list[str | int | float | None]]
+    caption: str = ""
+
+
+@dataclass
+class Figure:
+    name: str
+    file: str  # a PNG file name in the figures folder, light theme
+    caption: str = ""
+    dark_file: str = ""  # the same figure drawn for a dark page, when there is one
+
+
+@dataclass
+class SkippedPart:
+    part: str
+    reason: str
+
+
+@dataclass
+class Device:
+    name: str = ""  # "CPU" under the interpreter
+    capability: str = ""
+    multiprocessors: int = 0
+    memory_gib: float = 0.0
+    cuda: str = ""
+    torch: str = ""
+    triton: str = ""
+    python: str = ""
+
+
+@dataclass
+class Results:
+    lesson: str
+    mode: Literal["interpreter", "gpu"]
+    checks: list[Check] = field(default_factory=list)
+    benchmarks: list[Benchmark] = field(default_factory=list)
+    tables: list[Table] = field(default_factory=list)
+    figures: list[Figure] = field(default_factory=list)
+    skipped_parts: list[SkippedPart] = field(default_factory=list)
+    declined: str = ""  # why the lesson stopped by design, when it did
+    device: Device = field(default_factory=Device)
+    format: int = RESULTS_FORMAT
+
+
+def failures(checks: list[Check], benchmarks: list[Benchmark]) -> list[str]:
+    """The pass rule: no check failed and no gating target was "not met".
+
+    A gate judges the upper bound of the ratio's interval: only a result that
+    is below the threshold beyond noise fails the run. "Within noise" passes
+    the gate, and the page says so.
+    """
+    return [f"check {c.name}" for c in checks if c.status == "fail"] + [
+        f"target {b.name}" for b in benchmarks if b.gate and b.verdict == "not met"
+    ]
+
+
+def verdict(low: float, high: float, target: float) -> Verdict:
+    if low >= target:
+        return "met"
+    if high < target:
+        return "not met"
+    return "within noise"
+
+
+def median_interval(
+    values: list[float], level: float = CONFIDENCE
+) -> tuple[float, float, float]:
+    """(median, low, high): a distribution-free confidence interval for the median.
+
+    The interval runs between two order statistics chosen so that the
+    chance of the true median lying outside is at most 1 - level under the
+    binomial(n, 1/2) law (no assumption about the shape of the noise). With
+    fewer than 6 samples no such pair exists; the range of the samples is
+    returned, which covers less than `level`.
+    """
+    xs = sorted(values)
+    n = len(xs)
+    if n == 0:
+        raise ValueError("no samples")
+
+    def tail(
+        k: int,
+    ) -> float:  # P(Binomial(n, 1/2) <= k): both ends drop k samples past the interval
+        return sum(math.comb(n, i) for i in range(k + 1)) / 2**n
+
+    k = 0  # [xs[k], xs[n-1-k]] covers the median with probability 1 - 2 * tail(k)
+    while k + 1 < n // 2 and 2 * tail(k + 1) <= 1 - level:
+        k += 1
+    return statistics.median(xs), xs[k], xs[n - 1 - k]
+
+
+# == Lessons ====================================================================
 
 
 class Lesson:
     def __init__(self, name: str):
         self.name = name
-        self.interpret = os.environ.get("TRITON_INTERPRET") == "1"
-        self._results_path = os.environ.get("VT_RESULTS")
-        main = Path(sys.argv[0]).resolve() if sys.argv and sys.argv[0] else Path.cwd()
-        self._figure_dir = Path(os.environ.get("VT_FIGURES") or main.parent / "_output")
-        self._data = {
-            "lesson": name,
-            "mode": "interpreter" if self.interpret else "gpu",
-            "checks": [],
-            "benchmarks": [],
-            "tables": [],
-            "figures": [],
-            "skipped_parts": [],
-            "by_design": None,
-            "device": {},
-        }
+        self.interpret = os.environ.get(INTERPRET_ENV) == "1"
+        self._results_path = os.environ.get(RESULTS_ENV)
+        folder = _main_folder()
+        self._figure_dir = Path(os.environ.get(FIGURES_ENV) or folder / "_output")
+        self.requires = _requirements(folder / "lesson.toml")
+        self.results = Results(
+            lesson=name, mode="interpreter" if self.interpret else "gpu"
+        )
         self._save()
 
     # -- where the lesson runs -------------------------------------------
 
     def device(self) -> str:
-        """'cpu' under the interpreter, 'cuda' on a GPU; exits 2 when neither."""
-        import torch
+        """'cpu' under the interpreter, 'cuda' on a GPU.
 
-        self._record_versions(torch)
+        Exits 2 with the reason when the installed Triton is older than
+        lesson.toml's [requires] triton or there is no GPU and no
+        interpreter; exits 3 (by design) on a GPU below [requires] capability.
+        """
+        import torch
+        import triton
+
+        self._record_versions(torch, triton)
+        need_triton = self.requires.get("triton")
+        if need_triton and _version_tuple(triton.__version__) < _version_tuple(
+            need_triton
+        ):
+            self._stop(
+                EXIT_CANNOT_RUN,
+                f"{self.name} needs Triton {need_triton} or newer "
+                f"({self.requires.get('why', 'see lesson.toml')}); this is Triton "
+                f"{triton.__version__}. Upgrade with: pip install -U triton",
+            )
         if self.interpret:
-            print("TRITON_INTERPRET=1: kernels run on the CPU through Triton's interpreter; nothing is timed.")
+            print(
+                "TRITON_INTERPRET=1: kernels run on the CPU through Triton's "
+                "interpreter; nothing is timed."
+            )
             return "cpu"
         if not torch.cuda.is_available():
-            print(
-                f"{self.name}: no CUDA device found. Run it on a GPU, or set TRITON_INTERPRET=1 "
-                "to run the correctness half on the CPU:\n"
+            self._stop(
+                EXIT_CANNOT_RUN,
+                f"{self.name}: no CUDA device found. Run it on a GPU, or set "
+                "TRITON_INTERPRET=1 to run the correctness half on the CPU:\n"
                 f"    TRITON_INTERPRET=1 python {sys.argv[0]}",
-                file=sys.stderr,
             )
-            sys.exit(EXIT_CANNOT_RUN)
         props = torch.cuda.get_device_properties(0)
-        self._data["device"].update(
-            name=props.name,
-            capability=f"{props.major}.{props.minor}",
-            multiprocessors=props.multi_processor_count,
-            memory_gib=round(props.total_memory / 2**30, 1),
-            cuda=torch.version.cuda,
+        device = self.results.device
+        device.name, device.capability = props.name, f"{props.major}.{props.minor}"
+        device.multiprocessors, device.memory_gib = (
+            props.multi_processor_count,
+            round(props.total_memory / 2**30, 1),
         )
+        device.cuda = torch.version.cuda or ""
         self._save()
-        print(f"GPU: {props.name}, compute capability {props.major}.{props.minor}, "
-              f"{props.multi_processor_count} SMs, CUDA {torch.version.cuda}")
+        print(
+            f"GPU: {props.name}, compute capability {props.major}.{props.minor}, "
+            f"{props.multi_processor_count} SMs, CUDA {torch.version.cuda}"
+        )
+        need_cc = self.requires.get("capability")
+        if need_cc and (props.major, props.minor) < _version_tuple(need_cc):
+            self.decline(
+                f"needs compute capability {need_cc} or newer "
+                f"({self.requires.get('why', 'see lesson.toml')}); "
+                f"this GPU is {device.capability}"
+            )
         return "cuda"
-
-    def require_capability(self, major: int, minor: int, why: str) -> None:
-        """Exit by design (code 3) on a GPU older than major.minor."""
-        import torch
-
-        if self.interpret:
-            return
-        have = torch.cuda.get_device_capability(0)
-        if have < (major, minor):
-            reason = (f"needs compute capability {major}.{minor} or newer ({why}); "
-                      f"this GPU is {have[0]}.{have[1]}")
-            self.decline(reason)
 
     def decline(self, reason: str) -> None:
         """Stop here by design: not a failure, and not a verification either."""
-        print(f"declined by design: {reason}", file=sys.stderr)
-        self._data["by_design"] = reason
+        self.results.declined = reason
         self._save()
-        sys.exit(EXIT_BY_DESIGN)
+        self._stop(EXIT_BY_DESIGN, f"declined by design: {reason}")
 
     def not_on_interpreter(self, part: str, reason: str) -> bool:
         """True when `part` must be skipped here; records it for the page."""
         if not self.interpret:
             return False
         print(f"skipped under the interpreter: {part} ({reason})")
-        self._data["skipped_parts"].append({"part": part, "reason": reason})
+        self.results.skipped_parts.append(SkippedPart(part, reason))
         self._save()
         return True
 
-    # -- results ----------------------------------------------------------
+    # -- checks ------------------------------------------------------------
 
     def check(self, name: str, ok: bool, message: str = "") -> bool:
         status = "pass" if ok else "fail"
-        self._data["checks"].append({"name": name, "status": status, "message": message})
+        self.results.checks.append(Check(_name(name), status, message))
         self._save()
-        print(f"  check {name}: {status.upper()}" + (f" ({message})" if message else ""),
-              file=sys.stdout if ok else sys.stderr)
-        return ok
+        print(
+            f"  check {name}: {status.upper()}" + (f" ({message})" if message else ""),
+            file=sys.stdout if ok else sys.stderr,
+        )
+        return bool(ok)
 
     def skip(self, name: str, reason: str) -> None:
-        self._data["checks"].append({"name": name, "status": "skip", "message": reason})
+        self.results.checks.append(Check(_name(name), "skip", reason))
         self._save()
         print(f"  check {name}: SKIP ({reason})")
 
-    def close(self, name: str, got, want, rtol: float, atol: float, why: str = "") -> bool:
-        """Check |got - want| <= atol + rtol*|want| everywhere; report the worst element.
+    def close(
+        self, name: str, got, want, rtol: float, atol: float, why: str = ""
+    ) -> bool:
+        """Check |got - want| <= atol + rtol*|want| everywhere; report the worst.
 
         `want` should be computed in higher precision (float64). The relative
         error reported is normalised by max|want|, not element by element:
@@ -132,7 +311,9 @@ class Lesson:
         got64 = got.detach().to("cpu", torch.float64)
         want64 = want.detach().to("cpu", torch.float64)
         if got64.shape != want64.shape:
-            return self.check(name, False, f"shape {tuple(got64.shape)} != {tuple(want64.shape)}")
+            return self.check(
+                name, False, f"shape {tuple(got64.shape)} != {tuple(want64.shape)}"
+            )
         if not torch.isfinite(got64).all():
             bad = int((~torch.isfinite(got64)).sum())
             return self.check(name, False, f"{bad} non-finite elements")
@@ -140,152 +321,380 @@ class Lesson:
         excess = diff - (atol + rtol * want64.abs())
         scale = float(want64.abs().max()) or 1.0
         rel = float(diff.max()) / scale
-        bound = f"|got-want| <= {atol:.3g} + {rtol:.3g}*|want|" + (f"; {why}" if why else "")
+        bound = f"|got-want| <= {atol:.3g} + {rtol:.3g}*|want|" + (
+            f"; {why}" if why else ""
+        )
         if float(excess.max()) > 0:
-            worst = tuple(int(i) for i in torch.unravel_index(excess.argmax(), excess.shape))
-            return self.check(name, False, f"worst at {worst}: got {float(got64[worst]):.6g}, "
-                                           f"want {float(want64[worst]):.6g}; {bound}")
+            worst = tuple(
+                int(i) for i in torch.unravel_index(excess.argmax(), excess.shape)
+            )
+            return self.check(
+                name,
+                False,
+                f"worst at {worst}: got {float(got64[worst]):.6g}, "
+                f"want {float(want64[worst]):.6g}; {bound}",
+            )
         return self.check(name, True, f"max error / max|want| = {rel:.2e}; {bound}")
 
-    def benchmark(self, name: str, measured: float, baseline: float, unit: str,
-                  threshold: float | None = None, baseline_name: str = "",
-                  higher_is_better: bool = True, gate: bool = True, note: str = "",
-                  stretch: float | None = None) -> bool:
-        """Record measured vs baseline. ratio = measured/baseline (inverted when lower is better).
+    # -- benchmarks --------------------------------------------------------
 
-        With a threshold and gate=True, a ratio under the threshold fails the
-        lesson. gate=False makes the threshold a goal the page reports as met
-        or not, without failing the run. `stretch` is a second, higher goal
-        that never gates; the page and the status sentence say if it was missed.
+    def benchmark(
+        self,
+        name: str,
+        label: str,
+        timings: Timings,
+        kernel: str,
+        baseline: str,
+        *,
+        unit: str = "ms",
+        work: float | tuple[float, float] | None = None,
+        baseline_name: str = "",
+        threshold: float | None = None,
+        gate: bool = True,
+        stretch: float | None = None,
+        note: str = "",
+    ) -> Benchmark:
+        """Compare timings[kernel] with timings[baseline], round by round.
+
+        `timings` comes from `bench_interleaved`, where the two took turns.
+        For a rate unit ("GB/s", "TFLOP/s") `work` is the bytes or FLOPs of
+        one call, or a (kernel, baseline) pair when they differ (a kernel
+        against a plain copy). With a threshold and gate=True, a ratio whose
+        whole interval lies below the threshold fails the lesson; gate=False
+        makes it a goal the page reports. `stretch` is a higher goal that
+        never gates.
         """
-        if higher_is_better:
-            ratio = measured / baseline if baseline else math.nan
-        else:
-            ratio = baseline / measured if measured else math.nan
-        met = None if threshold is None else bool(ratio >= threshold)
-        stretch_met = None if stretch is None else bool(ratio >= stretch)
-        self._data["benchmarks"].append({
-            "name": name, "measured": measured, "baseline": baseline,
-            "baseline_name": baseline_name, "unit": unit, "ratio": ratio,
-            "threshold": threshold, "higher_is_better": higher_is_better,
-            "gate": gate, "met": met, "note": note,
-            "stretch": stretch, "stretch_met": stretch_met,
-        })
-        self._save()
-        target = "" if threshold is None else f", target >= {threshold:.2f}x: {'met' if met else 'NOT met'}"
-        if threshold is not None and not gate:
-            target += " (goal, not gating)"
-        if stretch is not None:
-            target += f", stretch >= {stretch:.2f}x: {'met' if stretch_met else 'not met'}"
-        print(f"  bench {name}: {measured:.4g} {unit} vs {baseline_name or 'baseline'} "
-              f"{baseline:.4g} {unit} = {ratio:.3f}x{target}")
-        return met is not False
+        if unit not in UNITS:
+            raise ValueError(
+                f"benchmark {name}: unit {unit!r} is not one of {', '.join(UNITS)}"
+            )
+        k_ms, b_ms = list(timings[kernel]), list(timings[baseline])
+        if len(k_ms) != len(b_ms) or not k_ms:
+            raise ValueError(
+                f"benchmark {name}: {kernel!r} and {baseline!r} need the same rounds"
+            )
+        if unit in RATE_UNITS:
+            if work is None:
+                raise ValueError(
+                    f"benchmark {name}: a rate in {unit} needs `work` "
+                    "(bytes or FLOPs per call)"
+                )
+            k_work, b_work = work if isinstance(work, tuple) else (work, work)
+            scale = RATE_UNITS[unit]
 
-    def table(self, name: str, columns: list[str], rows: list[list], caption: str = "") -> None:
+            def value(ms: float, w: float) -> float:
+                return w / ms * scale
+
+            ratios = [
+                value(k, k_work) / value(b, b_work)
+                for k, b in zip(k_ms, b_ms, strict=True)
+            ]
+            measured, base = (
+                value(statistics.median(k_ms), k_work),
+                value(statistics.median(b_ms), b_work),
+            )
+        else:
+            ratios = [b / k for k, b in zip(k_ms, b_ms, strict=True)]
+            measured, base = statistics.median(k_ms), statistics.median(b_ms)
+        ratio, low, high = median_interval(ratios)
+        if not all(
+            math.isfinite(x) and x > 0 for x in (measured, base, ratio, low, high)
+        ):
+            raise ValueError(f"benchmark {name}: times must be positive and finite")
+        bench = Benchmark(
+            name=_name(name),
+            label=label,
+            unit=unit,
+            measured=measured,
+            baseline=base,
+            baseline_name=baseline_name or baseline,
+            ratio=ratio,
+            ratio_low=low,
+            ratio_high=high,
+            samples=len(ratios),
+            kernel_ms=k_ms,
+            baseline_ms=b_ms,
+            threshold=threshold,
+            gate=gate,
+            verdict=None if threshold is None else verdict(low, high, threshold),
+            stretch=stretch,
+            stretch_verdict=None if stretch is None else verdict(low, high, stretch),
+            note=note,
+            method=getattr(timings, "method", ""),
+        )
+        self.results.benchmarks.append(bench)
+        self._save()
+        target = ""
+        if threshold is not None:
+            target = (
+                f", target {threshold:.2f}x{'' if gate else ' (goal)'}: {bench.verdict}"
+            )
+        if stretch is not None:
+            target += f", stretch {stretch:.2f}x: {bench.stretch_verdict}"
+        print(
+            f"  bench {label}: {measured:.4g} {unit} vs {bench.baseline_name} "
+            f"{base:.4g} {unit} = "
+            f"{ratio:.2f}x [{low:.2f}, {high:.2f}], {len(ratios)} rounds{target}"
+        )
+        return bench
+
+    # -- tables and figures ------------------------------------------------
+
+    def table(
+        self, name: str, columns: list[str], rows: list[list], caption: str = ""
+    ) -> None:
         """A small table of results (a sweep, the winning configs) for the page."""
         rows = [[_plain(cell) for cell in row] for row in rows]
-        self._data["tables"].append({"name": name, "columns": columns, "rows": rows, "caption": caption})
+        self.results.tables.append(
+            Table(_name(name), [str(c) for c in columns], rows, caption)
+        )
         self._save()
-        widths = [max(len(str(c)), *(len(str(r[i])) for r in rows)) if rows else len(str(c))
-                  for i, c in enumerate(columns)]
+        cells = [
+            [str(c) for c in columns],
+            *[["" if v is None else str(v) for v in row] for row in rows],
+        ]
+        widths = [
+            max(len(r[i]) for r in cells if i < len(r)) for i in range(len(columns))
+        ]
         print(f"\n  {caption or name}")
-        print("  " + "  ".join(str(c).rjust(w) for c, w in zip(columns, widths, strict=True)))
-        for row in rows:
-            print("  " + "  ".join(str(v).rjust(w) for v, w in zip(row, widths, strict=False)))
+        for row in cells:
+            print(
+                "  " + "  ".join(v.rjust(w) for v, w in zip(row, widths, strict=False))
+            )
 
-    def figure(self, fig, name: str, caption: str = "") -> Path:
-        """Save a matplotlib figure as NAME.png where verify collects it."""
+    def plot(
+        self, name: str, caption: str, draw, size: tuple[float, float] = (7.0, 3.6)
+    ) -> None:
+        """Draw a figure twice, for the light and the dark page, and save both.
+
+        `draw(fig)` adds axes to a fresh matplotlib figure and plots on them;
+        the kit sets the colours, the size and the file names.
+        """
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
         self._figure_dir.mkdir(parents=True, exist_ok=True)
-        path = self._figure_dir / f"{name}.png"
-        fig.savefig(path, dpi=110, bbox_inches="tight")
-        self._data["figures"].append({"name": name, "file": path.name, "caption": caption})
+        files = {}
+        for theme, suffix in (("light", ""), ("dark", "-dark")):
+            with plt.rc_context({**PLOT_STYLE, **PLOT_THEMES[theme]}):
+                fig = plt.figure(figsize=size, layout="constrained")
+                draw(fig)
+                files[theme] = f"{_name(name)}{suffix}.png"
+                fig.savefig(self._figure_dir / files[theme], dpi=120)
+                plt.close(fig)
+        self.results.figures.append(
+            Figure(name, files["light"], caption, files["dark"])
+        )
         self._save()
-        print(f"  figure {name}: {path.name}")
-        return path
+        print(f"  figure {name}: {files['light']}, {files['dark']}")
+
+    # -- the end -----------------------------------------------------------
 
     def finish(self) -> int:
         """Print a summary and return the exit code for sys.exit."""
-        checks = self._data["checks"]
-        failed = [c["name"] for c in checks if c["status"] == "fail"]
-        missed = [b["name"] for b in self._data["benchmarks"] if b["gate"] and b["met"] is False]
-        passed = sum(c["status"] == "pass" for c in checks)
-        skipped = sum(c["status"] == "skip" for c in checks)
-        print(f"\n{self.name}: {passed} checks passed, {len(failed)} failed, {skipped} skipped; "
-              f"{len(self._data['benchmarks'])} benchmarks, {len(missed)} below target")
-        if failed or missed:
-            for what in failed:
-                print(f"FAILED check: {what}", file=sys.stderr)
-            for what in missed:
-                print(f"MISSED target: {what}", file=sys.stderr)
+        checks, benches = self.results.checks, self.results.benchmarks
+        problems = failures(checks, benches)
+        passed = sum(c.status == "pass" for c in checks)
+        skipped = sum(c.status == "skip" for c in checks)
+        print(
+            f"\n{self.name}: {passed} checks passed, "
+            f"{sum(c.status == 'fail' for c in checks)} failed, "
+            f"{skipped} skipped; {len(benches)} benchmarks, "
+            f"{sum(b.gate and b.verdict == 'not met' for b in benches)} below target"
+        )
+        if problems:
+            for what in problems:
+                print(f"FAILED {what}", file=sys.stderr)
             return EXIT_FAILED
         print("PASS")
         return EXIT_PASSED
 
     # -- plumbing ---------------------------------------------------------
 
-    def _record_versions(self, torch) -> None:
-        import triton
+    def _stop(self, code: int, message: str):
+        print(message, file=sys.stderr)
+        sys.exit(code)
 
-        self._data["device"].update(torch=torch.__version__, triton=triton.__version__,
-                                    python=platform.python_version())
+    def _record_versions(self, torch, triton) -> None:
+        device = self.results.device
+        device.torch, device.triton, device.python = (
+            torch.__version__,
+            triton.__version__,
+            platform.python_version(),
+        )
+        if self.interpret:
+            device.name = "CPU"
         self._save()
-        print(f"torch {torch.__version__}, triton {triton.__version__}, python {platform.python_version()}")
+        print(
+            f"torch {torch.__version__}, triton {triton.__version__}, "
+            f"python {platform.python_version()}"
+        )
 
     def _save(self) -> None:
         if not self._results_path:
             return
         tmp = f"{self._results_path}.tmp"
         with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(self._data, f, indent=1, allow_nan=True)
+            json.dump(asdict(self.results), f, indent=1, allow_nan=False)
         os.replace(tmp, self._results_path)
 
 
+# Figures: one style, two colour schemes (Material's default and slate pages).
+PLOT_STYLE = {
+    "font.size": 10,
+    "axes.titlesize": 10,
+    "legend.fontsize": 9,
+    "axes.grid": True,
+    "grid.linewidth": 0.6,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+}
+PLOT_THEMES = {
+    "light": {
+        "figure.facecolor": "#ffffff",
+        "axes.facecolor": "#ffffff",
+        "savefig.facecolor": "#ffffff",
+        "text.color": "#1f1f1f",
+        "axes.labelcolor": "#1f1f1f",
+        "axes.edgecolor": "#555555",
+        "xtick.color": "#333333",
+        "ytick.color": "#333333",
+        "grid.color": "#e0e0e0",
+        "legend.facecolor": "#ffffff",
+        "legend.edgecolor": "#cccccc",
+    },
+    "dark": {
+        "figure.facecolor": "#1e2129",
+        "axes.facecolor": "#1e2129",
+        "savefig.facecolor": "#1e2129",
+        "text.color": "#e6e6ea",
+        "axes.labelcolor": "#e6e6ea",
+        "axes.edgecolor": "#9a9aa6",
+        "xtick.color": "#d0d0d8",
+        "ytick.color": "#d0d0d8",
+        "grid.color": "#3a3f4c",
+        "legend.facecolor": "#262a34",
+        "legend.edgecolor": "#4a4f5c",
+    },
+}
+
+
+def _main_folder() -> Path:
+    """The folder of the running lesson file (or the working folder, in a notebook)."""
+    main = getattr(sys.modules.get("__main__"), "__file__", None)
+    return Path(main).resolve().parent if main else Path.cwd()
+
+
+def _requirements(toml_path: Path) -> dict:
+    """lesson.toml's [requires] table: capability, triton and why, all optional."""
+    try:
+        return dict(
+            tomllib.loads(toml_path.read_text(encoding="utf-8")).get("requires", {})
+        )
+    except (OSError, tomllib.TOMLDecodeError):
+        return {}
+
+
+def _version_tuple(version: str) -> tuple[int, ...]:
+    """'3.6.0+git1a2b' -> (3, 6, 0); '9.0' -> (9, 0)."""
+    parts = []
+    for piece in str(version).split("+")[0].split("."):
+        digits = "".join(c for c in piece if c.isdigit())
+        if not digits:
+            break
+        parts.append(int(digits))
+    return tuple(parts)
+
+
+def _name(name: str) -> str:
+    """Names key results across runs: short, printable, no path separators."""
+    if not (0 < len(name) <= 120) or not name.isprintable() or "/" in name:
+        raise ValueError(
+            f"result name {name!r}: use up to 120 printable characters, no '/'"
+        )
+    return name
+
+
 def _plain(value):
-    """Table cells as JSON-friendly scalars."""
+    """Table cells as JSON-friendly scalars; non-finite floats become text."""
+    if isinstance(value, bool):
+        return str(value)
     if isinstance(value, float):
-        return float(f"{value:.4g}")
+        return float(f"{value:.4g}") if math.isfinite(value) else str(value)
     if isinstance(value, (int, str)) or value is None:
         return value
     return str(value)
 
 
-# -- shared numerics --------------------------------------------------------
+# == Timing =====================================================================
+
+
+class Timings(dict):
+    """name -> milliseconds of every round (`bench_interleaved`); `method` says how."""
+
+    method = ""
+
+    def median(self, name: str) -> float:
+        return statistics.median(self[name])
+
+
+def bench_ms(fn, warmup_ms: int = 25, rep_ms: int = 100) -> float:
+    """Median milliseconds of fn() from do_bench (CUDA events, L2 flushed)."""
+    import triton.testing
+
+    return triton.testing.do_bench(
+        fn, warmup=warmup_ms, rep=rep_ms, return_mode="median"
+    )
+
+
+def bench_interleaved(
+    fns: dict, rounds: int = 15, rep_ms: int = 20, warm_s: float = 0.5
+) -> Timings:
+    """Milliseconds of each function in every round, the functions taking turns.
+
+    A GPU's clocks drift under sustained load (power and temperature), so
+    whichever function is timed first can look faster. Everything is
+    compiled and run for `warm_s` seconds first (clocks settle); then each
+    round times every function once (a do_bench median over `rep_ms`), so
+    the kernel and its baseline see the same drift, and a pair of times
+    from one round gives one sample of their ratio.
+    """
+    import time
+
+    for fn in fns.values():  # compile everything before anything is timed
+        fn()
+    deadline = time.monotonic() + warm_s
+    while time.monotonic() < deadline:
+        for fn in fns.values():
+            bench_ms(fn, warmup_ms=1, rep_ms=10)
+    times = Timings({name: [] for name in fns})
+    times.method = (
+        f"{rounds} interleaved rounds, each a do_bench median over {rep_ms} ms "
+        f"(L2 flushed between calls), after {warm_s:g} s of warm-up"
+    )
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            times[name].append(bench_ms(fn, warmup_ms=2, rep_ms=rep_ms))
+    return times
+
+
+# == Numerics shared by lessons ===================================================
+
 
 def scaled_rtol(rtol_table: float, eps: float, terms: int) -> tuple[float, str]:
-    """The length-dependent bound from seed 004: rtol_K = max(rtol_table, 4*eps*sqrt(K)).
+    """Seed 004's length-dependent bound: rtol_K = max(rtol_table, 4*eps*sqrt(K)).
 
     A sum of K rounded terms drifts like sqrt(K) roundings, so a flat rtol is
     too tight for long reductions and too loose for short ones.
     """
     scaled = 4.0 * eps * math.sqrt(terms)
     rtol = max(rtol_table, scaled)
-    return rtol, f"K={terms}: rtol = max({rtol_table:g}, 4*{eps:g}*sqrt({terms})) = {rtol:.3g}"
-
-
-def bench_ms(fn, warmup_ms: int = 50, rep_ms: int = 200) -> float:
-    """Median milliseconds of fn() from triton.testing.do_bench (CUDA events, L2 flushed)."""
-    import triton.testing
-
-    return triton.testing.do_bench(fn, warmup=warmup_ms, rep=rep_ms, return_mode="median")
-
-
-def bench_interleaved(fns: dict, rounds: int = 5, rep_ms: int = 50) -> dict:
-    """Median milliseconds of each function, measured in alternating rounds.
-
-    A GPU's clocks drift under sustained load (power and temperature), so
-    whichever function is timed first can look faster. Taking turns, round
-    after round, exposes the kernel and its baseline to the same drift; the
-    median over rounds then compares like with like.
-    """
-    import statistics
-
-    for fn in fns.values():  # compile and warm up everything before any timing
-        bench_ms(fn, warmup_ms=25, rep_ms=10)
-    times: dict = {name: [] for name in fns}
-    for _ in range(rounds):
-        for name, fn in fns.items():
-            times[name].append(bench_ms(fn, warmup_ms=5, rep_ms=rep_ms))
-    return {name: statistics.median(values) for name, values in times.items()}
+    return (
+        rtol,
+        f"K={terms}: rtol = max({rtol_table:g}, 4*{eps:g}*sqrt({terms})) = {rtol:.3g}",
+    )
 
 
 def tflops(flop: float, ms: float) -> float:

@@ -8,8 +8,8 @@ end. That is the whole model. The rest of the course adds tiles, reductions
 and pipelines on top of these four ideas.
 
 Run it:
-    TRITON_INTERPRET=1 python code/vector-add/vector_add.py   # CPU, checks only
-    python code/vector-add/vector_add.py                      # GPU, checks and GB/s
+    TRITON_INTERPRET=1 python vector_add.py   # any machine: checks on the CPU
+    python vector_add.py                      # a CUDA GPU: checks and GB/s
 """
 
 import sys
@@ -19,8 +19,10 @@ import torch
 import triton
 import triton.language as tl
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # code/, where lessonkit.py lives
-from lessonkit import Lesson, bench_interleaved, gbps  # noqa: E402
+# lessonkit.py sits beside this file in a download, one folder up in the repository.
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE), str(HERE.parent)]
+from lessonkit import Lesson, bench_interleaved  # noqa: E402
 
 
 # snippet: kernel
@@ -35,6 +37,8 @@ def add_kernel(x_ptr, y_ptr, out_ptr, n_elements, BLOCK_SIZE: tl.constexpr):
     x = tl.load(x_ptr + offsets, mask=mask)
     y = tl.load(y_ptr + offsets, mask=mask)
     tl.store(out_ptr + offsets, x + y, mask=mask)
+
+
 # end snippet
 
 
@@ -47,28 +51,29 @@ def add(x: torch.Tensor, y: torch.Tensor, block_size: int = 1024) -> torch.Tenso
     grid = (triton.cdiv(n, block_size),)
     add_kernel[grid](x, y, out, n, BLOCK_SIZE=block_size)
     return out
+
+
 # end snippet
 
 
-def main() -> int:
-    lesson = Lesson("vector-add")
-    device = lesson.device()
+def check_sizes(lesson: Lesson, device: str) -> None:
+    """Sizes that are not multiples of the block, so the mask has work to do."""
     torch.manual_seed(0)
-
-    # Sizes that are not multiples of the block, so the mask has work to do.
     for n in (1, 1000, 98_432, 1 << 20 if device == "cuda" else 200_003):
         x = torch.rand(n, device=device)
         y = torch.rand(n, device=device)
-        out = torch.full_like(x, float("nan"))  # poison: an unwritten element cannot pass
+        out = torch.full_like(
+            x, float("nan")
+        )  # poison: an unwritten element cannot pass
         out.copy_(add(x, y))
         # Addition of two float32 values is exact up to one rounding, so
         # the result must equal torch's bit for bit.
-        lesson.check(f"matches-torch-n{n}", torch.equal(out, x + y), f"{n} elements, bit-exact")
+        lesson.check(
+            f"matches-torch-n{n}", torch.equal(out, x + y), f"{n} elements, bit-exact"
+        )
 
-    if lesson.interpret:
-        print("\nNo timings under the interpreter.")
-        return lesson.finish()
 
+def benchmark(lesson: Lesson, device: str) -> None:
     # snippet: benchmark
     # A memory-bound kernel: 3 * 4 bytes move per element (two reads, one
     # write) and one addition happens. The ceiling is DRAM bandwidth, so we
@@ -79,15 +84,61 @@ def main() -> int:
     x = torch.rand(n, device=device)
     y = torch.rand(n, device=device)
     dst = torch.empty_like(x)
-    ms = bench_interleaved({"triton": lambda: add(x, y), "torch": lambda: x + y, "copy": lambda: dst.copy_(x)})
-    ms_triton, ms_torch, ms_copy = ms["triton"], ms["torch"], ms["copy"]
+    ms = bench_interleaved(
+        {
+            "triton": lambda: add(x, y),
+            "torch": lambda: x + y,
+            "copy": lambda: dst.copy_(x),
+        }
+    )
     bytes_add = 3 * n * x.element_size()
     bytes_copy = 2 * n * x.element_size()
     # end snippet
-    lesson.benchmark("add-vs-torch-2^28-fp32", gbps(bytes_add, ms_triton), gbps(bytes_add, ms_torch),
-                     "GB/s", threshold=0.95, baseline_name="torch x + y")
-    lesson.benchmark("add-vs-copy-2^28-fp32", gbps(bytes_add, ms_triton), gbps(bytes_copy, ms_copy),
-                     "GB/s", threshold=0.85, baseline_name="device-to-device copy")
+    lesson.benchmark(
+        "add-vs-torch-2^28-fp32",
+        "add vs torch x + y, 2^28 fp32",
+        ms,
+        "triton",
+        "torch",
+        unit="GB/s",
+        work=bytes_add,
+        baseline_name="torch x + y",
+        threshold=0.95,
+    )
+    lesson.benchmark(
+        "add-vs-copy-2^28-fp32",
+        "add vs a copy, 2^28 fp32",
+        ms,
+        "triton",
+        "copy",
+        unit="GB/s",
+        work=(bytes_add, bytes_copy),
+        baseline_name="device-to-device copy",
+        threshold=0.85,
+    )
+
+
+def try_this(lesson: Lesson, device: str) -> None:
+    # snippet: solution-block-size
+    # Exercise: the same kernel with blocks of 128 needs 8 times the
+    # programs; the sum must not change.
+    x = torch.rand(10_000, device=device)
+    y = torch.rand(10_000, device=device)
+    out = add(x, y, block_size=128)
+    ok = torch.equal(out, x + y)
+    # end snippet
+    lesson.check("exercise-block-size-128", ok, "blocks of 128, 79 programs")
+
+
+def main() -> int:
+    lesson = Lesson("vector-add")
+    device = lesson.device()
+    check_sizes(lesson, device)
+    try_this(lesson, device)
+    if lesson.interpret:
+        print("\nNo timings under the interpreter.")
+        return lesson.finish()
+    benchmark(lesson, device)
     return lesson.finish()
 
 

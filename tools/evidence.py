@@ -1,69 +1,43 @@
 """The evidence format: one JSON record per lesson, per mode, per GPU model.
 
-One job: define the record, write it atomically, and read it back with errors
-that name the file. `verify.py` writes records, `status.py` judges them and
-`render.py` shows them; this module is the only place that knows the layout:
+One job: define the record, write it so that a crash never leaves a record
+pointing at figures it did not write, and read it back through the schema.
+`verify.py` writes records, `status.py` judges them and the directives show
+them; this module is the only place that knows the layout:
 
-    evidence/<lesson>/<key>.json     key = "interpreter" or "gpu-<gpu-slug>"
-    evidence/<lesson>/<key>/*.png    figures that run saved
+    evidence/<lesson>/<key>.json          key = "interpreter" or "gpu-<gpu-slug>"
+    evidence/<lesson>/<key>/<name>-<sha>.png   figures that run saved
+
+A figure's file name carries the first 12 hex digits of its SHA-256, so a new
+recording never overwrites a file an older record names. The JSON is written
+last, atomically: it is the moment a recording takes effect. Figures no
+record names any more are removed after that, never before.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
-import shutil
 import tempfile
-from dataclasses import MISSING, asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-FORMAT_VERSION = 1
+import schema
+from kit import Benchmark, Check, Figure, SkippedPart, Table
+from limits import LIMITS
+from safefs import UnsafePathError, read_bytes, walk_files
+
+FORMAT_VERSION = 2
 OUTCOMES = ("passed", "failed", "timeout", "crashed", "by-design")
-STREAM_LIMIT = 64 * 1024  # bytes of stdout/stderr kept per run (head and tail)
+FAILED_OUTCOMES = ("failed", "timeout", "crashed")
+MODES = ("interpreter", "gpu")
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
 class EvidenceError(Exception):
-    """An evidence file that cannot be read, naming the file and the problem."""
-
-
-@dataclass
-class Check:
-    name: str
-    status: str  # pass | fail | skip
-    message: str = ""
-
-
-@dataclass
-class Benchmark:
-    name: str
-    measured: float
-    baseline: float
-    unit: str
-    ratio: float
-    threshold: float | None = None
-    baseline_name: str = ""
-    higher_is_better: bool = True
-    gate: bool = True
-    met: bool | None = None
-    note: str = ""
-    stretch: float | None = None  # a higher goal that never gates
-    stretch_met: bool | None = None
-
-
-@dataclass
-class Table:
-    name: str
-    columns: list[str]
-    rows: list[list]
-    caption: str = ""
-
-
-@dataclass
-class Figure:
-    name: str
-    file: str  # path relative to the evidence folder
-    caption: str = ""
+    """An evidence file that cannot be used, naming the file (and field) at fault."""
 
 
 @dataclass
@@ -79,9 +53,21 @@ class Environment:
 
 
 @dataclass
+class HistoryPoint:
+    """An earlier recording of one benchmark (same lesson, mode and GPU model)."""
+
+    started_utc: str
+    source_hash: str
+    triton: str
+    ratio: float
+    ratio_low: float
+    ratio_high: float
+
+
+@dataclass
 class Record:
     lesson: str
-    mode: str  # interpreter | gpu
+    mode: str  # one of MODES
     key: str  # file stem: interpreter | gpu-<slug>
     outcome: str  # one of OUTCOMES
     exit_code: int | None
@@ -100,33 +86,161 @@ class Record:
     benchmarks: list[Benchmark] = field(default_factory=list)
     tables: list[Table] = field(default_factory=list)
     figures: list[Figure] = field(default_factory=list)
-    skipped_parts: list[dict] = field(default_factory=list)  # parts the interpreter cannot run
+    skipped_parts: list[SkippedPart] = field(default_factory=list)  # parts the interpreter cannot run
+    history: dict[str, list[HistoryPoint]] = field(default_factory=dict)  # benchmark name -> earlier results
     format_version: int = FORMAT_VERSION
 
     @property
     def date(self) -> str:
         return self.started_utc[:10]
 
+    @property
+    def failed(self) -> bool:
+        return self.outcome in FAILED_OUTCOMES
+
     def to_json(self) -> str:
-        return json.dumps(asdict(self), indent=1, ensure_ascii=False, sort_keys=False) + "\n"
+        return json.dumps(asdict(self), indent=1, ensure_ascii=False, allow_nan=False) + "\n"
 
 
 def gpu_key(device_name: str) -> str:
-    slug = re.sub(r"[^a-z0-9]+", "-", device_name.lower()).strip("-") or "unknown"
+    slug = re.sub(r"[^a-z0-9]+", "-", device_name.lower()).strip("-")[:60].strip("-") or "unknown"
     return f"gpu-{slug}"
 
 
-def bound_stream(data: bytes, limit: int = STREAM_LIMIT) -> tuple[str, int]:
-    """Decode captured bytes (invalid UTF-8 becomes U+FFFD) and keep head and tail within `limit`."""
-    omitted = 0
-    if len(data) > limit:
-        head, tail = data[: limit * 3 // 4], data[-(limit // 4):]
-        omitted = len(data) - len(head) - len(tail)
-        data = head + f"\n[... {omitted} bytes omitted ...]\n".encode() + tail
-    return data.decode("utf-8", errors="replace"), omitted
+# -- reading -------------------------------------------------------------------
+
+def parse_json(data: bytes, where: str):
+    """JSON that refuses NaN and infinities (Python's json would accept them)."""
+    def refuse(name: str):
+        raise ValueError(f"{name} is not allowed")
+    try:
+        return json.loads(data.decode("utf-8"), parse_constant=refuse)
+    except UnicodeDecodeError:
+        raise EvidenceError(f"{where}: not UTF-8 text") from None
+    except json.JSONDecodeError as exc:
+        raise EvidenceError(f"{where}:{exc.lineno}: not valid JSON ({exc.msg})") from None
+    except (ValueError, RecursionError) as exc:
+        raise EvidenceError(f"{where}: not valid JSON ({exc})") from None
 
 
-# -- files ---------------------------------------------------------------------
+def record_from_json(raw, where: str) -> Record:
+    """A Record from parsed JSON: the schema, then the value rules; EvidenceError naming `where` and the field."""
+    if not isinstance(raw, dict):
+        raise EvidenceError(f"{where}: expected a JSON object, found {type(raw).__name__}")
+    version = raw.get("format_version")
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise EvidenceError(f"{where}: no format_version; not an evidence record (re-record it)")
+    if version > FORMAT_VERSION:
+        raise EvidenceError(f"{where}: written in evidence format {version}, newer than the {FORMAT_VERSION} "
+                            "this checkout reads; update the tools")
+    if version < FORMAT_VERSION:
+        raw = _upgrade(raw, version, where)
+    try:
+        record = schema.load(Record, raw)
+        _value_rules(record)
+    except schema.SchemaError as exc:
+        raise EvidenceError(f"{where}: {exc}; re-record it") from None
+    return record
+
+
+def read_record(path: Path, root: Path | None = None) -> Record:
+    """Read one record from disk, bounded and through no link, or raise EvidenceError."""
+    try:
+        data = read_bytes(path, LIMITS.record_json, root)
+    except UnsafePathError as exc:
+        raise EvidenceError(str(exc)) from None
+    return record_from_json(parse_json(data, str(path)), str(path))
+
+
+def _value_rules(r: Record) -> None:
+    req = schema.require
+    req(schema.LESSON_NAME.match(r.lesson) is not None, "lesson", f"{r.lesson[:60]!r} is not a lesson name")
+    req(r.mode in MODES, "mode", f"{r.mode[:30]!r} is not one of {', '.join(MODES)}")
+    req(r.outcome in OUTCOMES, "outcome", f"{r.outcome[:30]!r} is not one of {', '.join(OUTCOMES)}")
+    if r.mode == "interpreter":
+        req(r.key == "interpreter", "key", "an interpreter record's key is 'interpreter'")
+    else:
+        req(schema.GPU_KEY.match(r.key) is not None and len(r.key) <= 64, "key",
+            f"{r.key[:60]!r} is not a GPU key (gpu-<slug>)")
+    req(schema.UTC_STAMP.match(r.started_utc) is not None, "started_utc", "expected YYYY-MM-DDTHH:MM:SSZ")
+    req(schema.SHA256.match(r.source_hash) is not None, "source_hash", "expected 64 hex digits")
+    for rel, sha in r.source_files.items():
+        req(schema.REL_PATH.match(rel) is not None, "source_files", f"{rel[:60]!r} is not a relative path")
+        req(schema.SHA256.match(sha) is not None, f"source_files.{rel[:60]}", "expected 64 hex digits")
+    req(r.wall_s >= 0, "wall_s", "negative")
+    for i, check in enumerate(r.checks):
+        _name_rule(check.name, f"checks[{i}].name")
+    for i, b in enumerate(r.benchmarks):
+        where = f"benchmarks[{i}]"
+        _name_rule(b.name, f"{where}.name")
+        req(b.unit in ("GB/s", "TFLOP/s", "ms"), f"{where}.unit", f"{b.unit[:20]!r} is not GB/s, TFLOP/s or ms")
+        req(b.samples >= 1, f"{where}.samples", "at least one round")
+        req(b.ratio_low <= b.ratio <= b.ratio_high, f"{where}.ratio", "outside its own interval")
+        for name in ("verdict", "stretch_verdict"):
+            value = getattr(b, name)
+            req(value in (None, "met", "not met", "within noise"), f"{where}.{name}", f"{str(value)[:20]!r}")
+    for i, table in enumerate(r.tables):
+        _name_rule(table.name, f"tables[{i}].name")
+    names = set()
+    for i, fig in enumerate(r.figures):
+        where = f"figures[{i}]"
+        _name_rule(fig.name, f"{where}.name")
+        for attr in ("file", "dark_file"):
+            value = getattr(fig, attr)
+            if attr == "dark_file" and not value:
+                continue
+            req(schema.FIGURE_FILE.match(value) is not None, f"{where}.{attr}",
+                f"{value[:60]!r} is not a plain PNG file name ([A-Za-z0-9._-], ending .png)")
+            req(value not in names, f"{where}.{attr}", "names a file another figure names")
+            names.add(value)
+    for name, points in r.history.items():
+        _name_rule(name, f"history.{name[:60]}")
+        for j, p in enumerate(points):
+            req(schema.UTC_STAMP.match(p.started_utc) is not None, f"history.{name[:60]}[{j}].started_utc",
+                "expected YYYY-MM-DDTHH:MM:SSZ")
+
+
+def _name_rule(name: str, where: str) -> None:
+    schema.require(bool(name) and name.isprintable() and "/" not in name, where,
+                   "a name is printable text without '/'")
+
+
+def _upgrade(raw: dict, version: int, where: str) -> dict:
+    """Bring a format 1 record to format 2 (benchmarks gained intervals; figures lost their folder prefix)."""
+    if version != 1:
+        raise EvidenceError(f"{where}: evidence format {version} is too old to read; re-record it")
+    raw = dict(raw)
+    benches = []
+    for b in raw.get("benchmarks") or []:
+        if not isinstance(b, dict):
+            benches.append(b)
+            continue
+        ratio = b.get("ratio")
+        benches.append({
+            "name": b.get("name"), "label": b.get("name"), "unit": b.get("unit"), "measured": b.get("measured"),
+            "baseline": b.get("baseline"), "baseline_name": b.get("baseline_name", ""), "ratio": ratio,
+            "ratio_low": ratio, "ratio_high": ratio, "samples": 1, "threshold": b.get("threshold"),
+            "gate": b.get("gate", True), "verdict": _old_verdict(b.get("met")), "stretch": b.get("stretch"),
+            "stretch_verdict": _old_verdict(b.get("stretch_met")), "note": b.get("note", ""),
+            "method": "format 1: one median, no interval"})
+    raw["benchmarks"] = benches
+    figures = []
+    for f in raw.get("figures") or []:
+        if isinstance(f, dict) and isinstance(f.get("file"), str):
+            f = {**f, "file": f["file"].rsplit("/", 1)[-1]}
+        figures.append(f)
+    raw["figures"] = figures
+    raw["skipped_parts"] = [{"part": p.get("part", ""), "reason": p.get("reason", "")} if isinstance(p, dict) else p
+                            for p in raw.get("skipped_parts") or []]
+    raw["format_version"] = FORMAT_VERSION
+    return raw
+
+
+def _old_verdict(met):
+    return None if met is None else ("met" if met else "not met")
+
+
+# -- files -----------------------------------------------------------------------
 
 def record_path(evidence_dir: Path, lesson: str, key: str) -> Path:
     return evidence_dir / lesson / f"{key}.json"
@@ -136,32 +250,64 @@ def figures_dir(evidence_dir: Path, lesson: str, key: str) -> Path:
     return evidence_dir / lesson / key
 
 
-def write_record(evidence_dir: Path, record: Record, figure_files: dict[str, Path] | None = None) -> Path:
-    """Write a record and replace its figures; a crash midway leaves the old record whole."""
+def figure_path(evidence_dir: Path, record: Record, file: str) -> Path:
+    return figures_dir(evidence_dir, record.lesson, record.key) / file
+
+
+def read_figure(evidence_dir: Path, record: Record, file: str) -> bytes:
+    """A figure's bytes, checked: a plain file in its record's folder, within the size limit, a PNG."""
+    path = figure_path(evidence_dir, record, file)
+    try:
+        data = read_bytes(path, LIMITS.figure, evidence_dir)
+    except UnsafePathError as exc:
+        raise EvidenceError(f"{record_path(evidence_dir, record.lesson, record.key)}: figure {file}: {exc}") from None
+    if not data.startswith(PNG_MAGIC):
+        raise EvidenceError(f"{path}: not a PNG file (wrong magic bytes)")
+    return data
+
+
+def hashed_name(stem: str, data: bytes) -> str:
+    """name-<12 hex>.png: a name that changes whenever the picture does."""
+    stem = re.sub(r"[^A-Za-z0-9._-]+", "-", stem).strip(".-")[:100] or "figure"
+    return f"{stem}-{hashlib.sha256(data).hexdigest()[:12]}.png"
+
+
+def write_record(evidence_dir: Path, record: Record, figure_data: dict[str, bytes] | None = None) -> Path:
+    """Write a record with its figures: figures first (new names only), the JSON last, old figures after.
+
+    `figure_data` maps each file name the record's figures use to its bytes.
+    A crash at any point leaves the previous record whole and its figures
+    in place, or the new one whole.
+    """
+    figure_data = figure_data or {}
+    wanted = {f for fig in record.figures for f in (fig.file, fig.dark_file) if f}
+    missing = wanted - figure_data.keys()
+    if missing:
+        raise EvidenceError(f"{record.lesson}/{record.key}: no bytes for figure(s) {', '.join(sorted(missing))}")
     path = record_path(evidence_dir, record.lesson, record.key)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig_dir = figures_dir(evidence_dir, record.lesson, record.key)
-    if figure_files is not None:
-        staging = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{record.key}-"))
-        staging.chmod(0o755)
-        try:
-            for name, src in figure_files.items():
-                shutil.copyfile(src, staging / name)
-            if fig_dir.exists():
-                shutil.rmtree(fig_dir)
-            if figure_files:
-                os.replace(staging, fig_dir)
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)  # gone already once moved into place
+    if wanted:
+        fig_dir.mkdir(exist_ok=True)
+    for name in sorted(wanted):
+        target = fig_dir / name
+        if not target.exists():
+            atomic_write_bytes(target, figure_data[name])
     atomic_write_text(path, record.to_json())
+    if fig_dir.is_dir() and not fig_dir.is_symlink():
+        for old in fig_dir.iterdir():
+            if old.name not in wanted and old.suffix == ".png" and old.is_file() and not old.is_symlink():
+                old.unlink()
+        if not any(fig_dir.iterdir()):
+            fig_dir.rmdir()
     return path
 
 
-def atomic_write_text(path: Path, text: str) -> None:
+def atomic_write_bytes(path: Path, data: bytes) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.chmod(tmp, 0o644)  # mkstemp makes 0600; evidence is for every reader
@@ -172,112 +318,29 @@ def atomic_write_text(path: Path, text: str) -> None:
         raise
 
 
-def read_record(path: Path) -> Record:
-    """Read one record, or raise EvidenceError naming the file and what is wrong."""
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise EvidenceError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg}); "
-                            f"re-record it with tools/verify.py --force") from None
-    except UnicodeDecodeError:
-        raise EvidenceError(f"{path}: not UTF-8 text") from None
-    except OSError as exc:
-        raise EvidenceError(f"{path}: cannot be read ({exc.strerror or exc})") from None
-    if not isinstance(raw, dict):
-        raise EvidenceError(f"{path}: expected a JSON object, found {type(raw).__name__}")
-    version = raw.get("format_version")
-    if not isinstance(version, int):
-        raise EvidenceError(f"{path}: no format_version; this is not an evidence record "
-                            f"(or predates versioning): re-record it")
-    if version > FORMAT_VERSION:
-        raise EvidenceError(f"{path}: written in evidence format {version}, newer than the "
-                            f"{FORMAT_VERSION} this checkout reads; update the tools")
-    raw = _upgrade(raw, version, path)
-    try:
-        return record_from_dict(raw)
-    except (KeyError, TypeError, ValueError) as exc:
-        raise EvidenceError(f"{path}: malformed record ({_describe(exc)}); re-record it") from None
+def atomic_write_text(path: Path, text: str) -> None:
+    atomic_write_bytes(path, text.encode("utf-8"))
 
 
-def _upgrade(raw: dict, version: int, path: Path) -> dict:
-    """Bring an older record to the current format (format 1 is the first; nothing older exists)."""
-    if version < 1:
-        raise EvidenceError(f"{path}: evidence format {version} is too old to read; re-record it")
-    return raw
-
-
-def _describe(exc: Exception) -> str:
-    if isinstance(exc, KeyError):
-        return f"missing field {exc.args[0]!r}"
-    return str(exc)
-
-
-def _build(cls, data: dict):
-    if not isinstance(data, dict):
-        raise TypeError(f"{cls.__name__} must be an object, found {type(data).__name__}")
-    names = {f.name for f in fields(cls)}
-    return cls(**{k: v for k, v in data.items() if k in names})
-
-
-_NUMBER = (int, float)
-_OPTIONAL_NUMBER = (int, float, type(None))
-# The types the site and the status rules compute with; anything else in a
-# record is carried along untouched.
-_RECORD_TYPES = {
-    "lesson": str, "mode": str, "key": str, "outcome": str, "exit_code": (int, type(None)),
-    "started_utc": str, "wall_s": _NUMBER, "command": str, "source_hash": str, "source_files": dict,
-    "env": dict, "stdout": str, "stderr": str, "stdout_omitted": int, "stderr_omitted": int, "reason": str,
-    "checks": list, "benchmarks": list, "tables": list, "figures": list, "skipped_parts": list,
-}
-_PART_TYPES = {
-    Environment: {f.name: str for f in fields(Environment)},
-    Check: {"name": str, "status": str, "message": str},
-    Benchmark: {"name": str, "measured": _NUMBER, "baseline": _NUMBER, "unit": str, "ratio": _NUMBER,
-                "threshold": _OPTIONAL_NUMBER, "baseline_name": str, "stretch": _OPTIONAL_NUMBER},
-    Table: {"name": str, "columns": list, "rows": list, "caption": str},
-    Figure: {"name": str, "file": str, "caption": str},
-}
-
-
-def _check_types(data: dict, types: dict, where: str) -> None:
-    for name, expected in types.items():
-        if name in data and not isinstance(data[name], expected):
-            wanted = " or ".join(t.__name__ for t in (expected if isinstance(expected, tuple) else (expected,)))
-            raise TypeError(f"{where}{name} is {type(data[name]).__name__}, expected {wanted}")
-
-
-def _part(cls, data, where: str):
-    if not isinstance(data, dict):
-        raise TypeError(f"{where} must be an object, found {type(data).__name__}")
-    _check_types(data, _PART_TYPES[cls], f"{where}.")
-    for f in fields(cls):
-        if f.default is MISSING and f.default_factory is MISSING and f.name not in data:
-            raise KeyError(f"{where}.{f.name}")
-    return _build(cls, data)
-
-
-def record_from_dict(raw: dict) -> Record:
-    required = [f.name for f in fields(Record) if f.default is MISSING and f.default_factory is MISSING]
-    for name in required:
-        if name not in raw:
-            raise KeyError(name)
-    _check_types(raw, _RECORD_TYPES, "")
-    if raw["outcome"] not in OUTCOMES:
-        raise ValueError(f"unknown outcome {raw['outcome']!r}")
-    if raw["mode"] not in ("interpreter", "gpu"):
-        raise ValueError(f"unknown mode {raw['mode']!r}")
-    record = _build(Record, raw)
-    record.env = _part(Environment, raw["env"], "env")
-    record.checks = [_part(Check, c, f"checks[{i}]") for i, c in enumerate(raw.get("checks", []))]
-    record.benchmarks = [_part(Benchmark, b, f"benchmarks[{i}]") for i, b in enumerate(raw.get("benchmarks", []))]
-    record.tables = [_part(Table, t, f"tables[{i}]") for i, t in enumerate(raw.get("tables", []))]
-    record.figures = [_part(Figure, f, f"figures[{i}]") for i, f in enumerate(raw.get("figures", []))]
-    return record
-
-
-def lesson_records(evidence_dir: Path, lesson: str) -> list[Record]:
-    """Every record of one lesson; unreadable files raise EvidenceError."""
+def lesson_records(evidence_dir: Path, lesson: str) -> tuple[list[Record], list[str]]:
+    """Every readable record of one lesson, and a message for each file that is not usable."""
     folder = evidence_dir / lesson
-    if not folder.is_dir():
-        return []
-    return [read_record(path) for path in sorted(folder.glob("*.json"))]
+    records, problems = [], []
+    try:
+        files = walk_files(folder, skip=lambda name: name.startswith("."))
+    except UnsafePathError as exc:
+        return [], [str(exc)]
+    for path in files:
+        if path.parent != folder or path.suffix != ".json":
+            continue
+        try:
+            record = read_record(path, evidence_dir)
+        except EvidenceError as exc:
+            problems.append(str(exc))
+            continue
+        if (record.lesson, f"{record.key}.json") != (lesson, path.name):
+            problems.append(f"{path}: holds the record of {record.lesson}/{record.key}, not of this file; "
+                            "re-record it")
+            continue
+        records.append(record)
+    return records, problems

@@ -1,26 +1,68 @@
 """Where the lessons are: `code/<name>/lesson.toml` and the sources it names.
 
-One job: find lessons, read their declarations, and hash the source that a
-run depends on (the main file, the local modules it imports, and lesson.toml
-itself), so evidence can say exactly which source it ran.
+One job: find lessons, read their declarations through a strict schema, and
+hash the source a run depends on, so evidence can say exactly which source it
+ran. The hash covers the main file, the local modules it imports (the kit
+among them) and the part of lesson.toml that changes a run (`main`,
+`[requires]`, `[interpreter]`, `[gpu]`). Title, summary, course order and
+prerequisites only place the lesson on the site: editing them never makes
+evidence stale. Every file is read through safefs: no links, bounded sizes.
 """
 
 from __future__ import annotations
 
 import ast
 import hashlib
+import json
+import re
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
+from functools import cached_property
 from pathlib import Path
+
+import schema
+from limits import LIMITS
+from safefs import UnsafePathError, read_bytes, read_text
 
 ROOT = Path(__file__).resolve().parent.parent
 CODE_DIR = ROOT / "code"
 MODES = ("interpreter", "gpu")
-DEFAULT_TIMEOUT = {"interpreter": 300.0, "gpu": 300.0}
+LESSON_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
+VERSION = re.compile(r"^\d+(\.\d+){0,2}$")
+DEFAULT_TIMEOUT = 300.0
 
 
 class LessonError(Exception):
     """A lesson folder that cannot be used, naming the file at fault."""
+
+
+@dataclass
+class Requires:
+    capability: str = ""  # minimum compute capability of the GPU run, e.g. "9.0"
+    triton: str = ""  # minimum Triton version, e.g. "3.4"
+    why: str = ""
+
+
+@dataclass
+class ModeToml:
+    supported: bool = True
+    reason: str = ""
+    timeout: float | None = None  # seconds; default: the lesson's `timeout`, else DEFAULT_TIMEOUT
+    expected_exits: dict[str, str] = field(default_factory=dict)  # exit code -> why it is by design
+
+
+@dataclass
+class LessonToml:
+    title: str
+    main: str
+    page: str
+    order: int = 999
+    summary: str = ""
+    prerequisites: list[str] = field(default_factory=list)
+    requires: Requires = field(default_factory=Requires)
+    interpreter: ModeToml = field(default_factory=ModeToml)
+    gpu: ModeToml = field(default_factory=ModeToml)
+    timeout: float | None = None  # both modes, unless a mode sets its own
 
 
 @dataclass(frozen=True)
@@ -28,7 +70,7 @@ class ModeSpec:
     supported: bool = True
     reason: str = ""  # why the mode is not supported, when it is not
     timeout: float = 300.0
-    expected_exits: dict[int, str] = field(default_factory=dict)  # exit code -> why it is by design
+    expected_exits: dict[int, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -43,9 +85,26 @@ class Lesson:
     summary: str
     prerequisites: tuple[str, ...]
     modes: dict[str, ModeSpec]
+    requires: Requires
+    run_spec: str  # canonical JSON of lesson.toml's run keys: what its hash covers
 
     def source_files(self) -> list[Path]:
         """The main file, lesson.toml, and every local module the main file imports, transitively."""
+        return list(self._sources)
+
+    def relative(self, path: Path) -> str:
+        return path.relative_to(self.root).as_posix()
+
+    def source_file_hashes(self) -> dict[str, str]:
+        """{relative path: SHA-256} of every source file, in path order."""
+        return dict(self._hashes)
+
+    def source_hash(self) -> str:
+        """SHA-256 over (path, content hash) of every source file, in path order."""
+        return combined_hash(self._hashes)
+
+    @cached_property
+    def _sources(self) -> tuple[Path, ...]:
         seen: dict[Path, None] = {self.folder / "lesson.toml": None}
         todo = [self.main]
         while todo:
@@ -53,19 +112,18 @@ class Lesson:
             if path in seen:
                 continue
             seen[path] = None
-            todo.extend(_local_imports(path, (path.parent, self.folder.parent)))
-        return sorted(seen, key=self.relative)
+            todo.extend(_local_imports(path, (path.parent, self.folder.parent), self.folder.parent))
+        return tuple(sorted(seen, key=self.relative))
 
-    def relative(self, path: Path) -> str:
-        return path.resolve().relative_to(self.root).as_posix()
-
-    def source_file_hashes(self) -> dict[str, str]:
-        """{relative path: SHA-256} of every source file, in path order."""
-        return {self.relative(path): file_sha256(path) for path in self.source_files()}
-
-    def source_hash(self) -> str:
-        """SHA-256 over (path, content hash) of every source file, in path order."""
-        return combined_hash(self.source_file_hashes())
+    @cached_property
+    def _hashes(self) -> dict[str, str]:
+        out = {}
+        for path in self._sources:
+            if path.name == "lesson.toml" and path.parent == self.folder:
+                out[self.relative(path)] = hashlib.sha256(self.run_spec.encode()).hexdigest()
+            else:
+                out[self.relative(path)] = _file_sha256(path, self.folder.parent)
+        return out
 
 
 def combined_hash(file_hashes: dict[str, str]) -> str:
@@ -77,14 +135,23 @@ def combined_hash(file_hashes: dict[str, str]) -> str:
 
 
 def file_sha256(path: Path) -> str:
+    return _file_sha256(path, None)
+
+
+def _file_sha256(path: Path, code_dir: Path | None) -> str:
     # Line endings are normalised so a Windows checkout hashes like a Linux one.
-    data = path.read_bytes().replace(b"\r\n", b"\n")
+    try:
+        data = read_bytes(path, LIMITS.source_file, code_dir).replace(b"\r\n", b"\n")
+    except UnsafePathError as exc:
+        raise LessonError(str(exc)) from None
     return hashlib.sha256(data).hexdigest()
 
 
-def _local_imports(path: Path, search: tuple[Path, ...]) -> list[Path]:
+def _local_imports(path: Path, search: tuple[Path, ...], code_dir: Path) -> list[Path]:
     try:
-        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        tree = ast.parse(read_text(path, LIMITS.source_file, code_dir), filename=str(path))
+    except UnsafePathError as exc:
+        raise LessonError(str(exc)) from None
     except SyntaxError as exc:
         raise LessonError(f"{path}:{exc.lineno}: syntax error: {exc.msg}") from None
     names: list[str] = []
@@ -98,54 +165,78 @@ def _local_imports(path: Path, search: tuple[Path, ...]) -> list[Path]:
         top = name.split(".")[0]
         for folder in search:
             candidate = folder / f"{top}.py"
-            if candidate.is_file():
-                found.append(candidate.resolve())
+            if candidate.exists() or candidate.is_symlink():
+                found.append(candidate)  # read (and refused, if it is a link) when hashed
                 break
     return found
 
 
-def load_lesson(folder: Path) -> Lesson:
-    folder = folder.resolve()
+def load_lesson(folder: Path, code_dir: Path | None = None) -> Lesson:
+    folder = Path(folder).absolute()
+    code_dir = Path(code_dir).absolute() if code_dir else folder.parent
     toml_path = folder / "lesson.toml"
     try:
-        spec = tomllib.loads(toml_path.read_text(encoding="utf-8"))
+        spec = schema.load(LessonToml, tomllib.loads(read_text(toml_path, LIMITS.source_file, code_dir)))
+    except UnsafePathError as exc:
+        raise LessonError(str(exc)) from None
     except tomllib.TOMLDecodeError as exc:
         raise LessonError(f"{toml_path}: {exc}") from None
-    for key in ("title", "main", "page"):
-        if key not in spec:
-            raise LessonError(f"{toml_path}: missing required key '{key}'")
-    main = folder / spec["main"]
-    if not main.is_file():
-        raise LessonError(f"{toml_path}: main = '{spec['main']}' does not exist")
+    except schema.SchemaError as exc:
+        raise LessonError(f"{toml_path}: {exc}") from None
+    if not LESSON_NAME.match(folder.name):
+        raise LessonError(f"{folder}: a lesson folder's name uses lower-case letters, digits and '-'")
+    main = folder / spec.main
+    if "/" in spec.main or "\\" in spec.main or not spec.main.endswith(".py") or not main.is_file():
+        raise LessonError(f"{toml_path}: main = '{spec.main}' is not a .py file in {folder.name}/")
+    for key, value in (("capability", spec.requires.capability), ("triton", spec.requires.triton)):
+        if value and not VERSION.match(value):
+            raise LessonError(f"{toml_path}: [requires] {key} = '{value}' is not a version like \"9.0\"")
     modes = {}
     for mode in MODES:
-        raw = spec.get(mode, {})
+        raw: ModeToml = getattr(spec, mode)
         try:
-            exits = {int(code): why for code, why in raw.get("expected_exits", {}).items()}
+            exits = {int(code): why for code, why in raw.expected_exits.items()}
         except ValueError:
             raise LessonError(f"{toml_path}: [{mode}.expected_exits] keys must be exit codes, "
                               f"like \"1\" = \"why\"") from None
-        modes[mode] = ModeSpec(
-            supported=raw.get("supported", True),
-            reason=raw.get("reason", ""),
-            timeout=float(raw.get("timeout", spec.get("timeout", DEFAULT_TIMEOUT[mode]))),
-            expected_exits=exits,
-        )
+        timeout = raw.timeout or spec.timeout or DEFAULT_TIMEOUT
+        if not 0 < timeout <= 3600:
+            raise LessonError(f"{toml_path}: [{mode}] timeout must be between 0 and 3600 seconds")
+        modes[mode] = ModeSpec(raw.supported, raw.reason, float(timeout), exits)
+    run_spec = json.dumps({"main": spec.main, "requires": asdict(spec.requires),
+                           "interpreter": asdict(spec.interpreter), "gpu": asdict(spec.gpu),
+                           "timeout": spec.timeout}, sort_keys=True)
     return Lesson(
-        name=folder.name,
-        root=folder.parent.parent,
-        title=spec["title"],
-        order=int(spec.get("order", 999)),
-        folder=folder,
-        main=main.resolve(),
-        page=spec["page"],
-        summary=spec.get("summary", ""),
-        prerequisites=tuple(spec.get("prerequisites", ())),
-        modes=modes,
+        name=folder.name, root=code_dir.parent, title=spec.title, order=spec.order, folder=folder,
+        main=main, page=spec.page, summary=spec.summary, prerequisites=tuple(spec.prerequisites),
+        modes=modes, requires=spec.requires, run_spec=run_spec,
     )
 
 
 def discover(code_dir: Path = CODE_DIR) -> list[Lesson]:
-    """Every lesson under code/, in course order."""
-    lessons = [load_lesson(toml.parent) for toml in code_dir.glob("*/lesson.toml")]
-    return sorted(lessons, key=lambda lesson: (lesson.order, lesson.name))
+    """Every lesson under code/, in course order (lesson.toml's `order`, then name).
+
+    A prerequisite that names no lesson, or one that comes later in the
+    course, is an error naming the lesson.toml.
+    """
+    code_dir = Path(code_dir).absolute()
+    if not code_dir.is_dir():
+        return []
+    lessons = []
+    for folder in sorted(code_dir.iterdir()):
+        if folder.name.startswith((".", "_")) or folder.is_symlink() or not folder.is_dir():
+            if folder.is_symlink():
+                raise LessonError(f"{folder}: a symbolic link; links are never followed")
+            continue
+        if (folder / "lesson.toml").exists() or (folder / "lesson.toml").is_symlink():
+            lessons.append(load_lesson(folder, code_dir))
+    lessons.sort(key=lambda lesson: (lesson.order, lesson.name))
+    position = {lesson.name: i for i, lesson in enumerate(lessons)}
+    for i, lesson in enumerate(lessons):
+        for pre in lesson.prerequisites:
+            if pre not in position:
+                raise LessonError(f"{lesson.folder / 'lesson.toml'}: prerequisite '{pre}' is not a lesson")
+            if position[pre] >= i:
+                raise LessonError(f"{lesson.folder / 'lesson.toml'}: prerequisite '{pre}' comes later in the "
+                                  "course; give it a smaller order")
+    return lessons

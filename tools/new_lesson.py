@@ -2,9 +2,9 @@
 
     python tools/new_lesson.py NAME [--title "Title"]
 
-Writes code/NAME/ (lesson.toml, the lesson file with one region and one
-check, README.md), docs/lessons/NAME.md, and adds the page to the Lessons
-section of mkdocs.yml. Then run:
+Writes code/NAME/ (lesson.toml and the lesson file with one region and one
+check) and docs/lessons/NAME.md. The page joins the site's Lessons section
+by itself: the navigation comes from lesson.toml (`order`). Then run:
 
     python tools/verify.py --lesson NAME
     mkdocs serve
@@ -38,7 +38,9 @@ import torch
 import triton
 import triton.language as tl
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # code/, where lessonkit.py lives
+# lessonkit.py sits beside this file in a download, one folder up in the repository.
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE), str(HERE.parent)]
 from lessonkit import Lesson  # noqa: E402
 
 
@@ -75,28 +77,16 @@ page = "lessons/{name}.md"
 summary = "One sentence on what this lesson teaches."
 prerequisites = ["vector-add"]
 
+[requires]
+capability = "7.0"
+triton = "3.0"
+why = "plain loads and stores"
+
 [interpreter]
 timeout = 120
 
 [gpu]
 timeout = 120
-'''
-
-README = '''# {title}
-
-What it shows: (one paragraph).
-
-Run it on the CPU through Triton's interpreter (checks only):
-
-    TRITON_INTERPRET=1 python code/{name}/{module}.py
-
-Run it on a GPU (checks and benchmarks):
-
-    python code/{name}/{module}.py
-
-It prints each check and benchmark and ends with PASS; it exits 0 when every
-check passed, 1 when one failed, 2 when there is neither a GPU nor the
-interpreter, 3 when it declines by design.
 '''
 
 PAGE = '''---
@@ -106,6 +96,8 @@ lesson: {name}
 # {title}
 
 ::status
+
+::requirements
 
 The story of the lesson, in prose.
 
@@ -117,21 +109,6 @@ The story of the lesson, in prose.
 
 ::output
 '''
-
-
-def add_to_nav(mkdocs_yml: Path, page: str) -> None:
-    """Insert `- page` after the last entry of the Lessons section."""
-    lines = mkdocs_yml.read_text(encoding="utf-8").split("\n")
-    try:
-        start = next(i for i, line in enumerate(lines) if line.strip() == "- Lessons:")
-    except StopIteration:
-        raise SystemExit(f"{mkdocs_yml}: no '- Lessons:' section in nav; add {page} by hand") from None
-    indent = len(lines[start]) - len(lines[start].lstrip()) + 4
-    end = start + 1
-    while end < len(lines) and lines[end].startswith(" " * indent + "- "):
-        end += 1
-    lines.insert(end, " " * indent + f"- {page}")
-    mkdocs_yml.write_text("\n".join(lines), encoding="utf-8")
 
 
 def create(name: str, title: str, root: Path = ROOT) -> list[Path]:
@@ -149,13 +126,11 @@ def create(name: str, title: str, root: Path = ROOT) -> list[Path]:
     written = {
         folder / f"{values['module']}.py": LESSON_PY,
         folder / "lesson.toml": LESSON_TOML,
-        folder / "README.md": README,
         page: PAGE,
     }
     for path, template in written.items():
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(template.format(**values), encoding="utf-8")
-    add_to_nav(root / "mkdocs.yml", f"lessons/{name}.md")
     return list(written)
 
 
@@ -167,8 +142,7 @@ def main(argv: list[str]) -> int:
     title = args.title or args.name.replace("-", " ").capitalize()
     for path in create(args.name, title):
         print(f"created {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
-    print(f"added lessons/{args.name}.md to the nav in mkdocs.yml\n"
-          f"next: python tools/verify.py --lesson {args.name} && mkdocs serve")
+    print(f"next: python tools/verify.py --lesson {args.name} && mkdocs serve")
     return 0
 
 

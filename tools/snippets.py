@@ -15,8 +15,12 @@ from __future__ import annotations
 import re
 import sys
 import textwrap
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
+
+from limits import LIMITS
+from safefs import UnsafePathError, read_text
 
 START = re.compile(r"^\s*#\s*snippet:\s*(?P<name>\S*)\s*$")
 END = re.compile(r"^\s*#\s*end snippet\s*$")
@@ -57,6 +61,7 @@ def parse_regions(text: str, path: str | Path = "<string>") -> dict[str, Region]
     open_name: str | None = None
     open_line = 0
     for number, line in enumerate(lines, start=1):
+        _refuse_invisible(line, path, number)
         start = START.match(line)
         if start:
             name = start.group("name")
@@ -94,27 +99,36 @@ def parse_regions(text: str, path: str | Path = "<string>") -> dict[str, Region]
     return regions
 
 
+def _refuse_invisible(line: str, path: str | Path, number: int) -> None:
+    """Format characters (Unicode Cf: bidirectional controls, zero-width marks) can make code
+    display in another order than it runs (Trojan Source, CVE-2021-42574): refuse them."""
+    for column, char in enumerate(line, start=1):
+        if unicodedata.category(char) == "Cf" and not (number == 1 and column == 1 and char == "\ufeff"):
+            name = unicodedata.name(char, "unnamed")
+            raise SnippetError(path, number, f"invisible format character U+{ord(char):04X} ({name}) at column "
+                                             f"{column}: it can make code display in another order than it "
+                                             "runs; remove it")
+
+
 def _dedent(lines: list[str]) -> str:
     if not lines:
         return ""
     return textwrap.dedent("\n".join(lines) + "\n")
 
 
-def read_regions(path: str | Path) -> dict[str, Region]:
-    """Parse the regions of a file on disk."""
+def read_regions(path: str | Path, root: Path | None = None) -> dict[str, Region]:
+    """Parse the regions of a plain file on disk (inside `root` when given: no links, bounded)."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise SnippetError(path, None, "file not found") from None
-    except UnicodeDecodeError as exc:
-        raise SnippetError(path, None, f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+        text = read_text(path, LIMITS.source_file, root)
+    except UnsafePathError as exc:
+        raise SnippetError(path, None, exc.reason) from None
     return parse_regions(text, path)
 
 
-def extract(path: str | Path, name: str) -> Region:
+def extract(path: str | Path, name: str, root: Path | None = None) -> Region:
     """Return one region of a file, or raise SnippetError naming what exists."""
-    regions = read_regions(path)
+    regions = read_regions(path, root)
     if name not in regions:
         known = ", ".join(regions) or "none"
         raise SnippetError(path, None, f"no region named '{name}' (regions in this file: {known})")

@@ -1,27 +1,44 @@
-"""Judge a lesson's evidence against its current source: one badge and one sentence.
+"""Judge a lesson's evidence against its current source, once, for every reader.
 
-VERIFIED            interpreter and GPU runs passed on the current source
-                    (a mode the lesson declares unsupported is set aside)
-PARTIALLY VERIFIED  one mode passed on the current source, the other has no current pass
-FAILED              a current run failed
-STALE               evidence exists, but none of it is for the current source
-UNVERIFIED          no evidence at all
+One job: from a lesson and its records, decide the badge, the sentence that
+explains it, a one-line summary of what was verified, and which records are
+current and which come from an older source. The site, `verify.py --status`
+and `verify.py --check` all read a LessonStatus; none of them re-judges.
+
+Adding a status rule touches `_combine` (and, for a new badge, `Status`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
 
 from evidence import Record, lesson_records
 from lessons import Lesson
 
-VERIFIED = "VERIFIED"
-PARTIAL = "PARTIALLY VERIFIED"
-FAILED = "FAILED"
-STALE = "STALE"
-UNVERIFIED = "UNVERIFIED"
-STATUSES = (VERIFIED, PARTIAL, FAILED, STALE, UNVERIFIED)
+
+class Status(Enum):
+    """The badges, with their CSS class and what each means (the site's table comes from here)."""
+
+    VERIFIED = ("VERIFIED", "vt-verified", "the interpreter run and a GPU run passed on the current source")
+    PARTIAL = ("PARTIALLY VERIFIED", "vt-partial",
+               "one of the two passed on the current source; the other has no current pass "
+               "(not recorded, or declined by design, e.g. a GPU too old for the lesson)")
+    FAILED = ("FAILED", "vt-failed", "a run on the current source failed")
+    STALE = ("STALE", "vt-stale", "runs were recorded, but the source has changed since")
+    UNVERIFIED = ("UNVERIFIED", "vt-unverified", "nothing usable has been recorded")
+
+    def __init__(self, label: str, css: str, meaning: str):
+        self.label, self.css, self.meaning = label, css, meaning
+
+    def __str__(self) -> str:
+        return self.label
+
+
+VERIFIED, PARTIAL, FAILED, STALE, UNVERIFIED = (Status.VERIFIED, Status.PARTIAL, Status.FAILED, Status.STALE,
+                                                Status.UNVERIFIED)
+STATUSES = tuple(Status)
 
 
 @dataclass
@@ -35,39 +52,58 @@ class ModeState:
 @dataclass
 class LessonStatus:
     lesson: Lesson
-    status: str
-    sentence: str
+    status: Status
+    sentence: str  # why, in words, starting with a capital letter
+    summary: str  # what was verified, in one line
     source_hash: str
     modes: dict[str, ModeState]
-    records: list[Record]
+    records: list[Record]  # every usable record, current and stale
+    problems: list[str] = field(default_factory=list)  # evidence files that could not be used, with why
+
+    def is_current(self, record: Record) -> bool:
+        return record.source_hash == self.source_hash
 
     @property
-    def current_records(self) -> list[Record]:
-        return [r for r in self.records if r.source_hash == self.source_hash]
+    def current(self) -> list[Record]:
+        return [r for r in self.records if self.is_current(r)]
+
+    @property
+    def stale(self) -> list[Record]:
+        return [r for r in self.records if not self.is_current(r)]
 
 
 def judge(lesson: Lesson, evidence_dir: Path) -> LessonStatus:
+    records, problems = lesson_records(evidence_dir, lesson.name)
+    return judge_records(lesson, records, problems)
+
+
+def judge_records(lesson: Lesson, records: list[Record], problems: list[str] | None = None) -> LessonStatus:
     source_hash = lesson.source_hash()
-    records = lesson_records(evidence_dir, lesson.name)
     interp = _interpreter_state(lesson, [r for r in records if r.mode == "interpreter"], source_hash)
     gpu = _mode_state("gpu", [r for r in records if r.mode == "gpu"], source_hash)
     status = _combine(interp.state, gpu.state)
-    sentence = f"{status}: {interp.phrase}; {gpu.phrase}."
+    sentence = f"{interp.phrase}; {gpu.phrase}."
+    sentence = sentence[:1].upper() + sentence[1:]
     unmet = []
     for r in (interp.record, gpu.record):
         if r is None or r.source_hash != source_hash:
             continue
         for b in r.benchmarks:
-            if b.met is False and not b.gate:
-                unmet.append(f"{b.name} reached {b.ratio:.2f}x against a {b.threshold:.2f}x goal")
-            if b.stretch_met is False:
-                unmet.append(f"{b.name} reached {b.ratio:.2f}x against a {b.stretch:.2f}x stretch goal")
+            if b.verdict not in (None, "met") and not b.gate:
+                unmet.append(f"{b.label} reached {b.ratio:.2f}x against a {b.threshold:.2f}x goal ({b.verdict})")
+            if b.stretch_verdict not in (None, "met"):
+                unmet.append(f"{b.label} reached {b.ratio:.2f}x against a {b.stretch:.2f}x stretch goal "
+                             f"({b.stretch_verdict})")
     if unmet:
-        sentence += " Not met (goals that do not gate the run): " + "; ".join(unmet) + "."
-    return LessonStatus(lesson, status, sentence, source_hash, {"interpreter": interp, "gpu": gpu}, records)
+        sentence += " Goals that do not gate the run, not met: " + "; ".join(unmet) + "."
+    if problems:
+        sentence += f" {len(problems)} evidence file(s) could not be used: " + "; ".join(problems) + "."
+    current = [r for r in records if r.source_hash == source_hash]
+    return LessonStatus(lesson, status, sentence, _summary(current), source_hash,
+                        {"interpreter": interp, "gpu": gpu}, records, list(problems or []))
 
 
-def _combine(interp: str, gpu: str) -> str:
+def _combine(interp: str, gpu: str) -> Status:
     states = (interp, gpu)
     if "failed" in states:
         return FAILED
@@ -94,7 +130,7 @@ def _mode_state(mode: str, records: list[Record], source_hash: str) -> ModeState
                      key=lambda r: r.started_utc, reverse=True)
     for wanted in ("failed", "passed", "by-design"):
         for record in current:
-            state = "failed" if record.outcome in ("failed", "timeout", "crashed") else record.outcome
+            state = "failed" if record.failed else record.outcome
             if state == wanted:
                 return ModeState(mode, state, record, _phrase(record))
     label = "interpreter run" if mode == "interpreter" else "GPU run"
@@ -120,6 +156,26 @@ def _phrase(record: Record) -> str:
         "by-design": f"stopped by design ({record.reason})",
     }[record.outcome]
     return f"{who} {outcome} on {record.date}"
+
+
+def _summary(current: list[Record]) -> str:
+    """'12 checks passed, 3 of 4 targets met (1 within noise) on NVIDIA H200; 9 checks under the interpreter'."""
+    parts = []
+    for r in sorted(current, key=lambda r: (r.mode != "gpu", r.key)):
+        passed = sum(c.status == "pass" for c in r.checks)
+        failed = sum(c.status == "fail" for c in r.checks)
+        where = "under the interpreter" if r.mode == "interpreter" else f"on {r.env.device_name}"
+        if r.outcome == "by-design":
+            parts.append(f"declined by design {where}")
+            continue
+        text = f"{passed} checks passed" + (f", {failed} failed" if failed else "")
+        verdicts = [v for b in r.benchmarks for v in (b.verdict, b.stretch_verdict) if v is not None]
+        if verdicts:
+            met = verdicts.count("met")
+            noise = verdicts.count("within noise")
+            text += f", {met} of {len(verdicts)} targets met" + (f" ({noise} within noise)" if noise else "")
+        parts.append(f"{text} {where}")
+    return "; ".join(parts) or "nothing verified on the current source"
 
 
 def judge_all(lessons: list[Lesson], evidence_dir: Path) -> list[LessonStatus]:

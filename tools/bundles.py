@@ -1,0 +1,263 @@
+"""Bundles: records and figures carried between machines as one archive.
+
+One job: write a bundle on the machine that recorded, and merge bundles here
+without trusting them. A bundle is read as a stream with every size bounded
+while reading (members, each member, the total); only plain files named
+`<lesson>/<key>.json` and `<lesson>/<key>/<figure>.png` are accepted. Each
+bundle is all-or-nothing: everything in it is validated (schema, current
+source, figures present and PNG) before anything is written, and one refused
+member refuses the bundle. Several bundles merge together; two records for
+the same lesson, mode and GPU model keep the newer by start time, and say so.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import re
+import tarfile
+import time
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from changes import Change, carry_history, changes
+from evidence import (
+    PNG_MAGIC,
+    EvidenceError,
+    Record,
+    gpu_key,
+    parse_json,
+    read_figure,
+    read_record,
+    record_from_json,
+    record_path,
+    write_record,
+)
+from lessons import Lesson
+from limits import LIMITS
+from report import changed_files
+
+MEMBER = re.compile(r"^(?P<lesson>[a-z0-9][a-z0-9-]{0,63})/(?:(?P<key>[a-z0-9-]{1,64})\.json|"
+                    r"(?P<fkey>[a-z0-9-]{1,64})/(?P<file>[A-Za-z0-9][A-Za-z0-9._-]{0,150}\.png))$")
+
+
+def write_bundle(path: Path, records: list[Record], evidence_dir: Path) -> None:
+    """One archive with the records and their figures."""
+    with tarfile.open(path, "w:gz") as tar:
+        for rec in records:
+            _add(tar, f"{rec.lesson}/{rec.key}.json", rec.to_json().encode())
+            for fig in rec.figures:
+                for file in (fig.file, fig.dark_file):
+                    if file:
+                        _add(tar, f"{rec.lesson}/{rec.key}/{file}", read_figure(evidence_dir, rec, file))
+    print(f"bundle: {len(records)} records -> {path}")
+
+
+def _add(tar: tarfile.TarFile, name: str, data: bytes) -> None:
+    info = tarfile.TarInfo(name)
+    info.size, info.mtime, info.mode = len(data), int(time.time()), 0o644
+    tar.addfile(info, io.BytesIO(data))
+
+
+@dataclass
+class Incoming:
+    bundle: Path
+    record: Record
+    figures: dict[str, bytes]
+
+
+@dataclass
+class ImportReport:
+    merged: list[Record] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)  # "bundle:member: why"
+    notes: list[str] = field(default_factory=list)  # conflicts resolved, members not selected
+    changes: list[Change] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.refused and bool(self.merged)
+
+
+def import_bundles(paths: list[Path], lessons: dict[str, Lesson], evidence_dir: Path,
+                   selected: set[str] | None = None) -> ImportReport:
+    """Validate every bundle, resolve conflicts between them, then write what was accepted."""
+    report = ImportReport()
+    accepted: dict[tuple[str, str], Incoming] = {}
+    for path in paths:
+        incoming, refused, notes = read_bundle(path, lessons, selected)
+        report.notes += notes
+        if refused:
+            report.refused += refused
+            if incoming:
+                report.refused.append(f"{path}: nothing from this bundle was imported ({len(refused)} member(s) "
+                                      f"refused; a bundle is imported whole or not at all)")
+            continue
+        for item in incoming:
+            key = (item.record.lesson, item.record.key)
+            other = accepted.get(key)
+            if other is not None:
+                keep, drop = sorted((item, other), key=lambda x: x.record.started_utc, reverse=True)
+                report.notes.append(f"conflict: {key[0]}/{key[1]} is in {other.bundle} ({other.record.started_utc}) "
+                                    f"and {item.bundle} ({item.record.started_utc}); kept the newer, from "
+                                    f"{keep.bundle}")
+                accepted[key] = keep
+            else:
+                accepted[key] = item
+    for (lesson, key), item in sorted(accepted.items()):
+        path = record_path(evidence_dir, lesson, key)
+        previous = None
+        if path.exists():
+            try:
+                previous = read_record(path, evidence_dir)
+            except EvidenceError as exc:
+                report.notes.append(f"{path}: the record here is unusable and is replaced ({exc})")
+        if previous is not None and previous.started_utc > item.record.started_utc:
+            report.notes.append(f"conflict: {lesson}/{key} here was recorded {previous.started_utc}, after the "
+                                f"bundle's {item.record.started_utc}; kept the newer one here")
+            continue
+        carry_history(item.record, previous)
+        write_record(evidence_dir, item.record, item.figures)
+        report.merged.append(item.record)
+        report.changes += changes(item.record, previous)
+    return report
+
+
+class _Budget:
+    """A file object that refuses to hand out more than `limit` bytes (the decompressed stream)."""
+
+    def __init__(self, raw, limit: int):
+        self.raw, self.left = raw, limit
+
+    def read(self, size: int = -1) -> bytes:
+        data = self.raw.read(size if size >= 0 else self.left + 1)
+        self.left -= len(data)
+        if self.left < 0:
+            raise _TooBig()
+        return data
+
+
+class _TooBig(Exception):
+    pass
+
+
+def read_bundle(path: Path, lessons: dict[str, Lesson], selected: set[str] | None
+                ) -> tuple[list[Incoming], list[str], list[str]]:
+    """(records with their figures, refusals, notes) of one bundle; nothing is written."""
+    try:
+        size = path.stat().st_size
+    except OSError as exc:
+        return [], [f"{path}: cannot be read ({exc.strerror})"], []
+    if not path.is_file() or path.is_symlink():
+        return [], [f"{path}: not a plain file"], []
+    if size > LIMITS.bundle_file:
+        return [], [f"{path}: {size:,} bytes, over the limit of {LIMITS.bundle_file:,}"], []
+    try:
+        with open(path, "rb") as raw:
+            gzipped = raw.read(2) == b"\x1f\x8b"
+            raw.seek(0)
+            # Every decompressed byte passes the budget, tar headers included (a crafted
+            # header can claim gigabytes): the stream stops at the limit, whatever it holds.
+            budget = _Budget(gzip.GzipFile(fileobj=raw) if gzipped else raw,
+                             LIMITS.bundle_total + 1024 * (LIMITS.bundle_members + 2))
+            with tarfile.open(fileobj=budget, mode="r|") as tar:
+                items, refused, notes = _members(path, tar, selected)
+                jsons, pngs = items
+    except _TooBig:
+        return [], [f"{path}: more than {LIMITS.bundle_total:,} bytes uncompressed; refused whole"], []
+    except (tarfile.TarError, OSError, EOFError, zlib.error) as exc:
+        return [], [f"{path}: not a readable bundle, or truncated ({exc}); nothing imported"], []
+    if refused and not (jsons or pngs):
+        return [], refused, notes
+    return _records(path, jsons, pngs, lessons, refused, notes)
+
+
+def _members(path: Path, tar: tarfile.TarFile, selected: set[str] | None):
+    """The bundle's records and figures by member name; refusals and notes for the rest."""
+    jsons: dict[str, bytes] = {}
+    pngs: dict[str, bytes] = {}
+    refused, notes = [], []
+    count, total = 0, 0
+    for member in tar:
+        count += 1
+        if count > LIMITS.bundle_members:
+            return ({}, {}), [f"{path}: more than {LIMITS.bundle_members} members; refused whole"], notes
+        name = member.name
+        where = f"{path}:{name[:200]}"
+        if member.isdir():
+            notes.append(f"{where}: a folder entry, skipped")
+            continue
+        if not member.isfile():
+            kind = "a link" if (member.issym() or member.islnk()) else "not a plain file"
+            refused.append(f"{where}: {kind}; refused")
+            continue
+        match = MEMBER.match(name)
+        if not match:
+            refused.append(f"{where}: not a record (<lesson>/<key>.json) or figure "
+                           "(<lesson>/<key>/<name>.png); refused")
+            continue
+        if selected is not None and match["lesson"] not in selected:
+            notes.append(f"{where}: lesson not selected, skipped")
+            continue
+        limit = LIMITS.bundle_member
+        total += member.size
+        if member.size > limit or total > LIMITS.bundle_total:
+            why = (f"{member.size:,} bytes, over the limit of {limit:,}" if member.size > limit
+                   else f"the members pass {LIMITS.bundle_total:,} bytes in all")
+            return ({}, {}), [*refused, f"{where}: {why}; the bundle is refused whole"], notes
+        data = tar.extractfile(member).read(limit + 1)
+        (jsons if match["key"] else pngs)[name] = data
+    return (jsons, pngs), refused, notes
+
+
+def _records(path: Path, jsons: dict[str, bytes], pngs: dict[str, bytes], lessons: dict[str, Lesson],
+             refused: list[str], notes: list[str]) -> tuple[list[Incoming], list[str], list[str]]:
+    incoming = []
+    used_pngs: set[str] = set()
+    for name, data in sorted(jsons.items()):
+        where = f"{path}:{name}"
+        try:
+            record = record_from_json(parse_json(data, where), where)
+        except EvidenceError as exc:
+            refused.append(f"{exc}; refused")
+            continue
+        problem = _record_problem(record, name, lessons)
+        if problem:
+            refused.append(f"{where}: {problem}; refused")
+            continue
+        figures = {}
+        for fig in record.figures:
+            for file in (fig.file, fig.dark_file):
+                if not file:
+                    continue
+                member = f"{record.lesson}/{record.key}/{file}"
+                data = pngs.get(member)
+                if data is None:
+                    refused.append(f"{where}: figure {file} is not in the bundle; refused")
+                elif not data.startswith(PNG_MAGIC) or len(data) > LIMITS.figure:
+                    refused.append(f"{path}:{member}: not a PNG within {LIMITS.figure:,} bytes; refused")
+                else:
+                    figures[file] = data
+                    used_pngs.add(member)
+        incoming.append(Incoming(path, record, figures))
+    for member in sorted(set(pngs) - used_pngs):
+        refused.append(f"{path}:{member}: a figure no record in the bundle names; refused")
+    if not jsons and not refused:
+        refused.append(f"{path}: no records in this bundle")
+    return incoming, refused, notes
+
+
+def _record_problem(record: Record, member: str, lessons: dict[str, Lesson]) -> str:
+    lesson = lessons.get(record.lesson)
+    key_ok = (record.key == "interpreter" if record.mode == "interpreter"
+              else record.mode == "gpu" and record.key == gpu_key(record.key[4:]))
+    if lesson is None:
+        return f"no lesson '{record.lesson}' here"
+    if not key_ok or member != f"{record.lesson}/{record.key}.json":
+        return "a misnamed record (its member name does not match its lesson and key)"
+    current = lesson.source_hash()
+    if record.source_hash != current:
+        changed = changed_files(lesson, record)
+        return (f"recorded for source {record.source_hash[:12]}, but the current source is {current[:12]} "
+                f"(differs in {', '.join(changed) or 'the file list'})")
+    return ""

@@ -1,0 +1,35 @@
+"""Pieces several directives share: which record to show, its labels, the older-source marker."""
+
+from __future__ import annotations
+
+from evidence import Record
+from render import text
+from status import LessonStatus
+
+STALE_MARK = "⚠ older source"
+
+
+def mode_label(record: Record) -> str:
+    return "Interpreter (CPU)" if record.mode == "interpreter" else f"GPU: {record.env.device_name}"
+
+
+def gpu_first(st: LessonStatus) -> list[Record]:
+    """Every usable record: current before stale, GPU before interpreter (the GPU tab opens first)."""
+    return sorted(st.records, key=lambda r: (not st.is_current(r), r.mode != "gpu", r.key))
+
+
+def where(record: Record) -> str:
+    """Machine, versions and date of a record, once, as escaped text."""
+    env = record.env
+    if record.mode == "interpreter":
+        return text(f"Triton {env.triton} interpreter on the CPU (torch {env.torch}), {record.date}")
+    return text(f"{env.device_name}, Triton {env.triton}, torch {env.torch}"
+                + (f", CUDA {env.cuda}" if env.cuda else "") + f", {record.date}")
+
+
+def stale_note(st: LessonStatus, record: Record) -> str:
+    """'' for a current record; for an older one, a sentence that says so."""
+    if st.is_current(record):
+        return ""
+    return (f"**{STALE_MARK}:** recorded on {text(record.date)} for source {text(record.source_hash[:12])}; "
+            f"the lesson has changed since (now {text(st.source_hash[:12])}). Shown for reference only.")

@@ -1,0 +1,49 @@
+"""::figure NAME (one figure, placed next to its prose) and ::figures (all of them).
+
+A figure is drawn twice by the kit, for light and dark pages; Material shows
+the variant that matches the reader's scheme (#only-light, #only-dark).
+"""
+
+from __future__ import annotations
+
+from directives import DirectiveError, Page, directive
+from directives.common import STALE_MARK, gpu_first, mode_label, stale_note
+from evidence import Record
+from kit import Figure
+from render import admonition, text
+from status import LessonStatus
+
+
+def figure_html(page: Page, st: LessonStatus, record: Record, fig: Figure) -> str:
+    caption = text(fig.caption or fig.name)
+    base = f"{page.root}evidence/{st.lesson.name}/{record.key}/"
+    images = [f"  ![{caption}]({base}{fig.file}{'#only-light' if fig.dark_file else ''}){{ loading=lazy }}"]
+    if fig.dark_file:
+        images.append(f"  ![{caption}]({base}{fig.dark_file}#only-dark){{ loading=lazy }}")
+    where = text(f"{mode_label(record)}, {record.date}")
+    block = ('<figure markdown="span" class="vt-figure">\n' + "\n".join(images)
+             + f"\n  <figcaption>{caption} ({where})</figcaption>\n</figure>")
+    note = stale_note(st, record)
+    return admonition("vt-stale", STALE_MARK, f"{note}\n\n{block}") if note else block
+
+
+@directive("figure", "one recorded figure, placed next to the prose about it (light and dark variants)",
+           args=("NAME",))
+def figure(page: Page, name: str) -> str:
+    st = page.lesson
+    for record in gpu_first(st):
+        for fig in record.figures:
+            if fig.name == name:
+                return figure_html(page, st, record, fig)
+    if any(r.mode == "gpu" for r in st.records):
+        known = sorted({f.name for r in st.records for f in r.figures})
+        raise DirectiveError(f"no recorded figure named '{name}' for lesson '{st.lesson.name}' "
+                             f"(recorded figures: {', '.join(known) or 'none'})")
+    return f"_Figure {text(name)} is drawn by the GPU run, which has not been recorded yet._"
+
+
+@directive("figures", "every figure the runs recorded")
+def figures(page: Page) -> str:
+    st = page.lesson
+    out = [figure_html(page, st, record, fig) for record in gpu_first(st) for fig in record.figures]
+    return "\n\n".join(out) or "_No figures recorded yet._"

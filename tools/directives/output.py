@@ -1,0 +1,54 @@
+"""::output — what each recorded run printed, in tabs (the GPU run first), with machine and date."""
+
+from __future__ import annotations
+
+from directives import Page, directive
+from directives.common import gpu_first, mode_label, stale_note
+from render import clean_output, code_block, indent_block, text
+
+
+def environment_line(record, current: bool) -> str:
+    env = record.env
+    parts = [f"Ran {record.started_utc.replace('T', ' ').replace('Z', ' UTC')}",
+             f"on {env.device_name}" + (f" (compute capability {env.capability})" if env.capability else ""),
+             f"Python {env.python}", f"torch {env.torch}", f"Triton {env.triton}"]
+    if env.cuda:
+        parts.append(f"CUDA {env.cuda}")
+    if env.driver:
+        parts.append(f"driver {env.driver}")
+    parts.append(f"outcome {record.outcome}" + (f" (exit {record.exit_code})" if record.exit_code is not None else ""))
+    parts.append(f"{record.wall_s:.1f} s")
+    return f"{text(' · '.join(parts))}  \nCommand: <code>{text(record.command)}</code>"
+
+
+@directive("output", "what each recorded run printed, in tabs, GPU first, with machine, versions and date")
+def output(page: Page) -> str:
+    st = page.lesson
+    records = gpu_first(st)
+    if not records:
+        return '!!! vt-unverified "No recorded runs"\n    Nothing has been recorded for this lesson yet.'
+    out = []
+    for record in records:
+        label = text(mode_label(record)) + ("" if st.is_current(record) else " (older source)")
+        out.append(f'=== "{label}"\n')
+        body = [environment_line(record, st.is_current(record)), ""]
+        note = stale_note(st, record)
+        if note:
+            body += [note, ""]
+        if record.skipped_parts:
+            items = "; ".join(f"{p.part} ({p.reason})" for p in record.skipped_parts)
+            body += [f"Not run here: {text(items)}", ""]
+        body.append("Standard output:\n")
+        body.append(code_block(clean_output(record.stdout) or "(nothing)", "text", ".vt-output"))
+        if record.stdout_omitted:
+            body.append(f"\n{record.stdout_omitted} bytes of standard output were not kept.")
+        if record.stderr.strip():
+            body += ["", "Standard error:\n", code_block(clean_output(record.stderr), "text", ".vt-output")]
+        out.append(indent_block("\n".join(body), "    "))
+        out.append("")
+    interp = st.lesson.modes["interpreter"]
+    if not interp.supported:
+        out.append(f'!!! note "Interpreter"\n    This lesson does not run under the interpreter: {text(interp.reason)}')
+    if not any(r.mode == "gpu" for r in records):
+        out.append('!!! note "GPU"\n    No GPU run has been recorded for this lesson.')
+    return "\n".join(out).rstrip() + "\n"

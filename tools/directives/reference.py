@@ -1,0 +1,19 @@
+"""::directives (the authors' table of directives) and ::limits (the size limits), from the code."""
+
+from __future__ import annotations
+
+from directives import REGISTRY, Page, directive
+from limits import LIMITS
+from render import md_table, text
+
+
+@directive("directives", "the table of every directive, from the registry", needs_lesson=False)
+def directives(page: Page) -> str:
+    rows = [[f"<code>{text(d.usage)}</code>", "lesson page" if d.needs_lesson else "any page", text(d.help)]
+            for d in sorted(REGISTRY.values(), key=lambda d: d.name)]
+    return md_table(["Directive", "Where", "What it shows"], rows)
+
+
+@directive("limits", "the size limits on untrusted input, from tools/limits.py", needs_lesson=False)
+def limits(page: Page) -> str:
+    return md_table(["What", "Limit", "Enforced by"], [[text(a), text(b), text(c)] for a, b, c in LIMITS.rows()])

@@ -1,0 +1,34 @@
+"""::requirements — what the lesson needs, what its results were recorded with, how to run it."""
+
+from __future__ import annotations
+
+from directives import Page, directive
+from render import admonition, md_table, text
+from requirements import INSTALL, requirements
+
+
+@directive("requirements", "the GPU and Triton the lesson needs, the versions and run time of each recorded "
+                           "run, the install line, run commands and downloads")
+def requirements_box(page: Page) -> str:
+    st = page.lesson
+    req = requirements(st.lesson, st)
+    need = (f"a CUDA GPU of compute capability {text(req.capability)} or newer"
+            + (f" ({text(req.why)})" if req.why else "") if req.capability else "a CUDA GPU")
+    lines = [f"**GPU run:** {need}. {text(req.colab_sentence)}",
+             f"**Triton:** {text(req.triton)} or newer." if req.triton else "",
+             "**Interpreter run:** any machine with torch and Triton; no GPU."]
+    body = "  \n".join(line for line in lines if line)
+    if req.runs:
+        rows = [[text(r.mode), text(f"{r.machine}, {r.date}"), text(r.triton), text(r.torch), text(r.python),
+                 text(f"{r.wall_s:.0f} s"), text(r.outcome + ("" if r.current else ", ⚠ older source"))]
+                for r in req.runs]
+        body += "\n\n" + md_table(["Run", "Where, when", "Triton", "torch", "Python", "Took", "Outcome"], rows)
+    if req.skew:
+        body += f"\n\n{text(req.skew)}"
+    interp, gpu = req.commands()
+    body += (f"\n\nInstall: <code>{text(INSTALL)}</code>  \n"
+             f"Run: <code>{text(interp)}</code> (CPU, checks only) · <code>{text(gpu)}</code> (GPU)")
+    links = page.site.extra.get("downloads", {}).get(st.lesson.name)
+    if links:
+        body += "\n\n" + " · ".join(f"[{label}]({page.root}{target})" for label, target in links)
+    return admonition("vt-run", "Run it yourself", body, folded=False)

@@ -1,0 +1,26 @@
+"""::snippet FILE REGION — a region of a lesson source, titled, numbered, linked to the full source."""
+
+from __future__ import annotations
+
+from directives import DirectiveError, Page, directive
+from render import attr, code_block
+from snippets import extract
+from sources import page_uri, site_path
+
+
+@directive("snippet", "a region of a lesson file, with its line numbers and a link to the full source",
+           args=("code/<lesson>/<file>.py", "REGION"), needs_lesson=False)
+def snippet(page: Page, rel: str, region_name: str) -> str:
+    code_dir = page.site.code_dir
+    if not rel.startswith("code/") or not rel.endswith(".py") or ".." in rel.split("/"):
+        raise DirectiveError(f"'::snippet' shows Python files under code/, not {rel!r}")
+    path = code_dir / rel.removeprefix("code/")
+    region = extract(path, region_name, code_dir)
+    rel = site_path(code_dir, path)
+    lines = f"line {region.start}" if region.start == region.end else f"lines {region.start}-{region.end}"
+    block = code_block(region.text.rstrip("\n"), "python",
+                       f'title="{attr(f"{rel}, {lines}")}" linenums="{region.start}"')
+    link = (f"[:material-file-code-outline: full source of `{rel}` from line {region.start}]"
+            f"({page.root}{page_uri(rel)}#__codelineno-0-{region.start}){{ .vt-source-link }} · "
+            f"[:material-download: download]({page.root}{rel}){{ .vt-source-link }}")
+    return f"{block}\n\n{link}"

@@ -1,0 +1,24 @@
+"""::status, the lesson's badge, summary and sentence; ::badges, what each badge means."""
+
+from __future__ import annotations
+
+from directives import Page, directive
+from render import admonition, badge, md_table, text
+from status import STATUSES
+
+
+@directive("status", "the lesson's badge, what was verified in one line, and why")
+def status(page: Page) -> str:
+    st = page.lesson
+    body = [f"**{text(st.summary[:1].upper() + st.summary[1:])}.**", "", text(st.sentence), "",
+            f"<small>Source hash {text(st.source_hash[:12])}: the lesson file, the local modules it imports and "
+            f"what `lesson.toml` says about running it. [How verification works]({page.root}verification.md)"
+            "</small>"]
+    if st.stale:
+        body[-1:-1] = ["Rows and figures from a run of an older source are marked ⚠ older source.", ""]
+    return admonition(f"{st.status.css} vt-status", st.status.label, "\n".join(body))
+
+
+@directive("badges", "a table of the status badges and what each means", needs_lesson=False)
+def badges(page: Page) -> str:
+    return md_table(["Badge", "Means"], [[badge(s), text(s.meaning)] for s in STATUSES])

@@ -1,0 +1,37 @@
+"""::table NAME — one table a run recorded with lesson.table(NAME, ...), from the best record that has it."""
+
+from __future__ import annotations
+
+from directives import DirectiveError, Page, directive
+from directives.common import STALE_MARK, gpu_first, mode_label, stale_note
+from render import admonition, bounded_rows, number, text
+
+
+def cell(value) -> str:
+    if isinstance(value, float):
+        return number(value)
+    return "" if value is None else text(value)
+
+
+@directive("table", "one table a run recorded with lesson.table(NAME, ...)", args=("NAME",))
+def table(page: Page, name: str) -> str:
+    st = page.lesson
+    for record in gpu_first(st):
+        for t in record.tables:
+            if t.name != name:
+                continue
+            rows = [[cell(c) for c in row] + [""] * (len(t.columns) - len(row)) for row in t.rows]
+            rows = [row[: len(t.columns)] for row in rows]
+            body = bounded_rows([text(c) for c in t.columns], rows, what="rows")
+            where = f"({text(mode_label(record))}, {text(record.date)})"
+            caption = (f"{text(t.caption)} " if t.caption else "") + where
+            block = f"{body}\n\n<small>{caption}</small>"
+            note = stale_note(st, record)
+            return admonition("vt-stale", STALE_MARK, f"{note}\n\n{block}") if note else block
+    if not st.records:
+        return f"_Table {text(name)} appears once the lesson has been run._"
+    known = sorted({t.name for r in st.records for t in r.tables})
+    if any(r.mode == "gpu" for r in st.records) or known:
+        raise DirectiveError(f"no recorded table named '{name}' for lesson '{st.lesson.name}' "
+                             f"(recorded tables: {', '.join(known) or 'none'})")
+    return f"_Table {text(name)} is recorded by the GPU run, which has not been recorded yet._"

@@ -1,0 +1,41 @@
+"""The lesson kit's contract, as the tools see it.
+
+`code/lessonkit.py` defines the agreement between a lesson and the runner
+once: the environment variable names, the exit codes, the shape of the
+results (its dataclasses) and the rule that decides whether a run passed.
+This module loads that file by path (never through sys.path, so nothing else
+under code/ can shadow a module the tools import) and re-exports it. The kit
+imports only the standard library until a lesson asks for a device, a timing
+or a plot, so loading it here costs nothing and needs no torch.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+KIT_PATH = Path(__file__).resolve().parent.parent / "code" / "lessonkit.py"
+
+
+def _load():
+    if "vt_lessonkit" in sys.modules:
+        return sys.modules["vt_lessonkit"]
+    spec = importlib.util.spec_from_file_location("vt_lessonkit", KIT_PATH)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["vt_lessonkit"] = module  # dataclasses look their module up while the file runs
+    spec.loader.exec_module(module)
+    return module
+
+
+kit = _load()
+
+RESULTS_ENV, FIGURES_ENV, INTERPRET_ENV = kit.RESULTS_ENV, kit.FIGURES_ENV, kit.INTERPRET_ENV
+RESULTS_FORMAT = kit.RESULTS_FORMAT
+EXIT_PASSED, EXIT_FAILED, EXIT_CANNOT_RUN, EXIT_BY_DESIGN = (
+    kit.EXIT_PASSED, kit.EXIT_FAILED, kit.EXIT_CANNOT_RUN, kit.EXIT_BY_DESIGN)
+EXIT_MEANINGS = kit.EXIT_MEANINGS
+Check, Benchmark, Table, Figure, SkippedPart, Device, Results = (
+    kit.Check, kit.Benchmark, kit.Table, kit.Figure, kit.SkippedPart, kit.Device, kit.Results)
+failures, verdict, median_interval = kit.failures, kit.verdict, kit.median_interval
+VERDICTS = ("met", "not met", "within noise")

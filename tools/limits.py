@@ -1,0 +1,89 @@
+"""Every size limit on untrusted input, in one place.
+
+Lesson sources, lesson.toml files, evidence records, figures and bundles are
+read through these limits, enforced while reading (a read stops at the limit;
+nothing is read whole first and checked after). `rows()` feeds the table in
+docs/verification.md through the `::limits` directive, so the documentation
+cannot drift from the code. The limits are generous for real lessons: the
+largest recorded lesson uses a few percent of each.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+KIB, MIB = 1024, 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Limits:
+    source_file: int = 1 * MIB  # a lesson source or lesson.toml
+    record_json: int = 8 * MIB  # one evidence record
+    figure: int = 4 * MIB  # one PNG
+    figures_per_record: int = 24
+    stream_kept: int = 64 * KIB  # stdout or stderr kept per run (head and tail)
+    results_json: int = 8 * MIB  # the results file a lesson writes while it runs
+    string: int = 4000  # characters of any one recorded string but the streams
+    name: int = 120  # characters of a check, benchmark, table or figure name
+    checks: int = 2000  # per record
+    benchmarks: int = 200
+    tables: int = 50
+    table_rows: int = 500
+    table_columns: int = 24
+    samples: int = 200  # timed rounds kept per benchmark
+    history: int = 12  # earlier results kept per benchmark
+    rows_shown: int = 100  # rows of one table on a page; the rest fold away, then are cut
+    bundle_members: int = 5000
+    bundle_member: int = 8 * MIB  # one file inside a bundle, uncompressed
+    bundle_total: int = 512 * MIB  # all files inside one bundle, uncompressed
+    bundle_file: int = 256 * MIB  # the bundle itself, compressed
+
+    def rows(self) -> list[tuple[str, str, str]]:
+        """(what, limit, where enforced) for the documentation table."""
+        out = []
+        for f in fields(self):
+            value = getattr(self, f.name)
+            out.append((DESCRIPTIONS[f.name], _human(value, f.name), WHERE[f.name]))
+        return out
+
+
+def _human(value: int, name: str) -> str:
+    if name in BYTE_LIMITS:
+        return f"{value // MIB} MiB" if value >= MIB else f"{value // KIB} KiB"
+    return f"{value:,}"
+
+
+BYTE_LIMITS = {"source_file", "record_json", "figure", "stream_kept", "results_json", "bundle_member",
+               "bundle_total", "bundle_file"}
+DESCRIPTIONS = {
+    "source_file": "a lesson source file or lesson.toml",
+    "record_json": "one evidence record (JSON)",
+    "figure": "one figure (PNG)",
+    "figures_per_record": "figures per record",
+    "stream_kept": "standard output or error kept per run (head and tail)",
+    "results_json": "the results file a lesson writes while it runs",
+    "string": "characters of one recorded text (a message, a caption, a cell)",
+    "name": "characters of a check, benchmark, table or figure name",
+    "checks": "checks per record",
+    "benchmarks": "benchmarks per record",
+    "tables": "tables per record",
+    "table_rows": "rows per recorded table",
+    "table_columns": "columns per recorded table",
+    "samples": "timed rounds kept per benchmark",
+    "history": "earlier results kept per benchmark",
+    "rows_shown": "rows of one table shown on a page (more fold away; past 4 times this, cut)",
+    "bundle_members": "files in one bundle",
+    "bundle_member": "one file in a bundle, uncompressed",
+    "bundle_total": "all files in one bundle, uncompressed",
+    "bundle_file": "a bundle file, compressed",
+}
+WHERE = {
+    "source_file": "verify, build", "record_json": "verify, status, build, import", "figure": "verify, build, import",
+    "figures_per_record": "schema", "stream_kept": "verify (while capturing)", "results_json": "verify",
+    "string": "schema", "name": "schema", "checks": "schema", "benchmarks": "schema", "tables": "schema",
+    "table_rows": "schema", "table_columns": "schema", "samples": "schema", "history": "schema",
+    "rows_shown": "build", "bundle_members": "import", "bundle_member": "import (while extracting)",
+    "bundle_total": "import (while extracting)", "bundle_file": "import",
+}
+
+LIMITS = Limits()

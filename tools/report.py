@@ -1,0 +1,85 @@
+"""What verify prints: statuses, their JSON form, the problems --check finds, run summaries.
+
+One job: words and JSON for people and scripts, from LessonStatus objects that
+status.py judged; nothing here decides anything about evidence.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import asdict
+
+from lessons import MODES, Lesson
+from status import FAILED, STALE, UNVERIFIED, LessonStatus
+
+
+def terminal_safe(text: str) -> str:
+    """Recorded text (a lesson's reason, a device name) without escape or control codes."""
+    return "".join(c if c.isprintable() else f"\\x{ord(c):02x}" if ord(c) < 256 else f"\\u{ord(c):04x}"
+                   for c in text)
+
+
+def status_json(statuses: list[LessonStatus]) -> list[dict]:
+    out = []
+    for st in statuses:
+        modes = {}
+        for mode, state in st.modes.items():
+            rec = state.record
+            modes[mode] = {
+                "state": state.state,
+                "outcome": rec.outcome if rec else None,
+                "date": rec.started_utc if rec else None,
+                "source_hash": rec.source_hash if rec else None,
+                "current": bool(rec and st.is_current(rec)),
+                "environment": asdict(rec.env) if rec else None,
+            }
+        out.append({"lesson": st.lesson.name, "title": st.lesson.title, "status": st.status.label,
+                    "summary": st.summary, "sentence": st.sentence, "source_hash": st.source_hash,
+                    "modes": modes, "problems": st.problems})
+    return out
+
+
+def print_status(statuses: list[LessonStatus]) -> None:
+    for st in statuses:
+        print(f"{st.lesson.name:<28} {st.status.label:<19} {terminal_safe(st.summary)}")
+        print(f"{'':<28} {'':<19} {terminal_safe(st.sentence)}")
+
+
+def check_problems(statuses: list[LessonStatus]) -> list[str]:
+    """Everything that keeps the evidence from being current and usable, one line each."""
+    problems = []
+    for st in statuses:
+        name = st.lesson.name
+        problems += [f"{name}: unusable evidence: {p}" for p in st.problems]
+        if st.status in (FAILED, STALE, UNVERIFIED):
+            problems.append(f"{name}: {st.status.label}: {st.sentence}")
+        elif st.modes["interpreter"].state not in ("passed", "not-supported"):
+            problems.append(f"{name}: interpreter mode is {st.modes['interpreter'].state}")
+        for rec in st.stale:
+            changed = changed_files(st.lesson, rec)
+            problems.append(f"{name}: evidence/{name}/{rec.key}.json is for another source (changed since: "
+                            f"{', '.join(changed) or 'file list'}); re-record it or delete it")
+    return problems
+
+
+def changed_files(lesson: Lesson, record) -> list[str]:
+    now = lesson.source_file_hashes()
+    return sorted(k for k in now.keys() | record.source_files.keys() if now.get(k) != record.source_files.get(k))
+
+
+def print_summary(results) -> None:
+    print("\nlesson                         mode         outcome     time    note")
+    for r in sorted(results, key=lambda r: (r.lesson.order, r.lesson.name, MODES.index(r.mode))):
+        ran = r.record is not None and not r.skipped
+        outcome = r.record.outcome if ran else ("error" if r.record is None and "verify" in r.skipped else "-")
+        wall = f"{r.record.wall_s:6.1f}s" if ran else "      -"
+        note = r.skipped or (r.record.reason if r.record else "")
+        where = f" GPU {r.gpu}" if r.gpu is not None else ""
+        print(f"{r.lesson.name:<30} {r.mode + where:<12} {outcome:<10} {wall}  {terminal_safe(note)}")
+
+
+def quiet_broken_pipe() -> None:
+    """After a reader such as `head` went away: silence the rest of our output instead of a traceback."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())

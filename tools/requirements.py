@@ -1,0 +1,80 @@
+"""What a reader needs to run a lesson, and what each recorded result was run with.
+
+One job: from lesson.toml's [requires] and the lesson's records, the facts
+the page's requirements box and the notebook's first cells state: the GPU it
+needs (and which of Colab's GPUs have it), the minimum Triton, the versions
+and run time of every recorded run, the install line and the run commands.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from lessons import Lesson
+from status import LessonStatus
+
+COLAB_GPUS = (("T4", (7, 5)), ("L4", (8, 9)), ("A100", (8, 0)))
+INSTALL = "pip install torch triton numpy matplotlib"
+
+
+def version_tuple(text: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in text.split(".") if p.isdigit())
+
+
+@dataclass(frozen=True)
+class RecordedRun:
+    mode: str  # "GPU" or "Interpreter"
+    machine: str
+    date: str
+    triton: str
+    torch: str
+    python: str
+    wall_s: float
+    outcome: str
+    current: bool
+
+
+@dataclass(frozen=True)
+class Requirements:
+    capability: str  # "" when the lesson states none
+    triton: str
+    why: str
+    colab: tuple[str, ...]  # Colab GPUs that meet the capability
+    runs: tuple[RecordedRun, ...]
+    main_file: str
+
+    @property
+    def colab_sentence(self) -> str:
+        if not self.capability:
+            return "Runs on any of Colab's GPUs (T4, L4, A100)."
+        if len(self.colab) == len(COLAB_GPUS):
+            return "Runs on any of Colab's GPUs (T4, L4, A100)."
+        if self.colab:
+            return (f"On Colab choose {' or '.join(self.colab)}: the lesson needs compute capability "
+                    f"{self.capability}; on a smaller GPU it declines by design (exit code 3).")
+        return (f"Needs compute capability {self.capability} ({self.why}): none of Colab's GPUs (T4, L4, A100) "
+                "has it, so there the lesson declines by design (exit code 3); its interpreter half runs anywhere.")
+
+    @property
+    def skew(self) -> str:
+        """A sentence when the GPU and interpreter evidence come from different Triton versions."""
+        gpu = sorted({r.triton for r in self.runs if r.mode == "GPU"})
+        interp = sorted({r.triton for r in self.runs if r.mode == "Interpreter"})
+        if gpu and interp and gpu != interp:
+            return (f"The GPU evidence comes from Triton {', '.join(gpu)} and the interpreter evidence from "
+                    f"Triton {', '.join(interp)}: the two halves were checked with different Triton versions.")
+        return ""
+
+    def commands(self) -> tuple[str, str]:
+        return f"TRITON_INTERPRET=1 python {self.main_file}", f"python {self.main_file}"
+
+
+def requirements(lesson: Lesson, st: LessonStatus | None) -> Requirements:
+    need = lesson.requires.capability
+    colab = tuple(name for name, cc in COLAB_GPUS if not need or cc >= version_tuple(need))
+    runs = []
+    for r in sorted(st.records if st else [], key=lambda r: (r.mode != "gpu", r.key)):
+        runs.append(RecordedRun("GPU" if r.mode == "gpu" else "Interpreter",
+                                r.env.device_name if r.mode == "gpu" else "CPU", r.date, r.env.triton,
+                                r.env.torch, r.env.python, r.wall_s, r.outcome, st.is_current(r)))
+    return Requirements(need, lesson.requires.triton, lesson.requires.why, colab, tuple(runs), lesson.main.name)

@@ -1,0 +1,128 @@
+"""Reading files that come from code/, evidence/ or a bundle without trusting them.
+
+One job: hand back the bytes of a plain file inside a known folder, bounded.
+A symbolic link (anywhere on the way), a hard link (a second name for a file
+that may live outside the repository), a FIFO, a socket or a device is
+refused with an error naming the path, so nothing outside the repository is
+ever read into the site or the evidence, and nothing can hang a read. Sizes
+are checked while reading: a file that grows past its limit stops the read.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from pathlib import Path
+
+
+class UnsafePathError(Exception):
+    """A path that is not a plain file (or folder) inside its root, or is too large."""
+
+    def __init__(self, path: Path | str, reason: str):
+        self.path, self.reason = str(path), reason
+        super().__init__(f"{path}: {reason}")
+
+
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISDIR, "a folder")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def check_inside(path: Path, root: Path) -> None:
+    """Refuse `path` unless every step from `root` down to it is a plain folder (no link)."""
+    root = Path(os.path.abspath(root))
+    path = Path(os.path.abspath(path))
+    if path != root and root not in path.parents:
+        raise UnsafePathError(path, f"outside {root}")
+    here = root
+    for part in path.relative_to(root).parts[:-1]:
+        here = here / part
+        try:
+            mode = os.lstat(here).st_mode
+        except FileNotFoundError:
+            raise UnsafePathError(path, "not found") from None
+        if not stat.S_ISDIR(mode):
+            raise UnsafePathError(here, f"{_kind(mode)} on the way to {path.name}; links are never followed")
+
+
+def read_bytes(path: Path, limit: int, root: Path | None = None) -> bytes:
+    """The bytes of a plain file (one name, no link), at most `limit` of them."""
+    if root is not None:
+        check_inside(path, root)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        raise UnsafePathError(path, "not found") from None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise UnsafePathError(path, "a symbolic link; links are never followed") from None
+        raise UnsafePathError(path, f"cannot be read ({exc.strerror})") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise UnsafePathError(path, f"{_kind(info.st_mode)}, not a plain file")
+        if info.st_nlink > 1:
+            raise UnsafePathError(path, f"a hard link ({info.st_nlink} names for one file); refused, since "
+                                        "its other name may lie outside the repository")
+        if info.st_size > limit:
+            raise UnsafePathError(path, f"{info.st_size:,} bytes, over the limit of {limit:,}")
+        chunks, size = [], 0
+        while True:
+            chunk = os.read(fd, min(1 << 20, limit + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > limit:
+                raise UnsafePathError(path, f"grew past the limit of {limit:,} bytes while being read")
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def read_text(path: Path, limit: int, root: Path | None = None) -> str:
+    """UTF-8 text of a plain file; UnsafePathError also for bytes that are not UTF-8."""
+    data = read_bytes(path, limit, root)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UnsafePathError(path, f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+
+
+def walk_files(root: Path, skip=lambda name: False) -> list[Path]:
+    """Every plain file under `root`, sorted; any link or special file is an error naming it.
+
+    `skip(name)` leaves out a file or folder by name (scratch folders, caches);
+    what it leaves out is not looked into at all.
+    """
+    root = Path(root)
+    try:
+        mode = os.lstat(root).st_mode
+    except FileNotFoundError:
+        return []
+    if not stat.S_ISDIR(mode):
+        raise UnsafePathError(root, f"{_kind(mode)}, expected a folder")
+    found: list[Path] = []
+    todo = [root]
+    while todo:
+        folder = todo.pop()
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                if skip(entry.name):
+                    continue
+                info = entry.stat(follow_symlinks=False)
+                path = Path(entry.path)
+                if stat.S_ISDIR(info.st_mode):
+                    todo.append(path)
+                elif stat.S_ISREG(info.st_mode):
+                    if info.st_nlink > 1:
+                        raise UnsafePathError(path, f"a hard link ({info.st_nlink} names for one file); refused")
+                    found.append(path)
+                else:
+                    raise UnsafePathError(path, f"{_kind(info.st_mode)}; only plain files are published")
+    return sorted(found)

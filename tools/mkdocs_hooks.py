@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import sys
 from pathlib import Path
 
@@ -23,6 +22,7 @@ from mkdocs.structure.files import File, Files
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import directives  # noqa: E402
+import downloads  # noqa: E402
 import render  # noqa: E402
 import sources  # noqa: E402
 from evidence import EvidenceError, read_figure  # noqa: E402
@@ -36,8 +36,6 @@ ROOT = Path(__file__).resolve().parent.parent
 # Tests point the hook at a throw-away project; the site publishes them as code/ and evidence/ all the same.
 CODE_DIR = Path(os.environ.get("VT_CODE_DIR") or ROOT / "code").absolute()
 EVIDENCE_DIR = Path(os.environ.get("VT_EVIDENCE_DIR") or ROOT / "evidence").absolute()
-DIRECTIVE = re.compile(r"^(?P<indent>[ \t]*)::(?P<name>[a-z][a-z-]*)(?:[ \t]+(?P<args>.*?))?[ \t]*$")
-FENCE = re.compile(r"^[ \t]*(?P<fence>`{3,}|~{3,})")
 LESSONS_SECTION = "Lessons"
 
 _site: directives.Site | None = None
@@ -120,7 +118,31 @@ def on_files(files: Files, config) -> Files:
         if files.get_file_from_path(st.lesson.page) is None:
             raise PluginError(f"{st.lesson.folder / 'lesson.toml'}: page = '{st.lesson.page}' "
                               f"does not exist under docs/")
+    _publish_downloads(files, config, site)
     return files
+
+
+def _publish_downloads(files: Files, config, site) -> None:
+    """Each lesson as a zip that runs alone and as a notebook; the requirements box links them."""
+    docs_dir = Path(config["docs_dir"])
+    links = site.extra.setdefault("downloads", {})
+    for lesson in site.lessons:
+        archive_uri = f"{downloads.ARCHIVES}/{lesson.name}.zip"
+        notebook_uri = f"{downloads.NOTEBOOKS}/{lesson.name}.ipynb"
+        try:
+            files.append(File.generated(config, archive_uri, content=downloads.archive(lesson, site)))
+            files.append(File.generated(config, notebook_uri,
+                                        content=downloads.notebook_bytes(lesson, site, docs_dir)))
+        except (SnippetError, EvidenceError, UnsafePathError, LessonError, ValueError) as exc:
+            raise PluginError(f"{lesson.folder / lesson.main.name}: cannot make its download: {exc}") from None
+        except directives.PageError as exc:
+            raise PluginError(f"docs/{lesson.page}:{exc.line}: {exc.error}") from None
+        entry = [(":material-folder-zip-outline: Download the lesson (zip)", archive_uri),
+                 (":material-notebook-outline: Jupyter notebook", notebook_uri)]
+        colab = downloads.colab_url(site.repo_url, site.branch, lesson)
+        if colab:
+            entry.append(("Open in Colab", colab))
+        links[lesson.name] = entry
 
 
 def _import_links(path: Path, site, imports: dict, up: str) -> list[tuple[str, str]]:
@@ -147,30 +169,13 @@ def on_page_markdown(markdown: str, page, config, files) -> str:
             raise PluginError(f"{where}: front matter names lesson '{name}', but there is no "
                               f"code/{name}/lesson.toml (lessons: {', '.join(_site.statuses) or 'none'})")
     ctx = directives.Page(_site, src, lesson)
-    out: list[str] = []
-    fence: str | None = None
-    for number, line in enumerate(markdown.split("\n"), start=1 + offset):
-        opened = FENCE.match(line)
-        if fence is not None:
-            if opened and opened.group("fence")[0] == fence[0] and len(opened.group("fence")) >= len(fence) \
-                    and not line.strip()[len(opened.group("fence")):].strip():
-                fence = None
-            out.append(line)
-            continue
-        if opened:
-            fence = opened.group("fence")
-            out.append(line)
-            continue
-        match = DIRECTIVE.match(line)
-        if not match:
-            out.append(line)
-            continue
-        try:
-            expanded = directives.expand(match.group("name"), (match.group("args") or "").strip(), ctx)
-        except (SnippetError, EvidenceError, LessonError, UnsafePathError, directives.DirectiveError) as exc:
-            raise PluginError(f"{where}:{number}: {exc}") from None
-        out.append(render.indent_block(expanded, match.group("indent")))
-    return "\n".join(out)
+    try:
+        return directives.expand_page(markdown, ctx, 1 + offset)
+    except directives.PageError as exc:
+        if isinstance(exc.error, (SnippetError, EvidenceError, LessonError, UnsafePathError,
+                                  directives.DirectiveError)):
+            raise PluginError(f"{where}:{exc.line}: {exc.error}") from None
+        raise exc.error from None
 
 
 def _front_matter_lines(page, markdown: str) -> int:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +27,10 @@ from status import LessonStatus
 
 class DirectiveError(Exception):
     """A directive that cannot be expanded; the hook adds the page's FILE:LINE."""
+
+
+LINE = re.compile(r"^(?P<indent>[ \t]*)::(?P<name>[a-z][a-z-]*)(?:[ \t]+(?P<args>.*?))?[ \t]*$")
+FENCE = re.compile(r"^[ \t]*(?P<fence>`{3,}|~{3,})")
 
 
 @dataclass
@@ -49,6 +54,8 @@ class Page:
     site: Site
     src_uri: str  # docs-relative path of the page, e.g. lessons/vector-add.md
     lesson: LessonStatus | None  # the lesson the front matter names, if any
+    notebook: bool = False  # rendering for a Jupyter notebook instead of the site
+    attachments: dict[str, bytes] = field(default_factory=dict)  # images a notebook cell embeds
 
     @property
     def root(self) -> str:
@@ -56,13 +63,14 @@ class Page:
         return "../" * self.src_uri.count("/")
 
 
-@dataclass(frozen=True)
+@dataclass
 class Directive:
     name: str
     needs_lesson: bool
     args: tuple[str, ...]  # argument names, shown in help; the count is checked
     help: str
     render: Callable[..., str]
+    notebook: Callable[..., str] | None = None  # the form for a notebook; None: left out of notebooks
 
     @property
     def usage(self) -> str:
@@ -82,6 +90,14 @@ def directive(name: str, help: str, args: tuple[str, ...] = (), needs_lesson: bo
     return register
 
 
+def notebook_form(name: str):
+    """Register the notebook form of directive `name` (plain Markdown that Jupyter renders)."""
+    def register(fn: Callable[..., str]) -> Callable[..., str]:
+        REGISTRY[name].notebook = fn
+        return fn
+    return register
+
+
 def expand(name: str, args_text: str, page: Page) -> str:
     found = REGISTRY.get(name)
     if found is None:
@@ -93,7 +109,48 @@ def expand(name: str, args_text: str, page: Page) -> str:
                              f"got {args_text!r}")
     if found.needs_lesson and page.lesson is None:
         raise DirectiveError(f"'::{name}' needs the page's front matter to name its lesson (lesson: NAME)")
+    if page.notebook:
+        return found.notebook(page, *args) if found.notebook else ""
     return found.render(page, *args)
+
+
+def expand_page(markdown: str, page: Page, first_line: int = 1) -> str:
+    """Every directive line of a page expanded; lines inside fenced code are left alone.
+
+    Errors come back as (line number, error) through PageError, for the caller to name the file.
+    """
+    from render import indent_block
+
+    out: list[str] = []
+    fence: str | None = None
+    for number, line in enumerate(markdown.split("\n"), start=first_line):
+        opened = FENCE.match(line)
+        if fence is not None:
+            if opened and opened.group("fence")[0] == fence[0] and len(opened.group("fence")) >= len(fence) \
+                    and not line.strip()[len(opened.group("fence")):].strip():
+                fence = None
+            out.append(line)
+            continue
+        if opened:
+            fence = opened.group("fence")
+            out.append(line)
+            continue
+        match = LINE.match(line)
+        if not match:
+            out.append(line)
+            continue
+        try:
+            expanded = expand(match.group("name"), (match.group("args") or "").strip(), page)
+        except Exception as exc:
+            raise PageError(number, exc) from None
+        out.append(indent_block(expanded, match.group("indent")))
+    return "\n".join(out)
+
+
+class PageError(Exception):
+    def __init__(self, line: int, error: Exception):
+        self.line, self.error = line, error
+        super().__init__(f"{line}: {error}")
 
 
 def _load_all() -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import html
 
-from directives import Page, directive
+from directives import Page, directive, notebook_form
 from directives.common import STALE_MARK, gpu_first, stale_note, where
 from evidence import HistoryPoint, Record
 from kit import Benchmark
@@ -181,3 +181,9 @@ def ratio_chart(bars: list[tuple[str, Benchmark]], clip: float = 2.0) -> str:
                "printed.")
     return (f'<figure class="vt-chart">\n{"".join(parts)}\n<figcaption>{html.escape(caption)}</figcaption>\n'
             f"</figure>")
+
+
+@notebook_form("benchmarks")
+def benchmarks_notebook(page: Page) -> str:
+    md = benchmarks(page).replace(":material-check: ", "✓ ")
+    return md.replace(f'!!! vt-stale "{STALE_MARK}"', f"**{STALE_MARK}**")

@@ -6,9 +6,9 @@ the variant that matches the reader's scheme (#only-light, #only-dark).
 
 from __future__ import annotations
 
-from directives import DirectiveError, Page, directive
+from directives import DirectiveError, Page, directive, notebook_form
 from directives.common import STALE_MARK, gpu_first, mode_label, stale_note
-from evidence import Record
+from evidence import Record, read_figure
 from kit import Figure
 from render import admonition, text
 from status import LessonStatus
@@ -47,3 +47,18 @@ def figures(page: Page) -> str:
     st = page.lesson
     out = [figure_html(page, st, record, fig) for record in gpu_first(st) for fig in record.figures]
     return "\n\n".join(out) or "_No figures recorded yet._"
+
+
+@notebook_form("figure")
+def figure_notebook(page: Page, name: str) -> str:
+    """The light variant, embedded in the cell as an attachment (the notebook needs no other file)."""
+    st = page.lesson
+    for record in gpu_first(st):
+        for fig in record.figures:
+            if fig.name == name:
+                page.attachments[fig.file] = read_figure(page.site.evidence_dir, record, fig.file)
+                where = text(f"{mode_label(record)}, {record.date}")
+                older = "" if st.is_current(record) else " ⚠ older source"
+                caption = text(fig.caption or fig.name)
+                return f"![{caption}](attachment:{fig.file})\n\n*{caption} ({where}){older}*"
+    return ""

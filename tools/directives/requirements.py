@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from directives import Page, directive
+from directives import Page, directive, notebook_form
 from render import admonition, md_table, text
 from requirements import INSTALL, requirements
 
 
-@directive("requirements", "the GPU and Triton the lesson needs, the versions and run time of each recorded "
-                           "run, the install line, run commands and downloads")
-def requirements_box(page: Page) -> str:
+def requirements_markdown(page: Page) -> str:
+    """The box's contents, in Markdown that both the site and Jupyter render."""
     st = page.lesson
     req = requirements(st.lesson, st)
     need = (f"a CUDA GPU of compute capability {text(req.capability)} or newer"
@@ -28,7 +27,20 @@ def requirements_box(page: Page) -> str:
     interp, gpu = req.commands()
     body += (f"\n\nInstall: <code>{text(INSTALL)}</code>  \n"
              f"Run: <code>{text(interp)}</code> (CPU, checks only) · <code>{text(gpu)}</code> (GPU)")
-    links = page.site.extra.get("downloads", {}).get(st.lesson.name)
+    return body
+
+
+@directive("requirements",                           "run, the install line, run commands and downloads")
+def requirements_box(page: Page) -> str:
+    body = requirements_markdown(page)
+    links = page.site.extra.get("downloads", {}).get(page.lesson.lesson.name)
     if links:
-        body += "\n\n" + " · ".join(f"[{label}]({page.root}{target})" for label, target in links)
+        body += "\n\n" + " · ".join(
+            f"[{label}]({target}){{ .vt-colab }}" if target.startswith("https://")
+            else f"[{label}]({page.root}{target})" for label, target in links)
     return admonition("vt-run", "Run it yourself", body, folded=False)
+
+
+@notebook_form("requirements")
+def requirements_notebook(page: Page) -> str:
+    return "**Requirements**\n\n" + requirements_markdown(page)

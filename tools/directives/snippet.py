@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from directives import DirectiveError, Page, directive
+from directives import DirectiveError, Page, directive, notebook_form
 from render import attr, code_block
 from snippets import extract
 from sources import page_uri, site_path
@@ -11,12 +11,7 @@ from sources import page_uri, site_path
 @directive("snippet", "a region of a lesson file, with its line numbers and a link to the full source",
            args=("code/<lesson>/<file>.py", "REGION"), needs_lesson=False)
 def snippet(page: Page, rel: str, region_name: str) -> str:
-    code_dir = page.site.code_dir
-    if not rel.startswith("code/") or not rel.endswith(".py") or ".." in rel.split("/"):
-        raise DirectiveError(f"'::snippet' shows Python files under code/, not {rel!r}")
-    path = code_dir / rel.removeprefix("code/")
-    region = extract(path, region_name, code_dir)
-    rel = site_path(code_dir, path)
+    rel, region = _region(page, rel, region_name)
     lines = f"line {region.start}" if region.start == region.end else f"lines {region.start}-{region.end}"
     block = code_block(region.text.rstrip("\n"), "python",
                        f'title="{attr(f"{rel}, {lines}")}" linenums="{region.start}"')
@@ -24,3 +19,19 @@ def snippet(page: Page, rel: str, region_name: str) -> str:
             f"({page.root}{page_uri(rel)}#__codelineno-0-{region.start}){{ .vt-source-link }} · "
             f"[:material-download: download]({page.root}{rel}){{ .vt-source-link }}")
     return f"{block}\n\n{link}"
+
+
+def _region(page: Page, rel: str, region_name: str):
+    code_dir = page.site.code_dir
+    if not rel.startswith("code/") or not rel.endswith(".py") or ".." in rel.split("/"):
+        raise DirectiveError(f"'::snippet' shows Python files under code/, not {rel!r}")
+    path = code_dir / rel.removeprefix("code/")
+    region = extract(path, region_name, code_dir)
+    return site_path(code_dir, path), region
+
+
+@notebook_form("snippet")
+def snippet_notebook(page: Page, rel: str, region_name: str) -> str:
+    rel, region = _region(page, rel, region_name)
+    head = f"# {rel.rsplit('/', 1)[-1]}, lines {region.start}-{region.end} (the whole file runs below)\n"
+    return code_block(head + region.text.rstrip("\n"), "python")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from directives import Page, directive
+from directives import Page, directive, notebook_form
 from render import admonition, badge, md_table, text
 from status import STATUSES
 
@@ -22,3 +22,10 @@ def status(page: Page) -> str:
 @directive("badges", "a table of the status badges and what each means", needs_lesson=False)
 def badges(page: Page) -> str:
     return md_table(["Badge", "Means"], [[badge(s), text(s.meaning)] for s in STATUSES])
+
+
+@notebook_form("status")
+def status_notebook(page: Page) -> str:
+    st = page.lesson
+    return (f"**{st.status.label}** on the site when this notebook was made: {text(st.summary)}. "
+            f"{text(st.sentence)}")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from directives import DirectiveError, Page, directive
+from directives import DirectiveError, Page, directive, notebook_form
 from directives.common import STALE_MARK, gpu_first, mode_label, stale_note
 from render import admonition, bounded_rows, number, text
 
@@ -35,3 +35,12 @@ def table(page: Page, name: str) -> str:
         raise DirectiveError(f"no recorded table named '{name}' for lesson '{st.lesson.name}' "
                              f"(recorded tables: {', '.join(known) or 'none'})")
     return f"_Table {text(name)} is recorded by the GPU run, which has not been recorded yet._"
+
+
+@notebook_form("table")
+def table_notebook(page: Page, name: str) -> str:
+    try:
+        md = table(page, name)
+    except DirectiveError:
+        return ""
+    return md.replace(f'!!! vt-stale "{STALE_MARK}"', f"**{STALE_MARK}**")

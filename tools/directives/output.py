@@ -51,4 +51,5 @@ def output(page: Page) -> str:
         out.append(f'!!! note "Interpreter"\n    This lesson does not run under the interpreter: {text(interp.reason)}')
     if not any(r.mode == "gpu" for r in records):
         out.append('!!! note "GPU"\n    No GPU run has been recorded for this lesson.')
-    return "\n".join(out).rstrip() + "\n"
+    # Recorded output is evidence, not prose: kept out of the search index (it filled it with logs).
+    return '<div markdown data-search-exclude>\n\n' + "\n".join(out).rstrip() + "\n\n</div>\n"

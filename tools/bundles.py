@@ -26,6 +26,7 @@ from evidence import (
     PNG_MAGIC,
     EvidenceError,
     Record,
+    check_writable,
     gpu_key,
     parse_json,
     read_figure,
@@ -87,6 +88,11 @@ def import_bundles(paths: list[Path], lessons: dict[str, Lesson], evidence_dir: 
     for path in paths:
         incoming, refused, notes = read_bundle(path, lessons, selected)
         report.notes += notes
+        for item in incoming:  # a link under evidence/ would take the write outside the repository
+            try:
+                check_writable(evidence_dir, item.record.lesson, item.record.key, item.figures)
+            except EvidenceError as exc:
+                refused.append(f"{path}:{item.record.lesson}/{item.record.key}.json: {exc}; refused")
         if refused:
             report.refused += refused
             if incoming:

@@ -53,6 +53,7 @@ def colab_url(repo_url: str, branch: str, lesson: Lesson) -> str:
 def lesson_files(lesson: Lesson, code_dir: Path) -> dict[str, bytes]:
     """Archive name -> bytes: the lesson's sources (the kit too), each read through safefs."""
     files = {}
+    code_dir = Path(code_dir).absolute()
     for path in lesson.source_files():
         name = path.name if path.parent in (lesson.folder, code_dir) else path.relative_to(lesson.folder).as_posix()
         files[name] = read_bytes(path, LIMITS.source_file, code_dir)
@@ -132,7 +133,8 @@ def page_markdown(lesson: Lesson, site: directives.Site, docs_dir: Path) -> tupl
     text = read_text(docs_dir / lesson.page, LIMITS.source_file, docs_dir)
     body = re.sub(r"\A---\n.*?\n---\n", "", text, count=1, flags=re.S)
     page = directives.Page(site, lesson.page, site.status(lesson.name), notebook=True)
-    return for_jupyter(directives.expand_page(body, page)), page.attachments
+    first_line = 1 + text.count("\n") - body.count("\n")  # errors name the page's own lines, front matter counted
+    return for_jupyter(directives.expand_page(body, page, first_line)), page.attachments
 
 
 def split_cells(markdown: str) -> list[str]:
@@ -209,7 +211,6 @@ def setup_cell(lesson: Lesson, site: directives.Site) -> str:
 
 
 def notebook(lesson: Lesson, site: directives.Site, docs_dir: Path):
-    import nbformat
     from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
     prose, attachments = page_markdown(lesson, site, docs_dir)
@@ -256,8 +257,7 @@ def notebook(lesson: Lesson, site: directives.Site, docs_dir: Path):
         "colab": {"provenance": [], "toc_visible": True},
     })
     nb.metadata["title"] = lesson.title
-    nbformat.validate(nb)
-    return nb
+    return nb  # built from nbformat's own constructors; tests/test_downloads.py validates every notebook
 
 
 def notebook_bytes(lesson: Lesson, site: directives.Site, docs_dir: Path) -> bytes:
@@ -269,6 +269,7 @@ def notebook_bytes(lesson: Lesson, site: directives.Site, docs_dir: Path) -> byt
 # -- command line ------------------------------------------------------------------------
 
 def make_site(code_dir: Path, evidence_dir: Path, repo_url: str = "", branch: str = "main") -> directives.Site:
+    code_dir, evidence_dir = Path(code_dir).absolute(), Path(evidence_dir).absolute()
     lessons = discover(code_dir)
     statuses = {lesson.name: judge(lesson, evidence_dir) for lesson in lessons}
     return directives.Site(code_dir, evidence_dir, lessons, statuses, repo_url, branch)

@@ -20,6 +20,7 @@ import hashlib
 import json
 import os
 import re
+import stat
 import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -284,6 +285,7 @@ def write_record(evidence_dir: Path, record: Record, figure_data: dict[str, byte
     missing = wanted - figure_data.keys()
     if missing:
         raise EvidenceError(f"{record.lesson}/{record.key}: no bytes for figure(s) {', '.join(sorted(missing))}")
+    check_writable(evidence_dir, record.lesson, record.key, wanted)
     path = record_path(evidence_dir, record.lesson, record.key)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig_dir = figures_dir(evidence_dir, record.lesson, record.key)
@@ -301,6 +303,28 @@ def write_record(evidence_dir: Path, record: Record, figure_data: dict[str, byte
         if not any(fig_dir.iterdir()):
             fig_dir.rmdir()
     return path
+
+
+def check_writable(evidence_dir: Path, lesson: str, key: str, figure_files=()) -> None:
+    """EvidenceError unless a record and its figures can be written without passing a link or special file.
+
+    A link under evidence/ (the lesson's folder, the figures folder, the record or a figure in place) would
+    make a write land outside the repository; what does not exist yet is fine.
+    """
+    root = Path(evidence_dir)
+    targets = [record_path(root, lesson, key)] + [figures_dir(root, lesson, key) / f for f in sorted(figure_files)]
+    for target in targets:
+        here = root
+        for part in target.relative_to(root).parts:
+            here = here / part
+            try:
+                mode = os.lstat(here).st_mode
+            except FileNotFoundError:
+                break
+            plain = stat.S_ISREG(mode) if here == target else stat.S_ISDIR(mode)
+            if not plain:
+                raise EvidenceError(f"{here}: not a plain {'file' if here == target else 'folder'} (a link or a "
+                                    "special file); evidence is never written through one")
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:

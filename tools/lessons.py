@@ -4,16 +4,16 @@ One job: find lessons, read their declarations through a strict schema, and
 hash the source a run depends on, so evidence can say exactly which source it
 ran. The hash covers the main file, the local modules it imports (the kit
 among them) and the part of lesson.toml that changes a run (`main`,
-`[requires]`, `[interpreter]`, `[gpu]`). Title, summary, course order and
+`[requires]`, `[interpreter]`, `[gpu]`). Title, summary, course order, part and
 prerequisites only place the lesson on the site: editing them never makes
 evidence stale. Every file is read through safefs: no links, bounded sizes.
 """
 
 from __future__ import annotations
 
-import ast
 import hashlib
 import json
+import os
 import re
 import tomllib
 from dataclasses import asdict, dataclass, field
@@ -57,6 +57,7 @@ class LessonToml:
     main: str
     page: str
     order: int = 999
+    part: str = ""  # the part of the course it belongs to, a section of the site's navigation
     summary: str = ""
     prerequisites: list[str] = field(default_factory=list)
     requires: Requires = field(default_factory=Requires)
@@ -79,6 +80,7 @@ class Lesson:
     root: Path  # the project root that paths in evidence are relative to
     title: str
     order: int
+    part: str
     folder: Path
     main: Path
     page: str  # docs-relative path of the lesson's page
@@ -139,6 +141,10 @@ def file_sha256(path: Path) -> str:
 
 
 def _file_sha256(path: Path, code_dir: Path | None) -> str:
+    return _memo("sha256", path, lambda: _read_sha256(path, code_dir))
+
+
+def _read_sha256(path: Path, code_dir: Path | None) -> str:
     # Line endings are normalised so a Windows checkout hashes like a Linux one.
     try:
         data = read_bytes(path, LIMITS.source_file, code_dir).replace(b"\r\n", b"\n")
@@ -147,22 +153,47 @@ def _file_sha256(path: Path, code_dir: Path | None) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def _local_imports(path: Path, search: tuple[Path, ...], code_dir: Path) -> list[Path]:
+IMPORT = re.compile(r"^[ \t]*(?:from[ \t]+([A-Za-z_]\w*)[\w.]*[ \t]+import\b|import[ \t]+([^#\n]+))", re.M)
+
+
+_SEEN: dict[tuple, object] = {}  # (what, path, mtime, size) -> result: the kit is shared by every lesson
+
+
+def _memo(what: str, path: Path, compute):
+    """compute() once per version of the file (the same path, modification time and size)."""
     try:
-        tree = ast.parse(read_text(path, LIMITS.source_file, code_dir), filename=str(path))
+        info = os.lstat(path)
+    except OSError:
+        return compute()
+    key = (what, str(path), info.st_mtime_ns, info.st_size, info.st_ino)
+    if key not in _SEEN:
+        _SEEN[key] = compute()
+    return _SEEN[key]
+
+
+def _imported_names(path: Path, code_dir: Path) -> list[str]:
+    try:
+        source = read_text(path, LIMITS.source_file, code_dir)
     except UnsafePathError as exc:
         raise LessonError(str(exc)) from None
-    except SyntaxError as exc:
-        raise LessonError(f"{path}:{exc.lineno}: syntax error: {exc.msg}") from None
     names: list[str] = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            names.extend(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names.append(node.module)
+    for from_name, import_list in IMPORT.findall(source):
+        if from_name:
+            names.append(from_name)
+        else:
+            names += [part.split()[0].split(".")[0] for part in import_list.split(",") if part.strip()]
+    return list(dict.fromkeys(names))
+
+
+def _local_imports(path: Path, search: tuple[Path, ...], code_dir: Path) -> list[Path]:
+    """The local modules `path` imports (files in its folder or in code/), found without parsing.
+
+    A regular expression over the import statements: a course of hundreds of
+    lessons reads the same kit hundreds of times, and a parse costs more than
+    the rest of the judgement. A syntax error surfaces when the lesson runs.
+    """
     found = []
-    for name in names:
-        top = name.split(".")[0]
+    for top in _memo("imports", path, lambda: _imported_names(path, code_dir)):
         for folder in search:
             candidate = folder / f"{top}.py"
             if candidate.exists() or candidate.is_symlink():
@@ -207,7 +238,7 @@ def load_lesson(folder: Path, code_dir: Path | None = None) -> Lesson:
                            "interpreter": asdict(spec.interpreter), "gpu": asdict(spec.gpu),
                            "timeout": spec.timeout}, sort_keys=True)
     return Lesson(
-        name=folder.name, root=code_dir.parent, title=spec.title, order=spec.order, folder=folder,
+        name=folder.name, root=code_dir.parent, title=spec.title, order=spec.order, part=spec.part, folder=folder,
         main=main, page=spec.page, summary=spec.summary, prerequisites=tuple(spec.prerequisites),
         modes=modes, requires=spec.requires, run_spec=run_spec,
     )

@@ -54,12 +54,12 @@ def on_startup(command, dirty) -> None:
 
 
 def on_config(config):
-    """Fill the Lessons section of the navigation from the lessons' own order."""
+    """Fill the Lessons section of the navigation from the lessons' own order and parts."""
     try:
         lessons = discover(CODE_DIR)
     except (LessonError, UnsafePathError) as exc:
         raise PluginError(str(exc)) from None
-    pages = [lesson.page for lesson in lessons]
+    pages = course_nav(lessons)
     nav = config.get("nav") or []
     for i, item in enumerate(nav):
         if isinstance(item, dict) and LESSONS_SECTION in item:
@@ -69,6 +69,23 @@ def on_config(config):
         nav.insert(1 if nav else 0, {LESSONS_SECTION: pages})
     config["nav"] = nav
     return config
+
+
+def course_nav(lessons) -> list:
+    """Lesson pages in course order; consecutive lessons of one `part` form a sub-section.
+
+    With navigation.prune, a page carries only its own part's entries, so
+    building a course of hundreds of lessons costs per page what a few dozen do.
+    """
+    nav: list = []
+    for lesson in lessons:
+        if not lesson.part:
+            nav.append(lesson.page)
+        elif nav and isinstance(nav[-1], dict) and lesson.part in nav[-1]:
+            nav[-1][lesson.part].append(lesson.page)
+        else:
+            nav.append({lesson.part: [lesson.page]})
+    return nav
 
 
 def on_pre_build(config) -> None:

@@ -13,6 +13,7 @@ by itself: the navigation comes from lesson.toml (`order`). Then run:
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import sys
 from pathlib import Path
@@ -71,7 +72,7 @@ if __name__ == "__main__":
 '''
 
 LESSON_TOML = '''title = "{title}"
-order = {order}
+order = {order}{part_line}
 main = "{module}.py"
 page = "lessons/{name}.md"
 summary = "One sentence on what this lesson teaches."
@@ -111,7 +112,7 @@ The story of the lesson, in prose.
 '''
 
 
-def create(name: str, title: str, root: Path = ROOT) -> list[Path]:
+def create(name: str, title: str, root: Path = ROOT, part: str = "") -> list[Path]:
     if not VALID.match(name):
         raise SystemExit(f"invalid lesson name {name!r}: use lower-case letters, digits and '-'")
     folder = root / "code" / name
@@ -121,7 +122,9 @@ def create(name: str, title: str, root: Path = ROOT) -> list[Path]:
             raise SystemExit(f"{path} already exists")
     existing = discover(root / "code")
     order = max((lesson.order for lesson in existing if lesson.order < 999), default=0) + 1
-    values = {"name": name, "title": title, "module": name.replace("-", "_"), "order": order}
+    part_line = f"\npart = {json.dumps(part)}" if part else ""
+    values = {"name": name, "title": title, "module": name.replace("-", "_"), "order": order,
+              "part_line": part_line}
     folder.mkdir(parents=True)
     written = {
         folder / f"{values['module']}.py": LESSON_PY,
@@ -138,9 +141,10 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description="Create a new lesson.")
     parser.add_argument("name", help="lower-case letters, digits and '-', e.g. 'row-sum'")
     parser.add_argument("--title", help="the page title (default: from the name)")
+    parser.add_argument("--part", default="", help="the part of the course (a section of the navigation)")
     args = parser.parse_args(argv)
     title = args.title or args.name.replace("-", " ").capitalize()
-    for path in create(args.name, title):
+    for path in create(args.name, title, part=args.part):
         print(f"created {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
     print(f"next: python tools/verify.py --lesson {args.name} && mkdocs serve")
     return 0

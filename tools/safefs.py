@@ -35,19 +35,19 @@ def _kind(mode: int) -> str:
 
 def check_inside(path: Path, root: Path) -> None:
     """Refuse `path` unless every step from `root` down to it is a plain folder (no link)."""
-    root = Path(os.path.abspath(root))
-    path = Path(os.path.abspath(path))
-    if path != root and root not in path.parents:
-        raise UnsafePathError(path, f"outside {root}")
-    here = root
-    for part in path.relative_to(root).parts[:-1]:
-        here = here / part
+    root_s = os.path.abspath(root)
+    path_s = os.path.abspath(path)
+    if not path_s.startswith(root_s.rstrip(os.sep) + os.sep):
+        raise UnsafePathError(path, f"outside {root_s}")
+    here = root_s
+    for part in path_s[len(root_s):].strip(os.sep).split(os.sep)[:-1]:
+        here = os.path.join(here, part)
         try:
             mode = os.lstat(here).st_mode
         except FileNotFoundError:
             raise UnsafePathError(path, "not found") from None
         if not stat.S_ISDIR(mode):
-            raise UnsafePathError(here, f"{_kind(mode)} on the way to {path.name}; links are never followed")
+            raise UnsafePathError(here, f"{_kind(mode)} on the way to {Path(path_s).name}; links are never followed")
 
 
 def read_bytes(path: Path, limit: int, root: Path | None = None) -> bytes:

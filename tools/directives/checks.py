@@ -12,7 +12,7 @@ MARK = {"pass": ":material-check: pass", "fail": ":material-close: **fail**", "s
 @directive("checks", "every recorded check, one column per run (failed and skipped checks never fold away)")
 def checks(page: Page) -> str:
     # Check messages are evidence, not prose: kept out of the search index.
-    return f"<div markdown data-search-exclude>\n\n{checks_markdown(page)}\n\n</div>"
+    return f"<section markdown data-search-exclude>\n\n{checks_markdown(page)}\n\n</section>"
 
 
 def checks_markdown(page: Page) -> str:

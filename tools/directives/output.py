@@ -6,6 +6,11 @@ from directives import Page, directive
 from directives.common import gpu_first, mode_label, stale_note
 from render import clean_output, code_block, indent_block, text
 
+# Recorded output is evidence, not prose: kept out of the search index (it filled it with logs). The mark
+# sits on the code block itself: Material's indexer compares elements by tag, so an excluded <div> stops
+# being excluded at the first inner </div> (the tabs' own), and a wrapper would not survive md_in_html.
+OUTPUT_ATTRS = '{ .text .vt-output data-search-exclude="1" }'
+
 
 def environment_line(record, current: bool) -> str:
     env = record.env
@@ -39,11 +44,11 @@ def output(page: Page) -> str:
             items = "; ".join(f"{p.part} ({p.reason})" for p in record.skipped_parts)
             body += [f"Not run here: {text(items)}", ""]
         body.append("Standard output:\n")
-        body.append(code_block(clean_output(record.stdout) or "(nothing)", "text", ".vt-output"))
+        body.append(code_block(clean_output(record.stdout) or "(nothing)", "", OUTPUT_ATTRS))
         if record.stdout_omitted:
             body.append(f"\n{record.stdout_omitted} bytes of standard output were not kept.")
         if record.stderr.strip():
-            body += ["", "Standard error:\n", code_block(clean_output(record.stderr), "text", ".vt-output")]
+            body += ["", "Standard error:\n", code_block(clean_output(record.stderr), "", OUTPUT_ATTRS)]
         out.append(indent_block("\n".join(body), "    "))
         out.append("")
     interp = st.lesson.modes["interpreter"]
@@ -51,5 +56,7 @@ def output(page: Page) -> str:
         out.append(f'!!! note "Interpreter"\n    This lesson does not run under the interpreter: {text(interp.reason)}')
     if not any(r.mode == "gpu" for r in records):
         out.append('!!! note "GPU"\n    No GPU run has been recorded for this lesson.')
-    # Recorded output is evidence, not prose: kept out of the search index (it filled it with logs).
-    return '<div markdown data-search-exclude>\n\n' + "\n".join(out).rstrip() + "\n\n</div>\n"
+    # Not wrapped in <div markdown data-search-exclude>: md_in_html parses that div's content as HTML
+    # before the tabs' fenced blocks are read, so a recorded "</div>" closed it and the rest of the
+    # output became page markup (tests/test_hostile.py).
+    return "\n".join(out).rstrip() + "\n"

@@ -79,7 +79,7 @@ def serve_update(root: Path, mkdocs: str) -> float:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    proc = subprocess.Popen([mkdocs, "serve", "-a", f"127.0.0.1:{port}", "--no-livereload"], cwd=root,
+    proc = subprocess.Popen([mkdocs, "serve", "--dirty", "--no-strict", "-a", f"127.0.0.1:{port}"], cwd=root,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
                             env=dict(os.environ, NO_MKDOCS_2_WARNING="1"))
     url = f"http://127.0.0.1:{port}/source/scale-000/scale_000/"

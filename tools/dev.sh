@@ -22,7 +22,9 @@ setup() {  # $1: the extra to install
 case "${1:-}" in
     serve)
         setup site
-        exec .venv/bin/mkdocs serve "${@:2}"
+        # --dirty: after the first build, re-render only what an edit changed (tools/incremental.py);
+        # warnings are shown, not fatal, while writing (the test command builds with --strict).
+        exec .venv/bin/mkdocs serve --dirty --no-strict "${@:2}"
         ;;
     test)
         setup dev

@@ -23,6 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import directives  # noqa: E402
 import downloads  # noqa: E402
+import incremental  # noqa: E402
 import render  # noqa: E402
 import sources  # noqa: E402
 from evidence import EvidenceError, read_figure  # noqa: E402
@@ -39,6 +40,7 @@ EVIDENCE_DIR = Path(os.environ.get("VT_EVIDENCE_DIR") or ROOT / "evidence").abso
 LESSONS_SECTION = "Lessons"
 
 _site: directives.Site | None = None
+_dirty = False  # `mkdocs serve --dirty`: generated files go through a cache folder (see incremental.py)
 
 
 class _QuietCodeLineAnchors(logging.Filter):
@@ -51,6 +53,25 @@ class _QuietCodeLineAnchors(logging.Filter):
 
 def on_startup(command, dirty) -> None:
     logging.getLogger("mkdocs.structure.pages").addFilter(_QuietCodeLineAnchors())
+    os.environ["VT_DIRTY_SERVE"] = "1" if (dirty and command == "serve") else ""
+
+
+class _Output:
+    """Adds generated files to the build: in memory for a full build; through a cache folder,
+    written only when changed, for a dirty serve (so MkDocs skips what did not change)."""
+
+    def __init__(self, files: Files, config):
+        self.files, self.config = files, config
+        self.dirty = os.environ.get("VT_DIRTY_SERVE") == "1"
+        self.cache = Path(config["config_file_path"] or ROOT / "mkdocs.yml").parent / ".cache" / "site-files"
+
+    def add(self, uri: str, content: str | bytes) -> None:
+        if not self.dirty:
+            self.files.append(File.generated(self.config, uri, content=content))
+            return
+        incremental.write_if_changed(self.cache / uri, content.encode() if isinstance(content, str) else content)
+        self.files.append(File(uri, src_dir=str(self.cache), dest_dir=self.config["site_dir"],
+                               use_directory_urls=self.config["use_directory_urls"]))
 
 
 def on_config(config):
@@ -105,6 +126,7 @@ def on_pre_build(config) -> None:
 
 def on_files(files: Files, config) -> Files:
     site = _site
+    out = _Output(files, config)
     imports = {lesson.name: [p for p in lesson.source_files() if p.suffix == ".py" and p != lesson.main]
                for lesson in site.lessons}
     try:
@@ -112,44 +134,53 @@ def on_files(files: Files, config) -> Files:
         for path in published:
             rel = sources.site_path(CODE_DIR, path)
             text = read_text(path, LIMITS.source_file, CODE_DIR)
-            files.append(File.generated(config, rel, content=text))
+            out.add(rel, text)
             regions = list(read_regions(path, CODE_DIR).values())
             page_uri = sources.page_uri(rel)
             up = "../" * page_uri.count("/")
             links = _import_links(path, site, imports, up)
             content = sources.source_page(rel, text, regions, f"{up}{rel}", links)
-            files.append(File.generated(config, page_uri, content=content))
+            out.add(page_uri, content)
         for st in site.statuses.values():
             for record in st.records:
                 rec_uri = f"evidence/{record.lesson}/{record.key}.json"
-                files.append(File.generated(config, rec_uri, content=record.to_json()))
+                out.add(rec_uri, record.to_json())
                 for fig in record.figures:
                     for file in (fig.file, fig.dark_file):
                         if file:
                             data = read_figure(EVIDENCE_DIR, record, file)
-                            files.append(File.generated(config, f"evidence/{record.lesson}/{record.key}/{file}",
-                                                        content=data))
+                            out.add(f"evidence/{record.lesson}/{record.key}/{file}", data)
     except (SnippetError, EvidenceError, UnsafePathError) as exc:
         raise PluginError(str(exc)) from None
     for st in site.statuses.values():
         if files.get_file_from_path(st.lesson.page) is None:
             raise PluginError(f"{st.lesson.folder / 'lesson.toml'}: page = '{st.lesson.page}' "
                               f"does not exist under docs/")
-    _publish_downloads(files, config, site)
+    docs_dir = Path(config["docs_dir"])
+    changed = incremental.changed(site.lessons, EVIDENCE_DIR, docs_dir)
+    _publish_downloads(out, site, docs_dir)
+    if out.dirty and changed:  # re-render the pages that show what changed
+        for lesson in site.lessons:
+            if lesson.name in changed:
+                page = files.get_file_from_path(lesson.page)
+                incremental.mark_stale(page.abs_dest_path if page else None)
+        for file in files.documentation_pages():
+            if "/" not in file.src_uri:  # home, status, benchmarks, ...: they list every lesson
+                incremental.mark_stale(file.abs_dest_path)
     return files
 
 
-def _publish_downloads(files: Files, config, site) -> None:
+def _publish_downloads(out: _Output, site, docs_dir: Path) -> None:
     """Each lesson as a zip that runs alone and as a notebook; the requirements box links them."""
-    docs_dir = Path(config["docs_dir"])
     links = site.extra.setdefault("downloads", {})
     for lesson in site.lessons:
         archive_uri = f"{downloads.ARCHIVES}/{lesson.name}.zip"
         notebook_uri = f"{downloads.NOTEBOOKS}/{lesson.name}.ipynb"
+        key = (lesson.name, incremental.fingerprint(lesson, EVIDENCE_DIR, docs_dir), site.repo_url, site.branch)
         try:
-            files.append(File.generated(config, archive_uri, content=downloads.archive(lesson, site)))
-            files.append(File.generated(config, notebook_uri,
-                                        content=downloads.notebook_bytes(lesson, site, docs_dir)))
+            out.add(archive_uri, incremental.memo(("zip", *key), lambda lesson=lesson: downloads.archive(lesson, site)))
+            out.add(notebook_uri, incremental.memo(
+                ("ipynb", *key), lambda lesson=lesson: downloads.notebook_bytes(lesson, site, docs_dir)))
         except (SnippetError, EvidenceError, UnsafePathError, LessonError, ValueError) as exc:
             raise PluginError(f"{lesson.folder / lesson.main.name}: cannot make its download: {exc}") from None
         except directives.PageError as exc:

@@ -1,0 +1,73 @@
+"""What changed between two builds of one `mkdocs serve` process, so a rebuild does only that.
+
+One job: remember, across rebuilds, a fingerprint of each lesson's inputs
+(its source hash, its evidence files, its page) and the expensive things made
+from them (archives, notebooks). MkDocs loads the hook module afresh for every
+rebuild; this module is imported once, so what it holds survives.
+
+With `mkdocs serve --dirty` (tools/dev.sh serve), MkDocs re-renders only the
+pages whose files are newer than their output. The hook writes generated files
+into a cache folder only when their content changed, and marks the output of a
+lesson page (and of the site-wide pages) out of date when the lesson's
+fingerprint changed, so an edit to a lesson shows in seconds whatever the
+size of the course.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+_fingerprints: dict[str, tuple] = {}
+_memo: dict[tuple, object] = {}
+
+
+def fingerprint(lesson, evidence_dir: Path, docs_dir: Path) -> tuple:
+    evidence = []
+    folder = evidence_dir / lesson.name
+    if folder.is_dir():
+        for entry in sorted(os.scandir(folder), key=lambda e: e.name):
+            info = entry.stat(follow_symlinks=False)
+            evidence.append((entry.name, info.st_mtime_ns, info.st_size))
+    try:
+        page = os.stat(docs_dir / lesson.page).st_mtime_ns
+    except OSError:
+        page = 0
+    return (lesson.source_hash(), tuple(evidence), page)
+
+
+def changed(lessons, evidence_dir: Path, docs_dir: Path) -> set[str]:
+    """Names of the lessons whose inputs differ from the previous build's (all of them the first time)."""
+    now = {lesson.name: fingerprint(lesson, evidence_dir, docs_dir) for lesson in lessons}
+    different = {name for name, fp in now.items() if _fingerprints.get(name) != fp}
+    _fingerprints.clear()
+    _fingerprints.update(now)
+    return different
+
+
+def memo(key: tuple, make):
+    """make() once per key, for the life of the process (keys carry a fingerprint)."""
+    if key not in _memo:
+        if len(_memo) > 4096:
+            _memo.clear()
+        _memo[key] = make()
+    return _memo[key]
+
+
+def write_if_changed(path: Path, data: bytes) -> None:
+    """Write only when the content differs, so an unchanged file keeps its time and is not rebuilt."""
+    try:
+        if path.read_bytes() == data:
+            return
+    except OSError:
+        pass
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+def mark_stale(dest: str | None) -> None:
+    """Make a page's output older than any source, so a dirty build renders it again."""
+    if dest and os.path.isfile(dest):
+        os.utime(dest, (0, 0))

@@ -13,10 +13,11 @@ This lesson tunes the same kernel over a handful of configs at five shapes
 each and how it compares with cuBLAS.
 
 Run it:
-    TRITON_INTERPRET=1 python code/autotune/autotune.py   # CPU: every config checked, nothing timed
-    python code/autotune/autotune.py                      # GPU: tuning, winners, TFLOP/s
+    TRITON_INTERPRET=1 python autotune.py   # any machine: every config checked
+    python autotune.py                      # a CUDA GPU: tuning, winners, TFLOP/s
 """
 
+import math
 import sys
 import time
 from functools import partial
@@ -26,8 +27,10 @@ import torch
 import triton
 import triton.language as tl
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # code/, where lessonkit.py lives
-from lessonkit import Lesson, bench_interleaved, scaled_rtol, tflops  # noqa: E402
+# lessonkit.py sits beside this file in a download, one folder up in the repository.
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE), str(HERE.parent)]
+from lessonkit import Lesson, bench_interleaved, scaled_rtol  # noqa: E402
 
 
 # The kernel is the fp16-matmul lesson's recommended kernel, unchanged: a
@@ -71,24 +74,32 @@ def matmul_kernel(
     offs_cm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_cn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     c_ptrs = c_ptr + offs_cm[:, None] * stride_cm + offs_cn[None, :] * stride_cn
-    tl.store(c_ptrs, acc.to(tl.float16), mask=(offs_cm[:, None] < M) & (offs_cn[None, :] < N))
+    mask = (offs_cm[:, None] < M) & (offs_cn[None, :] < N)
+    tl.store(c_ptrs, acc.to(tl.float16), mask=mask)
 # end snippet
 
 
 # snippet: configs
 def config(bm, bn, bk, warps, stages, group=8):
-    return triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_SIZE_M": group},
-                         num_warps=warps, num_stages=stages)
+    return triton.Config(
+        {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_SIZE_M": group},
+        num_warps=warps, num_stages=stages)
 
 
 CONFIGS = [
-    config(128, 256, 64, warps=8, stages=3),  # the fp16-matmul lesson's choice: big tiles, 2 warpgroups
-    config(256, 128, 64, warps=8, stages=3),  # the same tile area, transposed
-    config(128, 128, 64, warps=4, stages=4),  # a quarter fewer FLOPs per tile, one warpgroup, deeper pipeline
-    config(64, 256, 32, warps=4, stages=4),   # short and wide, half-depth K steps
-    config(128, 64, 64, warps=4, stages=4),   # more, smaller tiles: more programs for small grids
+    # the fp16-matmul lesson's choice: big tiles, 2 warpgroups
+    config(128, 256, 64, warps=8, stages=3),
+    # the same tile area, transposed
+    config(256, 128, 64, warps=8, stages=3),
+    # half the FLOPs per tile, one warpgroup, a deeper pipeline
+    config(128, 128, 64, warps=4, stages=4),
+    # short and wide, half-depth K steps
+    config(64, 256, 32, warps=4, stages=4),
+    # more, smaller tiles: more programs for small grids
+    config(128, 64, 64, warps=4, stages=4),
     config(64, 128, 64, warps=4, stages=4),
-    config(64, 64, 32, warps=4, stages=5),    # many tiny tiles: fills the SMs on small problems
+    # many tiny tiles: fills the SMs on small problems
+    config(64, 64, 32, warps=4, stages=5),
 ]
 # end snippet
 
@@ -99,61 +110,68 @@ CONFIGS = [
 # arguments, so the first call at each new shape is slow (seconds), and every
 # later call is as fast as the winner. The kernel writes only C, so running
 # it several times during tuning is harmless.
-matmul_kernel_tuned = triton.autotune(configs=CONFIGS, key=["M", "N", "K"])(matmul_kernel)
+matmul_kernel_tuned = triton.autotune(configs=CONFIGS, key=["M", "N", "K"])(
+    matmul_kernel)
 
 
-def matmul(a, b, cfg=None, out=None):
+def matmul(a, b, cfg=None, out=None, tuned=matmul_kernel_tuned):
     """C = A @ B in FP16. cfg=None: the autotuned kernel; else that one config."""
     assert a.dtype == b.dtype == torch.float16 and a.shape[1] == b.shape[0]
     M, K = a.shape
     _, N = b.shape
-    c = torch.empty((M, N), device=a.device, dtype=torch.float16) if out is None else out
-    args = (a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1))
+    if out is None:
+        out = torch.empty((M, N), device=a.device, dtype=torch.float16)
+    args = (a, b, out, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
+            out.stride(0), out.stride(1))
     if cfg is None:
         # The grid depends on the tile size, which is not known until the
         # autotuner has picked a config: pass a function of the meta-parameters.
         def grid(meta):
             return (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]),)
-        matmul_kernel_tuned[grid](*args)
+        tuned[grid](*args)
     else:
-        grid = (triton.cdiv(M, cfg.kwargs["BLOCK_M"]) * triton.cdiv(N, cfg.kwargs["BLOCK_N"]),)
+        kw = cfg.kwargs
+        grid = (triton.cdiv(M, kw["BLOCK_M"]) * triton.cdiv(N, kw["BLOCK_N"]),)
         # all_kwargs(): the block sizes plus num_warps/num_stages, exactly what
         # the autotuner passes, so this launch reuses the binary it times.
         matmul_kernel[grid](*args, **cfg.all_kwargs())
-    return c
+    return out
 # end snippet
 
 
 def describe(cfg):
     kw = cfg.kwargs
-    return f"{kw['BLOCK_M']}x{kw['BLOCK_N']}x{kw['BLOCK_K']}-g{kw['GROUP_SIZE_M']}-w{cfg.num_warps}-s{cfg.num_stages}"
+    return (f"{kw['BLOCK_M']}x{kw['BLOCK_N']}x{kw['BLOCK_K']}-g{kw['GROUP_SIZE_M']}"
+            f"-w{cfg.num_warps}-s{cfg.num_stages}")
 
 
 def tolerance(K, want):
-    """FP16 output rounding (2^-11 per element) plus FP32 accumulation (kit rule, x max|want|)."""
+    """FP16 output rounding (2^-11 per element) plus FP32 accumulation.
+
+    The accumulation bound is the kit's rule, times max|want|.
+    """
     acc_rtol, acc_why = scaled_rtol(0.0, 2.0 ** -23, K)
-    return 2.0 ** -11, acc_rtol * float(want.abs().max()), f"fp16 output rounding 2^-11; fp32 accumulation {acc_why}"
+    return (2.0 ** -11, acc_rtol * float(want.abs().max()),
+            f"fp16 output rounding 2^-11; fp32 accumulation {acc_why}")
 
 
 def random_pair(M, N, K, device, seed):
     torch.manual_seed(seed)
-    return torch.randn((M, K), device=device).half(), torch.randn((K, N), device=device).half()
+    return (torch.randn((M, K), device=device).half(),
+            torch.randn((K, N), device=device).half())
 
 
-def check(lesson, name, a, b, cfg=None):
+def check(lesson, name, a, b, cfg=None, **launch):
     M, K = a.shape
     N = b.shape[1]
-    c = torch.full((M, N), float("nan"), device=a.device, dtype=torch.float16)  # poison
-    matmul(a, b, cfg, out=c)
+    c = torch.full((M, N), float("nan"), device=a.device, dtype=torch.float16)
+    matmul(a, b, cfg, out=c, **launch)  # c starts as NaN: unwritten tiles fail
     want = a.double() @ b.double()
     rtol, atol, why = tolerance(K, want)
     return lesson.close(name, c, want, rtol, atol, why)
 
 
-def main() -> int:
-    lesson = Lesson("autotune")
-    device = lesson.device()
-
+def check_every_config(lesson: Lesson, device: str) -> None:
     # snippet: every-config
     # Before any timing: every config in the list must compute the right
     # answer, on a shape that is a multiple of none of the tiles. A config
@@ -163,65 +181,188 @@ def main() -> int:
     # of each config, with its real block sizes). On the GPU, M, N and K are
     # multiples of 16, like the tuned shapes, so this runs the very binaries
     # the autotuner times.
-    shapes = [(200, 136, 72), (330, 520, 130)] if lesson.interpret else [(784, 656, 400)]
+    if lesson.interpret:
+        shapes = [(200, 136, 72), (330, 520, 130)]
+    else:
+        shapes = [(784, 656, 400)]
     for seed, (M, N, K) in enumerate(shapes):
         a, b = random_pair(M, N, K, device, seed)
         for cfg in CONFIGS:
             check(lesson, f"config-{describe(cfg)}-{M}x{N}x{K}", a, b, cfg)
     # end snippet
 
-    if lesson.interpret:
-        print("\nNo tuning and no timings under the interpreter: the autotuner needs a GPU clock.")
-        return lesson.finish()
 
+# The five shapes, and the one the benchmark gates on.
+SHAPES = [
+    (512, 512, 512),      # small: few tiles, far from filling 132 SMs
+    (1024, 1024, 4096),   # tall K: few output tiles, each a long K loop
+    (4096, 4096, 4096),   # large square
+    (8192, 8192, 1024),   # short K: many tiles, short loops, epilogue matters more
+    (16384, 256, 4096),   # skinny: N is one or two tiles wide
+]
+TARGET_SHAPE = (4096, 4096, 4096)
+
+
+def tune_and_benchmark(lesson: Lesson) -> None:
+    rows, spread = [], {}
     # snippet: tune
-    shapes = [
-        (512, 512, 512),      # small: few tiles, far from filling 132 SMs
-        (1024, 1024, 4096),   # tall K: few output tiles, each a long K loop
-        (4096, 4096, 4096),   # large square
-        (8192, 8192, 1024),   # short K: many tiles, short loops, epilogue matters more
-        (16384, 256, 4096),   # skinny: N is one or two tiles wide
-    ]
-    rows, spread, results = [], {}, {}
-    for i, (M, N, K) in enumerate(shapes):
-        a, b = random_pair(M, N, K, device, seed=10 + i)
+    for i, (M, N, K) in enumerate(SHAPES):
+        a, b = random_pair(M, N, K, "cuda", seed=10 + i)
         torch.cuda.synchronize()
         start = time.perf_counter()
-        matmul(a, b)  # first call at this key: times every config, then runs the winner
+        matmul(a, b)  # first call at this key: times every config, runs the winner
         torch.cuda.synchronize()
         tuning_s = time.perf_counter() - start
-        best = matmul_kernel_tuned.best_config  # the winner cached for this key (M, N, K, dtypes)
+        best = matmul_kernel_tuned.best_config  # the winner cached for this key
+        # What the autotuner measured for every config: do_bench medians, ms.
+        timings = getattr(matmul_kernel_tuned, "configs_timings", None) or {}
+        spread[M, N, K] = {describe(c): t[0] if isinstance(t, (list, tuple)) else t
+                           for c, t in timings.items()}
+        check(lesson, f"tuned-{M}x{N}x{K}", a, b)  # the tuned kernel's answer
+        # Later calls: a cache lookup, then the winner. It and cuBLAS take
+        # turns: fifteen rounds at the target shape, three (a table) elsewhere.
+        target = (M, N, K) == TARGET_SHAPE
+        ms = bench_interleaved({"tuned": partial(matmul, a, b),
+                                "cublas": partial(torch.matmul, a, b)},
+                               rounds=15 if target else 3,
+                               warm_s=0.5 if target else 0.1)
+        # end snippet
         flop = 2 * M * N * K
-        # later calls: a cache lookup, then the winner; it and cuBLAS take turns
-        ms = bench_interleaved({"tuned": partial(matmul, a, b), "cublas": partial(torch.matmul, a, b)})
-        tf, tf_cublas = tflops(flop, ms["tuned"]), tflops(flop, ms["cublas"])
-        results[M, N, K] = (tf, tf_cublas)
+        if target:
+            lesson.benchmark("autotuned-vs-cublas-4096",
+                             "autotuned matmul vs cuBLAS, 4096^3 fp16", ms, "tuned",
+                             "cublas", unit="TFLOP/s", work=flop,
+                             baseline_name="cuBLAS (torch.matmul)", threshold=0.70,
+                             stretch=0.85, note=f"winner {describe(best)}")
         kw = best.kwargs
         programs = triton.cdiv(M, kw["BLOCK_M"]) * triton.cdiv(N, kw["BLOCK_N"])
-        rows.append([f"{M}x{N}x{K}", f"{kw['BLOCK_M']}x{kw['BLOCK_N']}x{kw['BLOCK_K']}", kw["GROUP_SIZE_M"],
-                     best.num_warps, best.num_stages, programs, tf, tf_cublas, tf / tf_cublas, tuning_s])
-        # What the autotuner measured for every config (median ms), when this
-        # Triton version keeps it.
-        timings = getattr(matmul_kernel_tuned, "configs_timings", None) or {}
-        spread[M, N, K] = {describe(c): tflops(flop, t[0] if isinstance(t, (list, tuple)) else t)
-                           for c, t in timings.items()}
-        check(lesson, f"tuned-{M}x{N}x{K}", a, b)  # the tuned kernel's answer at this shape
-    # end snippet
-    lesson.table("winners", ["shape MxNxK", "BLOCK_M,N,K", "GROUP_M", "warps", "stages", "programs",
-                             "TFLOP/s", "cuBLAS TFLOP/s", "ratio", "tuning s"], rows,
-                 "The config the autotuner picked at each shape (best_config), its grid size, its speed against "
-                 "cuBLAS (torch.matmul) in the same run, and the wall time of the first call, which tuned")
-    if all(spread.values()):
-        names = [describe(c) for c in CONFIGS]
-        lesson.table("all-configs", ["config", *[f"{M}x{N}x{K}" for M, N, K in shapes]],
-                     [[name, *[spread[shape].get(name, float("nan")) for shape in shapes]] for name in names],
-                     "TFLOP/s of every config at every shape, from the autotuner's own timings (do_bench medians)")
-    else:
-        print("  (this Triton version does not expose the autotuner's per-config timings; no all-configs table)")
+        tf, tf_cublas = (flop / ms.median(name) * 1e-9 for name in ("tuned", "cublas"))
+        rows.append([f"{M}x{N}x{K}", f"{kw['BLOCK_M']}x{kw['BLOCK_N']}x{kw['BLOCK_K']}",
+                     kw["GROUP_SIZE_M"], best.num_warps, best.num_stages, programs, tf,
+                     tf_cublas, tf / tf_cublas, tuning_s])
+    lesson.table("winners", ["shape MxNxK", "BLOCK_M,N,K", "GROUP_M", "warps",
+                             "stages", "programs", "TFLOP/s", "cuBLAS TFLOP/s",
+                             "ratio", "tuning s"], rows,
+                 "The config the autotuner picked at each shape (best_config), its "
+                 "grid size, its speed against cuBLAS (torch.matmul) in the same run "
+                 "(medians of 15 interleaved rounds at 4096^3, 3 elsewhere), and the "
+                 "wall time of the first call, which tuned")
+    if not all(spread.values()):
+        print("  (this Triton version does not expose the autotuner's per-config "
+              "timings; no all-configs table)")
+        return
+    names = [describe(c) for c in CONFIGS]
+    tflops = {shape: {name: 2 * math.prod(shape) / ms * 1e-9
+                      for name, ms in spread[shape].items()} for shape in SHAPES}
+    lesson.table("all-configs", ["config", *[f"{M}x{N}x{K}" for M, N, K in SHAPES]],
+                 [[name, *[tflops[shape].get(name, float("nan")) for shape in SHAPES]]
+                  for name in names],
+                 "TFLOP/s of every config at every shape, from the autotuner's own "
+                 "timings (do_bench medians)")
+    plot_heatmap(lesson, names, tflops)
 
-    tf, tf_cublas = results[4096, 4096, 4096]
-    lesson.benchmark("autotuned-vs-cublas-4096", tf, tf_cublas, "TFLOP/s", threshold=0.70, stretch=0.85,
-                     baseline_name="cuBLAS (torch.matmul)")
+
+def plot_heatmap(lesson: Lesson, names: list, tflops: dict) -> None:
+    shapes = list(tflops)
+    # Each column divided by its best config: 1.00 is the winner at that shape.
+    ratio = []
+    for name in names:
+        row = []
+        for shape in shapes:
+            value, best = tflops[shape].get(name), max(tflops[shape].values())
+            ok = value is not None and math.isfinite(value) and best > 0
+            row.append(value / best if ok else float("nan"))
+        ratio.append(row)
+
+    # The colour scale starts at the lowest tenth below the worst cell.
+    finite = [v for row in ratio for v in row if math.isfinite(v)]
+    low = min(0.9, math.floor(10 * min(finite, default=0.0)) / 10)
+
+    def draw(fig):
+        ax = fig.subplots()
+        image = ax.imshow(ratio, cmap="viridis", vmin=low, vmax=1.0, aspect="auto")
+        ax.set_xticks(range(len(shapes)),
+                      [f"{m}x{n}\nK={k}" for m, n, k in shapes])
+        ax.set_yticks(range(len(names)), names)
+        ax.set_xlabel("shape: M x N, and K")
+        ax.grid(False)
+        for i, row in enumerate(ratio):
+            for j, value in enumerate(row):
+                text = "n/a" if math.isnan(value) else f"{value:.2f}"
+                ax.text(j, i, text, ha="center", va="center", fontsize=9,
+                        color="black" if value > (low + 1.0) / 2 else "white")
+        fig.colorbar(image, ax=ax, label="TFLOP/s / best config's TFLOP/s")
+
+    lesson.plot("config-heatmap",
+                "Every config at every shape, as a fraction of the best config at that "
+                "shape (1.00: the autotuner's pick), from the autotuner's own timings",
+                draw)
+
+
+# == Try this ==================================================================
+
+# snippet: solution-prune-shared-memory
+# Exercise: prune before timing. The autotuner calls early_config_prune with
+# the config list and the call's arguments, and times only what it returns.
+# This one keeps the configs whose pipeline buffers fit a shared-memory
+# budget: num_stages copies of an A tile and a B tile, 2 bytes per value.
+def pipeline_bytes(cfg) -> int:
+    kw = cfg.kwargs
+    return cfg.num_stages * (kw["BLOCK_M"] + kw["BLOCK_N"]) * kw["BLOCK_K"] * 2
+
+
+def fits_shared_memory(configs, named_args, budget=99 * 1024, **kwargs):
+    kept = [cfg for cfg in configs if pipeline_bytes(cfg) <= budget]
+    return kept or [min(configs, key=pipeline_bytes)]  # never prune to nothing
+
+
+# 99 KiB is what a program may use on an L4 or an RTX 4090.
+matmul_kernel_pruned = triton.autotune(
+    configs=CONFIGS, key=["M", "N", "K"],
+    prune_configs_by={"early_config_prune": fits_shared_memory})(matmul_kernel)
+# end snippet
+
+# snippet: solution-small-tiles
+# Exercise: a config for small problems. At 512^3 even 64 x 64 tiles make
+# only 64 programs for 132 SMs; 32 x 64 tiles make 128. Like every config,
+# it must compute the right answer before it may be timed.
+SMALL = config(32, 64, 64, warps=4, stages=4)
+# end snippet
+
+
+def try_this(lesson: Lesson, device: str) -> None:
+    # Pipeline bytes: 144, 144, 128, 80, 96, 96 and 40 KiB for the seven configs.
+    expected = {"64x256x32-g8-w4-s4", "128x64x64-g8-w4-s4", "64x128x64-g8-w4-s4",
+                "64x64x32-g8-w4-s5"}
+    kept = {describe(c) for c in fits_shared_memory(CONFIGS, {})}
+    ok, message = kept == expected, f"kept {sorted(kept)}"
+    if not lesson.interpret:
+        # On a GPU the autotuner itself must time exactly those.
+        a, b = random_pair(784, 656, 400, device, seed=20)
+        ok &= check(lesson, "exercise-prune-shared-memory-result", a, b,
+                    tuned=matmul_kernel_pruned)
+        timed = {describe(c) for c in matmul_kernel_pruned.configs_timings}
+        ok &= timed == expected
+        message += f"; the autotuner timed {len(timed)} configs: {sorted(timed)}"
+    else:
+        message += "; the interpreter cannot run the autotuner, so only the function"
+    lesson.check("exercise-prune-shared-memory", ok, message)
+
+    M, N, K = (200, 136, 72) if lesson.interpret else (784, 656, 400)
+    a, b = random_pair(M, N, K, device, seed=21)
+    check(lesson, "exercise-small-tiles", a, b, SMALL)
+
+
+def main() -> int:
+    lesson = Lesson("autotune")
+    device = lesson.device()
+    check_every_config(lesson, device)
+    try_this(lesson, device)
+    if lesson.interpret:
+        print("\nNo tuning and no timings under the interpreter: the autotuner "
+              "needs a GPU clock.")
+        return lesson.finish()
+    tune_and_benchmark(lesson)  # the winners, every config's speed, the heatmap
     return lesson.finish()
 
 

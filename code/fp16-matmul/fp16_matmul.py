@@ -19,11 +19,12 @@ Everything else (the grid, the grouped order, the K loop) is shared, and on a
 GPU the two are an order of magnitude apart. The page explains why.
 
 Run it:
-    TRITON_INTERPRET=1 python code/fp16-matmul/fp16_matmul.py   # CPU, checks only
-    python code/fp16-matmul/fp16_matmul.py                      # GPU, checks, TFLOP/s, sweep
+    TRITON_INTERPRET=1 python fp16_matmul.py   # any machine: checks on the CPU
+    python fp16_matmul.py                      # a CUDA GPU: checks, TFLOP/s, sweep
 """
 
 import re
+import statistics
 import sys
 from functools import partial
 from pathlib import Path
@@ -32,13 +33,16 @@ import torch
 import triton
 import triton.language as tl
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # code/, where lessonkit.py lives
-from lessonkit import Lesson, bench_interleaved, bench_ms, scaled_rtol, tflops  # noqa: E402
+# lessonkit.py sits beside this file in a download, one folder up in the repository.
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE), str(HERE.parent)]
+from lessonkit import Lesson, bench_interleaved, bench_ms, scaled_rtol  # noqa: E402
 
 
 # snippet: grouped-order
 @triton.jit
-def tile_coordinates(pid, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_SIZE_M: tl.constexpr):
+def tile_coordinates(pid, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                     GROUP_SIZE_M: tl.constexpr):
     """Map the 1-D program id to the (pid_m, pid_n) tile it computes.
 
     Row-major order (pid_m = pid // num_pid_n) would sweep one row of C
@@ -71,7 +75,8 @@ def matmul_kernel_seed(
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     GROUP_SIZE_M: tl.constexpr,
 ):
-    pid_m, pid_n = tile_coordinates(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_SIZE_M)
+    pid_m, pid_n = tile_coordinates(tl.program_id(0), M, N, BLOCK_M, BLOCK_N,
+                                    GROUP_SIZE_M)
     offs_am = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_bn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     offs_k = tl.arange(0, BLOCK_K)
@@ -107,7 +112,8 @@ def matmul_kernel(
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     GROUP_SIZE_M: tl.constexpr,
 ):
-    pid_m, pid_n = tile_coordinates(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_SIZE_M)
+    pid_m, pid_n = tile_coordinates(tl.program_id(0), M, N, BLOCK_M, BLOCK_N,
+                                    GROUP_SIZE_M)
     # Wrap instead of clamp: each tile's offsets stay one run of consecutive
     # indices (only the last tile wraps around to row/column 0), and every
     # address is in bounds, so A and B need no mask along M or N at all.
@@ -148,8 +154,10 @@ def matmul_kernel(
 # the notebook's 128x128x64 (Triton's defaults: 4 warps, 3 stages). The
 # interpreter runs one numpy program per tile and ignores warps and stages,
 # so there the same kernels run with small 32x32x32 tiles.
-RECOMMENDED = dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_SIZE_M=8, num_warps=8, num_stages=3)
-SEED = dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_SIZE_M=8, num_warps=4, num_stages=3)
+RECOMMENDED = dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_SIZE_M=8,
+                   num_warps=8, num_stages=3)
+SEED = dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_SIZE_M=8,
+            num_warps=4, num_stages=3)
 INTERPRETER = dict(BLOCK_M=32, BLOCK_N=32, BLOCK_K=32, GROUP_SIZE_M=4)
 
 
@@ -158,14 +166,15 @@ def matmul(a, b, kernel=matmul_kernel, config=RECOMMENDED, out=None):
     assert a.dtype == b.dtype == torch.float16 and a.shape[1] == b.shape[0]
     M, K = a.shape
     _, N = b.shape
-    c = torch.empty((M, N), device=a.device, dtype=torch.float16) if out is None else out
+    if out is None:
+        out = torch.empty((M, N), device=a.device, dtype=torch.float16)
     # A 1-D grid: one program per output tile; tile_coordinates decides
     # which tile each program id gets.
     grid = (triton.cdiv(M, config["BLOCK_M"]) * triton.cdiv(N, config["BLOCK_N"]),)
-    kernel[grid](a, b, c, M, N, K,
-                 a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
-                 **config)
-    return c
+    kernel[grid](a, b, out, M, N, K,
+                 a.stride(0), a.stride(1), b.stride(0), b.stride(1),
+                 out.stride(0), out.stride(1), **config)
+    return out
 # end snippet
 
 
@@ -195,14 +204,19 @@ def tolerance(K, want):
     rtol = 2.0 ** -11
     acc_rtol, acc_why = scaled_rtol(0.0, 2.0 ** -23, K)
     scale = float(want.abs().max())
-    return rtol, acc_rtol * scale, f"fp16 output rounding 2^-11; fp32 accumulation {acc_why} (x max|want|)"
+    return rtol, acc_rtol * scale, (f"fp16 output rounding 2^-11; fp32 accumulation "
+                                    f"{acc_why} (x max|want|)")
 # end snippet
+
+
+def random_fp16(rows, cols, device):
+    return torch.randn((rows, cols), device=device).half()
 
 
 def check_shape(lesson, name, kernel, config, M, N, K, device, rng_seed):
     torch.manual_seed(rng_seed)
-    a = torch.randn((M, K), device=device).half()
-    b = torch.randn((K, N), device=device).half()
+    a = random_fp16(M, K, device)
+    b = random_fp16(K, N, device)
     c = torch.full((M, N), float("nan"), device=device, dtype=torch.float16)  # poison
     matmul(a, b, kernel, config, out=c)
     want = a.double() @ b.double()  # exact products of the FP16 inputs, float64 sums
@@ -210,7 +224,48 @@ def check_shape(lesson, name, kernel, config, M, N, K, device, rng_seed):
     lesson.close(f"{name}-{M}x{N}x{K}", c, want, rtol, atol, why)
 
 
-def compiled_code_facts(kernel, config, device):
+def check_roofline(lesson: Lesson) -> None:
+    # snippet: roofline-check
+    # Is 70 % of cuBLAS a reasonable goal at all? Only if the work is
+    # compute-bound: then both kernels chase the same tensor-core ceiling
+    # and the ratio measures the kernel, not the memory system.
+    ai = arithmetic_intensity(4096, 4096, 4096)
+    lesson.check("workload-is-compute-bound", ai > H200_RIDGE,
+                 f"4096^3 fp16: {ai:.0f} FLOP/byte vs H200 ridge "
+                 f"{H200_RIDGE:.0f} FLOP/byte")
+    # end snippet
+
+
+def check_correctness(lesson: Lesson, device: str) -> None:
+    # Shapes that are not multiples of any tile, so the wrapping, the K-tail
+    # masks and the store masks all have work to do; plus one that is.
+    if lesson.interpret:
+        shapes = [(200, 136, 72), (64, 64, 64), (33, 100, 17)]
+        configs = {"seed": (matmul_kernel_seed, INTERPRETER),
+                   "recommended": (matmul_kernel, INTERPRETER)}
+    else:
+        shapes = [(200, 136, 72), (256, 256, 256), (1000, 1000, 1000),
+                  (1000, 1016, 984)]
+        configs = {"seed": (matmul_kernel_seed, SEED),
+                   "recommended": (matmul_kernel, RECOMMENDED)}
+    for rng_seed, (M, N, K) in enumerate(shapes):
+        for name, (kernel, config) in configs.items():
+            check_shape(lesson, name, kernel, config, M, N, K, device, rng_seed)
+    if lesson.interpret:
+        # The GPU's own tile sizes too (warps and stages mean nothing here):
+        # every 256-wide tile on a 136-wide matrix wraps along N, and the
+        # second row of 128-row tiles wraps along M as well.
+        for name, kernel, config in (
+                ("seed-gpu-tiles", matmul_kernel_seed, SEED),
+                ("recommended-gpu-tiles", matmul_kernel, RECOMMENDED)):
+            check_shape(lesson, name, kernel, config, 200, 136, 72, device, 7)
+    else:
+        # The benchmarked shape is checked too: what is timed must be right.
+        for name, (kernel, config) in configs.items():
+            check_shape(lesson, name, kernel, config, 4096, 4096, 4096, device, 100)
+
+
+def ptx_facts(kernel, config, device):
     """Count the loads and MMAs in the PTX Triton generated for a 4096^3 launch.
 
     PTX global loads look like `ld.global[.cache hints].v4.b32` (16 bytes) or
@@ -219,8 +274,9 @@ def compiled_code_facts(kernel, config, device):
     instructions are `wgmma.mma_async`. Counts are static (instructions in the
     code, not executions).
     """
-    a = torch.randn((4096, 4096), device=device).half()
-    compiled = kernel[(1,)](a, a, torch.empty_like(a), 4096, 4096, 4096, 4096, 1, 4096, 1, 4096, 1, **config)
+    a = random_fp16(4096, 4096, device)
+    compiled = kernel[(1,)](a, a, torch.empty_like(a), 4096, 4096, 4096,
+                            4096, 1, 4096, 1, 4096, 1, **config)
     ptx = compiled.asm["ptx"]
     return [
         len(re.findall(r"ld\.global(?:\.(?!v\d)[\w:]+)*\.v4\.b32", ptx)),
@@ -230,126 +286,162 @@ def compiled_code_facts(kernel, config, device):
     ]
 
 
-def main() -> int:
-    lesson = Lesson("fp16-matmul")
-    device = lesson.device()
+def show_compiled_code(lesson: Lesson, device: str) -> None:
+    rows = [[label, *ptx_facts(kernel, config, device)]
+            for label, kernel, config in (("seed", matmul_kernel_seed, SEED),
+                                          ("recommended", matmul_kernel, RECOMMENDED))]
+    lesson.table("ptx", ["kernel", "16-byte ld.global", "2-byte ld.global",
+                         "cp.async", "wgmma"], rows,
+                 "Instructions in the PTX of each kernel (as compiled for 4096^3): "
+                 "how A and B reach the tensor cores")
 
-    # snippet: roofline-check
-    # Is 70 % of cuBLAS a reasonable goal at all? Only if the work is
-    # compute-bound: then both kernels chase the same tensor-core ceiling
-    # and the ratio measures the kernel, not the memory system.
-    ai = arithmetic_intensity(4096, 4096, 4096)
-    lesson.check("workload-is-compute-bound", ai > H200_RIDGE,
-                 f"4096^3 fp16: {ai:.0f} FLOP/byte vs H200 ridge {H200_RIDGE:.0f} FLOP/byte")
-    # end snippet
 
-    # Shapes that are not multiples of any tile, so the wrapping, the K-tail
-    # masks and the store masks all have work to do; plus one that is.
-    if lesson.interpret:
-        shapes = [(200, 136, 72), (64, 64, 64), (33, 100, 17)]
-        configs = {"seed": (matmul_kernel_seed, INTERPRETER), "recommended": (matmul_kernel, INTERPRETER)}
-    else:
-        shapes = [(200, 136, 72), (256, 256, 256), (1000, 1000, 1000), (1000, 1016, 984)]
-        configs = {"seed": (matmul_kernel_seed, SEED), "recommended": (matmul_kernel, RECOMMENDED)}
-    for rng_seed, (M, N, K) in enumerate(shapes):
-        for name, (kernel, config) in configs.items():
-            check_shape(lesson, name, kernel, config, M, N, K, device, rng_seed)
-
-    if lesson.interpret:
-        # The GPU's own tile sizes too (warps and stages mean nothing here):
-        # every 256-wide tile on a 136-wide matrix wraps along N, and the
-        # second row of 128-row tiles wraps along M as well.
-        for name, kernel, config in (("seed-gpu-tiles", matmul_kernel_seed, SEED),
-                                     ("recommended-gpu-tiles", matmul_kernel, RECOMMENDED)):
-            check_shape(lesson, name, kernel, config, 200, 136, 72, device, 7)
-        print("\nNo timings under the interpreter.")
-        return lesson.finish()
-
-    # The benchmarked shape is checked too: what is timed must be right.
-    for name, (kernel, config) in configs.items():
-        check_shape(lesson, name, kernel, config, 4096, 4096, 4096, device, 100)
-
-    # What the compiler made of each kernel: PTX instruction counts.
-    rows = []
-    for label, kernel, config in (("seed", matmul_kernel_seed, SEED),
-                                  ("recommended", matmul_kernel, RECOMMENDED)):
-        rows.append([label, *compiled_code_facts(kernel, config, device)])
-    lesson.table("ptx", ["kernel", "16-byte ld.global", "2-byte ld.global", "cp.async", "wgmma"], rows,
-                 "Instructions in the PTX of each kernel (as compiled for 4096^3): how A and B reach the tensor cores")
-
+def benchmark(lesson: Lesson, device: str) -> None:
     # snippet: benchmark
     # Random FP16 inputs; cuBLAS (torch.matmul) is timed in the same run.
     # TFLOP/s = 2*M*N*K / time: each of the M*N outputs is K multiply-adds.
     torch.manual_seed(0)
     size = 4096
-    a = torch.randn((size, size), device=device).half()
-    b = torch.randn((size, size), device=device).half()
+    a = random_fp16(size, size, device)
+    b = random_fp16(size, size, device)
     flop = 2 * size**3
-    # The three take turns, round after round, so that clock drift under
-    # sustained load does not favour whichever is timed first.
-    ms = bench_interleaved({"cublas": lambda: torch.matmul(a, b),
-                            "recommended": lambda: matmul(a, b, matmul_kernel, RECOMMENDED),
-                            "seed": lambda: matmul(a, b, matmul_kernel_seed, SEED)})
-    tf_cublas, tf_recommended, tf_seed = (tflops(flop, ms[k]) for k in ("cublas", "recommended", "seed"))
+    # All five take turns in each of ten rounds, so that clock drift under
+    # sustained load does not favour whichever is timed first. The last two
+    # swap the kernels' configurations: is the difference the code or the tile?
+    ms = bench_interleaved({
+        "cublas": lambda: torch.matmul(a, b),
+        "recommended": lambda: matmul(a, b, matmul_kernel, RECOMMENDED),
+        "seed": lambda: matmul(a, b, matmul_kernel_seed, SEED),
+        "recommended, seed config": lambda: matmul(a, b, matmul_kernel, SEED),
+        "seed, recommended config": lambda: matmul(a, b, matmul_kernel_seed,
+                                                   RECOMMENDED),
+    }, rounds=10)
     # end snippet
-    lesson.benchmark("recommended-vs-cublas-4096", tf_recommended, tf_cublas, "TFLOP/s",
-                     threshold=0.70, stretch=0.85, baseline_name="cuBLAS (torch.matmul)")
-    lesson.benchmark("seed-vs-cublas-4096", tf_seed, tf_cublas, "TFLOP/s", threshold=None,
-                     baseline_name="cuBLAS (torch.matmul)", note="informational: the notebook's kernel")
+    lesson.benchmark("recommended-vs-cublas-4096",
+                     "recommended kernel vs cuBLAS, 4096^3 fp16", ms, "recommended",
+                     "cublas", unit="TFLOP/s", work=flop,
+                     baseline_name="cuBLAS (torch.matmul)", threshold=0.70,
+                     stretch=0.85)
+    lesson.benchmark("seed-vs-cublas-4096", "seed kernel vs cuBLAS, 4096^3 fp16", ms,
+                     "seed", "cublas", unit="TFLOP/s", work=flop,
+                     baseline_name="cuBLAS (torch.matmul)",
+                     note="informational: the notebook's kernel")
 
-    # Code or configuration? Run each kernel with the other's configuration too.
-    measured = {("seed", "seed"): tf_seed, ("recommended", "recommended"): tf_recommended}
+    # Code or configuration? Each kernel with each configuration, from the
+    # same rounds: TFLOP/s of the median time, and the median per-round ratio.
     rows = []
-    for label, kernel in (("seed", matmul_kernel_seed), ("recommended", matmul_kernel)):
-        for cfg_label, config in (("seed", SEED), ("recommended", RECOMMENDED)):
-            if (label, cfg_label) not in measured:
-                measured[label, cfg_label] = tflops(flop, bench_ms(partial(matmul, a, b, kernel, config)))
-            tf = measured[label, cfg_label]
-            shape = f"{config['BLOCK_M']}x{config['BLOCK_N']}x{config['BLOCK_K']}, {config['num_warps']} warps"
-            rows.append([label, shape, tf, tf / tf_cublas])
-    lesson.table("code-or-config", ["kernel", "config (3 stages)", "TFLOP/s", "vs cuBLAS"], rows,
-                 "4096^3 FP16: each kernel with each configuration")
-    del a, b
+    for kernel in ("seed", "recommended"):
+        for cfg_name, config in (("seed", SEED), ("recommended", RECOMMENDED)):
+            name = kernel if cfg_name == kernel else f"{kernel}, {cfg_name} config"
+            ratio = statistics.median(
+                c / k for k, c in zip(ms[name], ms["cublas"], strict=True))
+            shape = (f"{config['BLOCK_M']}x{config['BLOCK_N']}x{config['BLOCK_K']}, "
+                     f"{config['num_warps']} warps")
+            rows.append([kernel, shape, flop / ms.median(name) * 1e-9, ratio])
+    lesson.table("code-or-config",
+                  ["kernel", "config (3 stages)", "TFLOP/s", "vs cuBLAS"], rows,
+                  "4096^3 FP16: each kernel with each configuration, "
+                  "medians of the same interleaved rounds as the benchmarks")
 
+
+def sweep_and_plot(lesson: Lesson, device: str) -> None:
     # snippet: sweep
+    # A table and a figure, not a target: one do_bench median per point.
     sizes = [512, 1024, 2048, 4096, 8192]
     curves = {"seed": [], "recommended": [], "cuBLAS": []}
     for size in sizes:
-        a = torch.randn((size, size), device=device).half()
-        b = torch.randn((size, size), device=device).half()
+        a = random_fp16(size, size, device)
+        b = random_fp16(size, size, device)
         flop = 2 * size**3
-        curves["cuBLAS"].append(tflops(flop, bench_ms(partial(torch.matmul, a, b))))
-        curves["recommended"].append(tflops(flop, bench_ms(partial(matmul, a, b, matmul_kernel, RECOMMENDED))))
-        # The seed kernel takes tens of ms at 8192^3: fewer repetitions there.
-        rep = 100 if size >= 8192 else 200
-        seed_fn = partial(matmul, a, b, matmul_kernel_seed, SEED)
-        curves["seed"].append(tflops(flop, bench_ms(seed_fn, rep_ms=rep)))
+        fns = {"cuBLAS": partial(torch.matmul, a, b),
+               "recommended": partial(matmul, a, b, matmul_kernel, RECOMMENDED),
+               "seed": partial(matmul, a, b, matmul_kernel_seed, SEED)}
+        for name, fn in fns.items():
+            curves[name].append(flop / bench_ms(fn) * 1e-9)
     # end snippet
-    rows = [[s, round(curves["seed"][i], 1), round(curves["recommended"][i], 1), round(curves["cuBLAS"][i], 1),
-             round(curves["recommended"][i] / curves["cuBLAS"][i], 3)] for i, s in enumerate(sizes)]
-    lesson.table("sweep", ["M=N=K", "seed TFLOP/s", "recommended TFLOP/s", "cuBLAS TFLOP/s",
-                           "recommended / cuBLAS"], rows, "Square FP16 matmuls, do_bench medians")
+    rows = [[s, curves["seed"][i], curves["recommended"][i], curves["cuBLAS"][i],
+             curves["recommended"][i] / curves["cuBLAS"][i]]
+            for i, s in enumerate(sizes)]
+    lesson.table("sweep", ["M=N=K", "seed TFLOP/s", "recommended TFLOP/s",
+                           "cuBLAS TFLOP/s", "recommended / cuBLAS"], rows,
+                 "Square FP16 matmuls, do_bench medians")
+    plot_sweep(lesson, sizes, curves)
 
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6.5, 3.8))
-    styles = {"cuBLAS": ("tab:gray", "s"), "recommended": ("tab:blue", "o"), "seed": ("tab:red", "^")}
-    for label, values in curves.items():
-        color, marker = styles[label]
-        ax.plot(sizes, values, marker=marker, color=color,
-                label="cuBLAS (torch.matmul)" if label == "cuBLAS" else f"{label} kernel")
-    ax.set_xscale("log", base=2)
-    ax.set_xticks(sizes)
-    ax.set_xticklabels([f"{s}" for s in sizes])
-    ax.set_xlabel("M = N = K")
-    ax.set_ylabel("TFLOP/s (fp16 in, fp32 accumulate)")
-    ax.set_title(f"FP16 matmul throughput vs size ({torch.cuda.get_device_name(0)})")
-    ax.grid(True, alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    lesson.figure(fig, "tflops-vs-size", "TFLOP/s of the seed and recommended kernels and cuBLAS, square sizes")
+def plot_sweep(lesson: Lesson, sizes: list, curves: dict) -> None:
+    styles = {"cuBLAS": ("o", "cuBLAS (torch.matmul)"),
+              "recommended": ("s", "recommended kernel"),
+              "seed": ("^", "seed kernel")}
+
+    def draw(fig):
+        left, right = fig.subplots(1, 2, width_ratios=[3, 2])
+        for name, values in curves.items():
+            marker, label = styles[name]
+            left.plot(sizes, values, marker=marker, label=label)
+            if name != "cuBLAS":
+                right.plot(sizes, [v / c for v, c in zip(values, curves["cuBLAS"],
+                                                          strict=True)],
+                           marker=marker, label=label)
+        for ax in (left, right):
+            ax.set_xscale("log", base=2)
+            ax.set_xticks(sizes, [str(s) for s in sizes])
+            ax.set_xlabel("M = N = K")
+        left.set_ylabel("TFLOP/s (fp16 in, fp32 accumulate)")
+        left.legend()
+        right.axhline(1.0, color="grey", linewidth=1, linestyle="--")
+        right.set_ylabel("TFLOP/s / cuBLAS TFLOP/s")
+        right.set_ylim(0, 1.2)
+
+    lesson.plot("tflops-vs-size",
+                "TFLOP/s of the seed and recommended kernels and cuBLAS at square "
+                "sizes (left), and each kernel's ratio to cuBLAS (right)", draw)
+
+
+def try_this(lesson: Lesson, device: str) -> None:
+    config = INTERPRETER if lesson.interpret else RECOMMENDED
+    # Ragged against every tile; on the GPU every size is also a multiple of
+    # 16, so these launches run the same compiled code as the benchmark.
+    M, N, K = (200, 136, 72) if lesson.interpret else (784, 656, 400)
+    torch.manual_seed(11)
+    x = random_fp16(M, K, device)
+    # snippet: solution-transposed-weight
+    # Exercise: y = x @ W.T, with W stored N x K as nn.Linear keeps its
+    # weight. W.T is a view with strides (1, K): the kernel reads B through
+    # the strides it is given, so no copy is needed.
+    weight = random_fp16(N, K, device)
+    y = matmul(x, weight.t(), config=config)
+    # end snippet
+    want = x.double() @ weight.double().t()
+    rtol, atol, why = tolerance(K, want)
+    lesson.close("exercise-transposed-weight", y, want, rtol, atol,
+                 f"B = W.T, strides {tuple(weight.t().stride())}; {why}")
+
+    b = random_fp16(K, N, device)
+    # snippet: solution-group-size-one
+    # Exercise: GROUP_SIZE_M = 1 is plain row-major tile order. Every tile is
+    # still computed once, by the same code with the same K loop, so the
+    # output must be identical bit for bit; only the timing can change.
+    grouped = matmul(x, b, config=config)
+    row_major = matmul(x, b, config={**config, "GROUP_SIZE_M": 1})
+    same = torch.equal(grouped, row_major)
+    # end snippet
+    lesson.check("exercise-group-size-one", same,
+                 f"{M}x{N}x{K}: GROUP_SIZE_M {config['GROUP_SIZE_M']} and 1 "
+                 "give the same bits")
+
+
+def main() -> int:
+    lesson = Lesson("fp16-matmul")
+    device = lesson.device()
+    check_roofline(lesson)
+    check_correctness(lesson, device)
+    try_this(lesson, device)
+    if lesson.interpret:
+        print("\nNo timings under the interpreter.")
+        return lesson.finish()
+    show_compiled_code(lesson, device)
+    benchmark(lesson, device)
+    sweep_and_plot(lesson, device)
     return lesson.finish()
 
 

@@ -1,4 +1,4 @@
-"""FP8 matmul: one byte per operand, twice the tensor-core rate, and a scale to pay for it.
+"""FP8 matmul: one byte per operand, twice the tensor-core rate, and a scale.
 
 Hopper's tensor cores multiply 8-bit floats at twice the rate of fp16. The
 format used here, e4m3 (`torch.float8_e4m3fn`: 4 exponent bits, 3 mantissa
@@ -17,9 +17,9 @@ matmul of the previous lesson with the changes fp8 forces on it:
   both operands K-major from shared memory;
 * the epilogue multiplies by scale_a * scale_b before rounding to fp16;
 * Hopper's fp8 tensor cores accumulate with fewer bits than fp32. Triton
-  accepts that by default on sm_90 (fast accumulation). A variant promotes the
-  partial sum into a true fp32 accumulator once per BLOCK_K, as cuBLAS does
-  unless asked for fast accumulation. The run measures what each costs.
+  accepts that by default on sm_90 (fast accumulation). A variant promotes
+  the partial sum into a true fp32 accumulator once per BLOCK_K, as cuBLAS
+  does unless asked for fast accumulation. The run measures what each costs.
 
 What fp8 costs in accuracy is measured against the float64 product of the
 fp16 inputs, next to fp16 cuBLAS's own error. What it buys in speed is
@@ -27,11 +27,14 @@ measured against `torch._scaled_mm` (cuBLAS's fp8 matmul) and `torch.matmul`
 in fp16.
 
 Run it:
-    TRITON_INTERPRET=1 python code/fp8-matmul/fp8_matmul.py   # CPU: quantizer, and the kernel on fp16 stand-ins
-    python code/fp8-matmul/fp8_matmul.py                      # H100/H200: fp8 checks, accuracy, TFLOP/s
+    TRITON_INTERPRET=1 python fp8_matmul.py   # any machine: the quantizer, and
+                                              # the kernel on fp16 stand-ins
+    python fp8_matmul.py                      # H100/H200: fp8 checks, accuracy,
+                                              # TFLOP/s
 """
 
 import math
+import re
 import sys
 from pathlib import Path
 from typing import NamedTuple
@@ -42,21 +45,27 @@ import triton.language as tl
 from triton.runtime.errors import OutOfResources
 from triton.tools.tensor_descriptor import TensorDescriptor
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # code/, where lessonkit.py lives
-from lessonkit import Lesson, bench_interleaved, bench_ms, scaled_rtol, tflops  # noqa: E402
+# lessonkit.py sits beside this file in a download, one folder up in the repository.
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE), str(HERE.parent)]
+from lessonkit import Lesson, bench_interleaved, scaled_rtol, tflops  # noqa: E402
 
 E4M3_MAX = 448.0  # largest finite float8_e4m3fn: 1.75 * 2**8
 
 
 # snippet: quantize
 def quantize_e4m3(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per-tensor scaling: the largest |x| lands exactly on e4m3's largest value, 448."""
-    amax = x.abs().max().float().clamp(min=1e-12)  # clamp: an all-zero tensor still gets a scale
+    """Per-tensor scaling: the largest |x| lands exactly on e4m3's largest, 448."""
+    # clamp: an all-zero tensor still gets a scale
+    amax = x.abs().max().float().clamp(min=1e-12)
     scale = amax / E4M3_MAX
-    # x / scale lies in [-448, 448] up to one fp32 rounding; the clamp keeps that
-    # last ulp from overflowing into e4m3's NaN encoding.
+    # x / scale lies in [-448, 448] up to one fp32 rounding; the clamp keeps
+    # that last ulp from overflowing into e4m3's NaN encoding.
     q = (x.float() / scale).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn)
-    return q, scale.reshape(())  # a 0-dim fp32 tensor on x's device, the form _scaled_mm takes
+    # a 0-dim fp32 tensor on x's device, the form _scaled_mm takes
+    return q, scale.reshape(())
+
+
 # end snippet
 
 
@@ -79,12 +88,14 @@ def tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
 
 
 @triton.jit
-def scaled_matmul_kernel(a_desc, bt_desc, c_desc,  # TMA descriptors: A (M, K), B^T (N, K), C (M, N)
-                         scale_a_ptr, scale_b_ptr,  # fp32 scalars on the device
-                         M, N, K,
-                         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                         GROUP_M: tl.constexpr, NUM_SMS: tl.constexpr,
-                         SPLIT_EPILOGUE: tl.constexpr, PROMOTE_ACC: tl.constexpr):
+def scaled_matmul_kernel(
+    a_desc, bt_desc, c_desc,  # TMA descriptors: A (M, K), B^T (N, K), C (M, N)
+    scale_a_ptr, scale_b_ptr,  # fp32 scalars on the device
+    M, N, K,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr, NUM_SMS: tl.constexpr,
+    SPLIT_EPILOGUE: tl.constexpr, PROMOTE_ACC: tl.constexpr,
+):
     start_pid = tl.program_id(axis=0)
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)
@@ -105,30 +116,34 @@ def scaled_matmul_kernel(a_desc, bt_desc, c_desc,  # TMA descriptors: A (M, K), 
             # TMA boxes past the tensor's edge read as zeros: no masks for
             # ragged M, N or K.
             a = a_desc.load([off_m, off_k])  # (BLOCK_M, BLOCK_K), K contiguous
-            bt = bt_desc.load([off_n, off_k])  # (BLOCK_N, BLOCK_K), K contiguous too
+            bt = bt_desc.load([off_n, off_k])  # (BLOCK_N, BLOCK_K), K contiguous
             # bt.T is a view, not a copy: it tells wgmma to read B K-major,
             # the only way 8-bit wgmma reads an operand from shared memory.
             if PROMOTE_ACC:
-                # The tensor core sums this BLOCK_K slice in its own (narrower)
-                # accumulator; the compiler then adds the slice into acc with
-                # ordinary fp32 adds. Exact fp32 across slices, at a cost.
+                # The tensor core sums this BLOCK_K slice in its own
+                # (narrower) accumulator; the compiler then adds the slice
+                # into acc with ordinary fp32 adds. Exact fp32 across
+                # slices, at a cost.
                 acc = tl.dot(a, bt.T, acc, max_num_imprecise_acc=BLOCK_K)
             else:
-                # Triton's default on sm_90: the tensor core keeps accumulating
-                # into acc itself, at its reduced fp8 accumulation precision.
+                # Triton's default on sm_90: the tensor core keeps
+                # accumulating into acc itself, at its reduced fp8
+                # accumulation precision.
                 acc = tl.dot(a, bt.T, acc)
-        # Epilogue: undo both quantizations with one multiply, round to fp16 and
-        # let TMA store the tile, clipping rows and columns past the edge.
+        # Epilogue: undo both quantizations with one multiply, round to fp16
+        # and let TMA store the tile, clipping rows and columns past the edge.
         acc = acc * scale
         if SPLIT_EPILOGUE:
-            # Two half-tile stores (as in the previous lesson): half the shared
-            # memory for staging, which can buy one more pipeline stage.
+            # Two half-tile stores (as in the previous lesson): half the
+            # shared memory for staging, which can buy one more stage.
             halves = tl.permute(tl.reshape(acc, (BLOCK_M, 2, BLOCK_N // 2)), (0, 2, 1))
             acc0, acc1 = tl.split(halves)
             c_desc.store([off_m, off_n], acc0.to(tl.float16))
             c_desc.store([off_m, off_n + BLOCK_N // 2], acc1.to(tl.float16))
         else:
             c_desc.store([off_m, off_n], acc.to(tl.float16))
+
+
 # end snippet
 
 
@@ -144,14 +159,17 @@ class Config(NamedTuple):
     promote_acc: bool
 
     def label(self) -> str:
-        return (f"{self.block_m}x{self.block_n}x{self.block_k}, {self.num_warps} warps, {self.num_stages} stages"
-                + (", split epilogue" if self.split_epilogue else "")
-                + (", promote every BLOCK_K" if self.promote_acc else ""))
+        return (
+            f"{self.block_m}x{self.block_n}x{self.block_k}, {self.num_warps} warps, "
+            f"{self.num_stages} stages"
+            + (", split epilogue" if self.split_epilogue else "")
+            + (", promote every BLOCK_K" if self.promote_acc else "")
+        )
 
 
 # Shared memory per stage at 128x256x128: 16 KiB of A + 32 KiB of B^T. Three
 # stages and a whole 64 KiB fp16 output tile, or four stages and a half tile,
-# stay within Hopper's 227 KiB. The run times the candidates and keeps the best.
+# stay within Hopper's 227 KiB. The run times the candidates, keeps the best.
 FAST_CONFIGS = [
     Config(128, 256, 128, 8, 8, 3, split_epilogue=False, promote_acc=False),
     Config(128, 256, 128, 8, 8, 4, split_epilogue=True, promote_acc=False),
@@ -162,38 +180,51 @@ FAST_CONFIGS = [
 PROMOTED_CONFIG = Config(128, 128, 128, 8, 8, 4, split_epilogue=False, promote_acc=True)
 
 
-def scaled_matmul(a: torch.Tensor, bt: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor,
-                  config: Config, num_sms: int | None = None, out: torch.Tensor | None = None) -> torch.Tensor:
-    """C (M, N) fp16 = (a @ bt.T) * scale_a * scale_b, for a (M, K) and bt (N, K), both K-contiguous."""
-    M, K = a.shape
-    N, K2 = bt.shape
-    assert K == K2 and a.dtype == bt.dtype and a.is_contiguous() and bt.is_contiguous()
-    c = torch.empty((M, N), device=a.device, dtype=torch.float16) if out is None else out
-    cfg = config
+def descriptors(a, bt, c, cfg: Config):
     # A descriptor holds the global shape and strides (each but the last a
     # multiple of 16 bytes: K % 16 == 0 for fp8 operands, N % 8 == 0 for the
     # fp16 output) and the box one load or store moves.
-    a_desc = TensorDescriptor.from_tensor(a, [cfg.block_m, cfg.block_k])
-    bt_desc = TensorDescriptor.from_tensor(bt, [cfg.block_n, cfg.block_k])
-    c_desc = TensorDescriptor.from_tensor(c, [cfg.block_m, cfg.block_n // 2 if cfg.split_epilogue else cfg.block_n])
+    c_box = [cfg.block_m, cfg.block_n // 2 if cfg.split_epilogue else cfg.block_n]
+    return (
+        TensorDescriptor.from_tensor(a, [cfg.block_m, cfg.block_k]),
+        TensorDescriptor.from_tensor(bt, [cfg.block_n, cfg.block_k]),
+        TensorDescriptor.from_tensor(c, c_box),
+    )
+
+
+def scaled_matmul(a, bt, scale_a, scale_b, cfg: Config, num_sms=None, out=None):
+    """C (M, N) fp16 = (a @ bt.T) * scale_a * scale_b, for a (M, K) and
+    bt (N, K), both K-contiguous."""
+    M, K = a.shape
+    N, K2 = bt.shape
+    assert K == K2 and a.dtype == bt.dtype
+    assert a.is_contiguous() and bt.is_contiguous()
+    if out is None:
+        out = torch.empty((M, N), device=a.device, dtype=torch.float16)
     if num_sms is None:
         num_sms = torch.cuda.get_device_properties(a.device).multi_processor_count
     # One program per SM, never more programs than tiles. NUM_SMS is the loop
     # stride; it stays the SM count (not the grid) so one compiled kernel
     # serves every shape.
-    grid = (min(num_sms, triton.cdiv(M, cfg.block_m) * triton.cdiv(N, cfg.block_n)),)
-    scaled_matmul_kernel[grid](a_desc, bt_desc, c_desc, scale_a, scale_b, M, N, K,
-                               BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k,
-                               GROUP_M=cfg.group_m, NUM_SMS=num_sms,
-                               SPLIT_EPILOGUE=cfg.split_epilogue, PROMOTE_ACC=cfg.promote_acc,
-                               num_warps=cfg.num_warps, num_stages=cfg.num_stages)
-    return c
+    tiles = triton.cdiv(M, cfg.block_m) * triton.cdiv(N, cfg.block_n)
+    scaled_matmul_kernel[(min(num_sms, tiles),)](
+        *descriptors(a, bt, out, cfg), scale_a, scale_b, M, N, K,
+        BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k,
+        GROUP_M=cfg.group_m, NUM_SMS=num_sms,
+        SPLIT_EPILOGUE=cfg.split_epilogue, PROMOTE_ACC=cfg.promote_acc,
+        num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+    )
+    return out
+
+
 # end snippet
 
 
 # snippet: tolerances
-FP16_OUT = 2.0**-10  # the fp16 output rounding (2**-11), with room; also the floor of every bound below
-FP8_ACC_STEP = 2.0**-13  # what one fp8 wgmma step may lose, relative to the size of the sum it produces
+# The fp16 output rounding (2**-11), with room; also the floor of every bound.
+FP16_OUT = 2.0**-10
+# What one fp8 wgmma step may lose, relative to the size of the sum it makes.
+FP8_ACC_STEP = 2.0**-13
 
 
 def rtol_fast(K: int) -> tuple[float, str]:
@@ -202,43 +233,57 @@ def rtol_fast(K: int) -> tuple[float, str]:
     # all have the same sign: a bound linear in K.
     steps = math.ceil(K / 32)
     rtol = max(FP16_OUT, steps * FP8_ACC_STEP)
-    return rtol, f"fast fp8 accumulation: rtol = max(2^-10, ceil(K/32) * 2^-13) = {rtol:.3g} at K={K}"
+    return rtol, (f"fast fp8 accumulation: rtol = max(2^-10, ceil(K/32) * 2^-13) "
+                  f"= {rtol:.3g} at K={K}")
 
 
 def rtol_promoted(K: int, block_k: int) -> tuple[float, str]:
     # Each BLOCK_K slice loses at most (BLOCK_K/32) steps of 2^-13 of its own
-    # size, which is about |C| / sqrt(slices); the fp32 adds between slices are
-    # exact enough. Slices adding up at worst: sqrt(slices) * (BLOCK_K/32) * 2^-13.
+    # size, which is about |C| / sqrt(slices); the fp32 adds between slices
+    # are exact enough. Slices adding up at worst:
+    # sqrt(slices) * (BLOCK_K/32) * 2^-13.
     slices = math.ceil(K / block_k)
     rtol = max(FP16_OUT, math.sqrt(slices) * (block_k / 32) * FP8_ACC_STEP)
-    return rtol, (f"promoted every {block_k}: rtol = max(2^-10, sqrt(K/{block_k}) * {block_k // 32} * 2^-13)"
-                  f" = {rtol:.3g} at K={K}")
+    return rtol, (f"promoted every {block_k}: rtol = max(2^-10, sqrt(K/{block_k}) "
+                  f"* {block_k // 32} * 2^-13) = {rtol:.3g} at K={K}")
+
+
 # end snippet
 
 
 def rel_errors(got: torch.Tensor, want64: torch.Tensor) -> tuple[float, float]:
-    """(max |err| / max |want|, rms err / rms want): the worst element and the typical one."""
+    """(max |err| / max |want|, rms err / rms want): the worst element and the
+    typical one."""
     err = got.to(torch.float64) - want64
     return (float(err.abs().max() / want64.abs().max()),
             float(err.pow(2).mean().sqrt() / want64.pow(2).mean().sqrt()))
 
 
 # snippet: predict-error
-def check_error_prediction(lesson: Lesson, a: torch.Tensor, bt: torch.Tensor, got: torch.Tensor, label: str) -> None:
+def check_error_prediction(lesson: Lesson, a, bt, got, label: str) -> None:
     """Is C's error what rounding the inputs to e4m3 predicts, no more?"""
-    def eps(x):  # ||dequant(x) - x|| / ||x||: the inputs' rounding, each element weighted by its size
+
+    def eps(x):
+        # ||dequant(x) - x|| / ||x||: the inputs' rounding, each element
+        # weighted by its size
         q, scale = quantize_e4m3(x)
         x64 = x.to(torch.float64)
         return float((dequantize64(q, scale) - x64).norm() / x64.norm())
 
-    # C's error is a sum over K of a*b*(da + db) with independent roundings da,
-    # db, so its rms relative to rms C is sqrt(eps_A^2 + eps_B^2).
+    # C's error is a sum over K of a*b*(da + db) with independent roundings
+    # da, db, so its rms relative to rms C is sqrt(eps_A^2 + eps_B^2).
     predicted = (eps(a) ** 2 + eps(bt) ** 2) ** 0.5
-    exact = a.to(torch.float64) @ bt.to(torch.float64).T  # the fp16 inputs, before quantization
+    # the fp16 inputs, before quantization
+    exact = a.to(torch.float64) @ bt.to(torch.float64).T
     measured = rel_errors(got, exact)[1]
-    lesson.check(f"error-is-quantization-error-{label}", 0.9 < measured / predicted < 1.1,
-                 f"rms err / rms C = {measured:.4g} against the fp16 inputs; predicted from the inputs' "
-                 f"rounding: sqrt(eps_A^2 + eps_B^2) = {predicted:.4g} (checked within 10%)")
+    lesson.check(
+        f"error-is-quantization-error-{label}", 0.9 < measured / predicted < 1.1,
+        f"rms err / rms C = {measured:.4g} against the fp16 inputs; predicted from "
+        f"the inputs' rounding: sqrt(eps_A^2 + eps_B^2) = {predicted:.4g} "
+        "(checked within 10%)",
+    )
+
+
 # end snippet
 
 
@@ -254,28 +299,45 @@ def check_quantizer(lesson: Lesson, x: torch.Tensor, label: str) -> None:
     worst = float(((back - x64).abs() / bound).max())
     peak = float(q.to(torch.float32).abs().max())
     ok = worst <= 1.0 and peak == E4M3_MAX and bool(torch.isfinite(back).all())
-    lesson.check(f"quantizer-{label}", ok,
-                 f"max |dequantized - x| / bound = {worst:.3f} (bound: 2^-4 |x|, or 2^-10 scale where "
-                 f"e4m3 is subnormal); largest |q| = {peak:g} (want {E4M3_MAX:g})")
+    lesson.check(
+        f"quantizer-{label}", ok,
+        f"max |dequantized - x| / bound = {worst:.3f} (bound: 2^-4 |x|, or "
+        f"2^-10 scale where e4m3 is subnormal); largest |q| = {peak:g} "
+        f"(want {E4M3_MAX:g})",
+    )
+
+
 # end snippet
 
 
-def run_interpreter(lesson: Lesson) -> None:
-    # The quantizer is plain torch, and torch's CPU build converts to and from
-    # float8_e4m3fn, so it is checked here in full.
+def check_quantizers(lesson: Lesson, device: str) -> None:
+    """The quantizer is plain torch, and torch's CPU build converts to and
+    from float8_e4m3fn, so it is checked in full in both modes."""
     torch.manual_seed(0)
-    check_quantizer(lesson, torch.randn(300, 200, dtype=torch.float16), "fp16-randn")
-    check_quantizer(lesson, torch.randn(97, 61) * 1e-3 + 5e-4, "fp32-small-offset")
+    if lesson.interpret:
+        x = torch.randn(300, 200, dtype=torch.float16)
+        check_quantizer(lesson, x, "fp16-randn")
+        x = torch.randn(97, 61) * 1e-3 + 5e-4
+        check_quantizer(lesson, x, "fp32-small-offset")
+    else:
+        x = torch.randn(4096, 4096, device=device, dtype=torch.float16)
+        check_quantizer(lesson, x, "fp16-randn")
 
-    lesson.not_on_interpreter("fp8 e4m3 inputs", "Triton's interpreter runs on numpy, which has no float8 types")
 
+def check_standin(lesson: Lesson) -> None:
+    """Under the interpreter: the kernel on fp16 stand-ins for the fp8 values."""
+    lesson.not_on_interpreter(
+        "fp8 e4m3 inputs",
+        "Triton's interpreter runs on numpy, which has no float8 types",
+    )
     # snippet: interpreter-standin
     # The kernel names no input dtype, so the same code runs here on fp16
-    # operands: the quantized values kept in fp16 (every e4m3 value is exactly
-    # an fp16 value) with the same scales. That exercises the descriptors, the
-    # ragged edges, the persistent walk (3 programs over up to 20 tiles), both
-    # epilogues, the promotion branch and the scale multiply.
-    cases = [((77, 40, 56), False, False), ((130, 96, 200), True, False), ((33, 136, 24), False, True)]
+    # operands: the quantized values kept in fp16 (every e4m3 value is
+    # exactly an fp16 value) with the same scales. That exercises the
+    # descriptors, the ragged edges, the persistent walk (3 programs over up
+    # to 20 tiles), both epilogues, the promotion branch and the scale multiply.
+    cases = [((77, 40, 56), False, False), ((130, 96, 200), True, False),
+             ((33, 136, 24), False, True)]
     for seed, ((M, N, K), split, promote) in enumerate(cases):
         torch.manual_seed(10 + seed)
         a = torch.randn(M, K, dtype=torch.float16)
@@ -284,14 +346,16 @@ def run_interpreter(lesson: Lesson) -> None:
         qb, sb = quantize_e4m3(bt)
         a16, bt16 = qa.to(torch.float16), qb.to(torch.float16)
         cfg = Config(32, 32, 32, 2, 4, 2, split_epilogue=split, promote_acc=promote)
-        c = torch.full((M, N), float("nan"), dtype=torch.float16)  # poison: an unwritten element cannot pass
+        # poison: an unwritten element cannot pass
+        c = torch.full((M, N), float("nan"), dtype=torch.float16)
         scaled_matmul(a16, bt16, sa, sb, cfg, num_sms=3, out=c)
         want = dequantize64(a16, sa) @ dequantize64(bt16, sb).T
         # fp16 products are exact in fp32 and the interpreter accumulates in
         # fp32: only accumulation order and the fp16 output round.
         rtol, why = scaled_rtol(FP16_OUT, 2.0**-24, K)
-        lesson.close(f"kernel-fp16-standin-{M}x{N}x{K}" + ("-split" if split else "") + ("-promote" if promote else ""),
-                     c, want, rtol, rtol * float(want.abs().max()), why)
+        name = f"kernel-fp16-standin-{M}x{N}x{K}"
+        name += ("-split" if split else "") + ("-promote" if promote else "")
+        lesson.close(name, c, want, rtol, rtol * float(want.abs().max()), why)
     # end snippet
 
     # The quantization error of C, predicted from the inputs alone, on a
@@ -301,44 +365,55 @@ def run_interpreter(lesson: Lesson) -> None:
     bt = torch.randn(80, 512, dtype=torch.float16)
     qa, sa = quantize_e4m3(a)
     qb, sb = quantize_e4m3(bt)
-    c = scaled_matmul(qa.to(torch.float16), qb.to(torch.float16), sa, sb,
-                      Config(32, 32, 64, 2, 4, 2, split_epilogue=False, promote_acc=False), num_sms=3)
+    cfg = Config(32, 32, 64, 2, 4, 2, split_epilogue=False, promote_acc=False)
+    a16, bt16 = qa.to(torch.float16), qb.to(torch.float16)
+    c = scaled_matmul(a16, bt16, sa, sb, cfg, num_sms=3)
     check_error_prediction(lesson, a, bt, c, "96x80x512-fp16-standin")
 
 
-def time_config(cfg, qa, qb, sa, sb):
-    """Median ms of one configuration, or None when it does not fit the SM."""
-    try:
-        scaled_matmul(qa, qb, sa, sb, cfg)
-    except OutOfResources as e:
-        print(f"  {cfg.label()}: does not fit ({e})")
-        return None
-    return bench_ms(lambda: scaled_matmul(qa, qb, sa, sb, cfg))
-
-
-def run_gpu(lesson: Lesson) -> None:
-    lesson.require_capability(9, 0, "fp8 wgmma and TMA descriptors (Hopper)")
+def target_operands(n=4096, device="cuda"):
     torch.manual_seed(0)
-    check_quantizer(lesson, torch.randn(4096, 4096, device="cuda", dtype=torch.float16), "fp16-randn")
+    a = torch.randn(n, n, device=device, dtype=torch.float16)
+    bt = torch.randn(n, n, device=device, dtype=torch.float16)  # B^T: (N, K)
+    return a, bt, *quantize_e4m3(a), *quantize_e4m3(bt)
 
+
+def pick_config(lesson: Lesson) -> Config:
+    """Race the candidate configurations at 4096^3; keep the fastest fast one."""
     # snippet: pick-config
     n = 4096
-    flop = 2.0 * n * n * n
-    a = torch.randn(n, n, device="cuda", dtype=torch.float16)
-    bt = torch.randn(n, n, device="cuda", dtype=torch.float16)  # B^T: (N, K) contiguous
-    qa, sa = quantize_e4m3(a)
-    qb, sb = quantize_e4m3(bt)
-    ms = {cfg: time_config(cfg, qa, qb, sa, sb) for cfg in FAST_CONFIGS + [PROMOTED_CONFIG]}
-    fitting = [cfg for cfg in FAST_CONFIGS if ms[cfg] is not None]
-    assert fitting, "no fast-accumulation configuration fits this GPU"
-    best = min(fitting, key=lambda cfg: ms[cfg])
+    a, bt, qa, sa, qb, sb = target_operands(n)
+    fns, misfits = {}, []
+    for cfg in FAST_CONFIGS + [PROMOTED_CONFIG]:
+        # Compile and run each once: a configuration whose pipeline does not
+        # fit in shared memory fails here, is reported, and sits out the race.
+        try:
+            scaled_matmul(qa, qb, sa, sb, cfg)
+        except OutOfResources as e:
+            print(f"  {cfg.label()}: does not fit ({e})")
+            misfits.append(cfg)
+            continue
+        fns[cfg] = lambda cfg=cfg: scaled_matmul(qa, qb, sa, sb, cfg)
+    assert any(cfg in fns for cfg in FAST_CONFIGS), "no fast configuration fits"
+    # Three rounds, the candidates taking turns, are enough to pick one.
+    ms = bench_interleaved(fns, rounds=3, warm_s=0.25)
+    best = min((cfg for cfg in FAST_CONFIGS if cfg in fns), key=ms.median)
     # end snippet
-    lesson.table("configs", ["configuration", "TFLOP/s"],
-                 [[cfg.label(), "does not fit" if t is None else tflops(flop, t)] for cfg, t in ms.items()],
-                 f"Candidate configurations at {n}^3, fp8 in, fp16 out; the fastest fast-accumulation one "
-                 "is used for everything below.")
+    flop = 2.0 * n**3
+    lesson.table(
+        "configs", ["configuration", "TFLOP/s"],
+        [[cfg.label(), tflops(flop, ms.median(cfg))] for cfg in fns]
+        + [[cfg.label(), "does not fit"] for cfg in misfits],
+        f"Candidate configurations at {n}^3, fp8 in, fp16 out, median of 3 rounds; "
+        "the fastest fast-accumulation one is used for everything below.",
+    )
     print(f"  using {best.label()}")
+    return best
 
+
+def check_gpu(lesson: Lesson, best: Config) -> None:
+    """Both accumulation modes on real e4m3 inputs, against two references."""
+    n = 4096
     # snippet: gpu-checks
     for seed, (M, N, K) in enumerate([(n, n, n), (1008, 1040, 784)]):
         torch.manual_seed(100 + seed)
@@ -353,82 +428,278 @@ def run_gpu(lesson: Lesson) -> None:
         # cuBLAS on the same fp8 inputs and scales, with and without fast
         # accumulation. _scaled_mm wants its second operand column-major:
         # q2.t() is (K, N) with K contiguous, a view of the same bytes.
-        cublas = torch._scaled_mm(q1, q2.t(), scale_a=s1, scale_b=s2, out_dtype=torch.float16)
-        cublas_fast = torch._scaled_mm(q1, q2.t(), scale_a=s1, scale_b=s2, out_dtype=torch.float16,
-                                       use_fast_accum=True)
-        for name, cfg, rtol_why, ref in [("fast", best, rtol_fast(K), cublas_fast),
-                                         ("promoted", PROMOTED_CONFIG, rtol_promoted(K, PROMOTED_CONFIG.block_k),
-                                          cublas)]:
-            c = torch.full((M, N), float("nan"), device="cuda", dtype=torch.float16)  # poison
-            scaled_matmul(q1, q2, s1, s2, cfg, out=c)
-            rtol, why = rtol_why
+        cublas = {
+            fast: torch._scaled_mm(q1, q2.t(), scale_a=s1, scale_b=s2,
+                                   out_dtype=torch.float16, use_fast_accum=fast)
+            for fast in (False, True)
+        }
+        modes = [("fast", best, rtol_fast(K), cublas[True]),
+                 ("promoted", PROMOTED_CONFIG,
+                  rtol_promoted(K, PROMOTED_CONFIG.block_k), cublas[False])]
+        for name, cfg, (rtol, why), ref in modes:
+            c = torch.full((M, N), float("nan"), device="cuda", dtype=torch.float16)
+            scaled_matmul(q1, q2, s1, s2, cfg, out=c)  # into poison
             lesson.close(f"{name}-vs-fp64-{M}x{N}x{K}", c, want, rtol, rtol * amax, why)
             # Two accumulations in different orders: the difference is bounded
             # by the kernel's bound plus one more fp16 rounding and cuBLAS's own.
             rtol2 = rtol + FP16_OUT
-            lesson.close(f"{name}-vs-scaled-mm-{M}x{N}x{K}", c, ref.double(), rtol2, rtol2 * amax,
-                         f"cuBLAS with use_fast_accum={name == 'fast'}; rtol = kernel bound + 2^-10")
+            lesson.close(
+                f"{name}-vs-scaled-mm-{M}x{N}x{K}", c, ref.double(), rtol2,
+                rtol2 * amax,
+                f"cuBLAS with use_fast_accum={name == 'fast'}; "
+                "rtol = kernel bound + 2^-10",
+            )
     # end snippet
 
+
+# snippet: paths
+def paths(best: Config, a, bt, qa, sa, qb, sb) -> dict:
+    """The five ways to compute C = A @ B that the lesson compares."""
+    return {
+        "fp16 torch.matmul": lambda: a @ bt.T,
+        "fp8 torch._scaled_mm": lambda: torch._scaled_mm(
+            qa, qb.t(), scale_a=sa, scale_b=sb, out_dtype=torch.float16),
+        "fp8 torch._scaled_mm, fast accum": lambda: torch._scaled_mm(
+            qa, qb.t(), scale_a=sa, scale_b=sb, out_dtype=torch.float16,
+            use_fast_accum=True),
+        "fp8 Triton, fast accum": lambda: scaled_matmul(qa, qb, sa, sb, best),
+        "fp8 Triton, promoted": lambda: scaled_matmul(qa, qb, sa, sb, PROMOTED_CONFIG),
+    }
+
+
+# end snippet
+
+
+def show_compiled_code(lesson: Lesson, best: Config) -> None:
+    """What the compiler made: e4m3 wgmma, TMA copies, registers, shared memory."""
+    a, bt, qa, sa, qb, sb = target_operands(1024)
+    num_sms = torch.cuda.get_device_properties(0).multi_processor_count
+    rows = []
+    for cfg in (best, PROMOTED_CONFIG):
+        c = torch.empty((1024, 1024), device="cuda", dtype=torch.float16)
+        # One program is enough: the launch returns the compiled kernel.
+        compiled = scaled_matmul_kernel[(1,)](
+            *descriptors(qa, qb, c, cfg), sa, sb, 1024, 1024, 1024,
+            BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k,
+            GROUP_M=cfg.group_m, NUM_SMS=num_sms, SPLIT_EPILOGUE=cfg.split_epilogue,
+            PROMOTE_ACC=cfg.promote_acc, num_warps=cfg.num_warps,
+            num_stages=cfg.num_stages,
+        )
+        ptx = compiled.asm["ptx"]
+        wgmma = re.findall(r"wgmma\.mma_async\.sync\.aligned\.(\w+)\.f32\.(\w+)\.", ptx)
+        rows.append([
+            cfg.label(),
+            ", ".join(sorted({f"{shape} {dtype}" for shape, dtype in wgmma})),
+            len(wgmma),
+            len(re.findall(r"cp\.async\.bulk\.tensor", ptx)),
+            getattr(compiled, "n_regs", None),
+            getattr(compiled, "n_spills", None),
+            round(compiled.metadata.shared / 1024, 1),
+        ])
+    lesson.table(
+        "compiled",
+        ["configuration", "wgmma shape and input type", "wgmma", "TMA copies",
+         "registers / thread", "spilled registers", "shared memory KiB"],
+        rows,
+        "What Triton compiled for the two accumulation modes (the same kernel "
+        "serves every shape); instruction counts are static, in the PTX.",
+    )
+
+
+def accuracy(lesson: Lesson, best: Config) -> None:
+    n = 4096
+    operands = target_operands(n)
+    a, bt, qa, sa, qb, sb = operands
     # snippet: accuracy
     # What fp8 costs: every path against the float64 product of the fp16
     # inputs before quantization, and against that of the fp8 values.
     exact = a.double() @ bt.double().T
     exact_q = dequantize64(qa, sa) @ dequantize64(qb, sb).T
-    paths = {
-        "fp16 torch.matmul": lambda: a @ bt.T,
-        "fp8 torch._scaled_mm": lambda: torch._scaled_mm(qa, qb.t(), scale_a=sa, scale_b=sb,
-                                                         out_dtype=torch.float16),
-        "fp8 torch._scaled_mm, fast accum": lambda: torch._scaled_mm(qa, qb.t(), scale_a=sa, scale_b=sb,
-                                                                     out_dtype=torch.float16, use_fast_accum=True),
-        "fp8 Triton, fast accum": lambda: scaled_matmul(qa, qb, sa, sb, best),
-        "fp8 Triton, promoted": lambda: scaled_matmul(qa, qb, sa, sb, PROMOTED_CONFIG),
-    }
     errors = {}
-    for name, fn in paths.items():
+    for name, fn in paths(best, *operands).items():
         got = fn()
         fp8 = not name.startswith("fp16")
-        errors[name] = [*rel_errors(got, exact), *(rel_errors(got, exact_q) if fp8 else ("-", "-"))]
+        errors[name] = [*rel_errors(got, exact),
+                        *(rel_errors(got, exact_q) if fp8 else ("-", "-"))]
     # end snippet
-    lesson.table("accuracy", ["path", "max err / max|C|", "rms err / rms C",
-                              "max err / max|C| (fp8 values)", "rms err / rms C (fp8 values)"],
-                 [[name, *e] for name, e in errors.items()],
-                 f"{n}^3, randn fp16 inputs. First two columns: against the float64 product of the fp16 inputs "
-                 "(quantization and accumulation). Last two: against the float64 product of the dequantized "
-                 "fp8 values (accumulation and fp16 output only).")
+    lesson.table(
+        "accuracy",
+        ["path", "max err / max|C|", "rms err / rms C",
+         "max err / max|C| (fp8 values)", "rms err / rms C (fp8 values)"],
+        [[name, *e] for name, e in errors.items()],
+        f"{n}^3, randn fp16 inputs. First two columns: against the float64 product "
+        "of the fp16 inputs (quantization and accumulation). Last two: against the "
+        "float64 product of the dequantized fp8 values (accumulation and fp16 "
+        "output only).",
+    )
+    got = scaled_matmul(qa, qb, sa, sb, best)
+    check_error_prediction(lesson, a, bt, got, f"{n}x{n}x{n}")
 
-    check_error_prediction(lesson, a, bt, scaled_matmul(qa, qb, sa, sb, best), f"{n}x{n}x{n}")
 
+def benchmark(lesson: Lesson, best: Config) -> None:
+    n = 4096
+    operands = target_operands(n)
     # snippet: benchmark
-    # The same five callables on the same inputs, taking turns round after
-    # round so that clock drift hits them alike: median of do_bench (CUDA
-    # events, L2 flushed) over the rounds, converted to TFLOP/s.
-    speed = {name: tflops(flop, ms) for name, ms in bench_interleaved(paths).items()}
+    # The five paths on the same inputs, taking turns round after round so
+    # that clock drift hits them alike; each round is a do_bench median (CUDA
+    # events, L2 flushed). Quantization is not timed. 2 * n^3 FLOP per call.
+    ms = bench_interleaved(paths(best, *operands))
+    flop = 2.0 * n**3
     # end snippet
-    lesson.table("speed", ["path", "TFLOP/s"], [[name, s] for name, s in speed.items()],
-                 f"{n}^3, median of triton.testing.do_bench, all in one run; quantization is not timed.")
-    lesson.benchmark("fp8-vs-scaled-mm-4096", speed["fp8 Triton, fast accum"], speed["fp8 torch._scaled_mm"],
-                     "TFLOP/s", threshold=0.6, stretch=0.95, baseline_name="torch._scaled_mm (cuBLAS fp8)",
-                     note="the lesson's kernel (Triton's default fast accumulation) against _scaled_mm's default")
-    lesson.benchmark("fp8-vs-scaled-mm-fast-4096", speed["fp8 Triton, fast accum"],
-                     speed["fp8 torch._scaled_mm, fast accum"], "TFLOP/s", threshold=None,
-                     baseline_name="torch._scaled_mm, use_fast_accum=True",
-                     note="like for like: both let the tensor core accumulate across all of K")
-    lesson.benchmark("fp8-promoted-vs-scaled-mm-4096", speed["fp8 Triton, promoted"], speed["fp8 torch._scaled_mm"],
-                     "TFLOP/s", threshold=None, baseline_name="torch._scaled_mm (cuBLAS fp8)",
-                     note="like for like: both promote partial sums into fp32")
-    lesson.benchmark("fp8-vs-fp16-cublas-4096", speed["fp8 Triton, fast accum"], speed["fp16 torch.matmul"],
-                     "TFLOP/s", threshold=1.3, gate=False, baseline_name="torch.matmul fp16 (cuBLAS)",
-                     note="what the narrower type buys; the datasheet ratio is 2")
+    lesson.table(
+        "speed", ["path", "TFLOP/s"],
+        [[name, tflops(flop, ms.median(name))] for name in ms],
+        f"{n}^3, median of 15 rounds taking turns, all in one run; quantization "
+        "is not timed.",
+    )
+    triton_fast, triton_promoted = "fp8 Triton, fast accum", "fp8 Triton, promoted"
+    rate = {"unit": "TFLOP/s", "work": flop}
+    lesson.benchmark(
+        "fp8-vs-scaled-mm-4096", "fp8 Triton vs torch._scaled_mm, 4096^3",
+        ms, triton_fast, "fp8 torch._scaled_mm", **rate,
+        baseline_name="torch._scaled_mm (cuBLAS fp8)", threshold=0.6, stretch=0.95,
+        note="the lesson's kernel (Triton's default fast accumulation) against "
+        f"_scaled_mm's default; {best.label()}",
+    )
+    lesson.benchmark(
+        "fp8-vs-scaled-mm-fast-4096",
+        "fp8 Triton vs torch._scaled_mm, both fast accumulation, 4096^3",
+        ms, triton_fast, "fp8 torch._scaled_mm, fast accum", **rate,
+        baseline_name="torch._scaled_mm, use_fast_accum=True",
+        note="like for like: both let the tensor core accumulate across all of K",
+    )
+    lesson.benchmark(
+        "fp8-promoted-vs-scaled-mm-4096",
+        "fp8 Triton promoted vs torch._scaled_mm, 4096^3",
+        ms, triton_promoted, "fp8 torch._scaled_mm", **rate,
+        baseline_name="torch._scaled_mm (cuBLAS fp8)",
+        note="like for like: both promote partial sums into fp32",
+    )
+    lesson.benchmark(
+        "fp8-vs-fp16-cublas-4096", "fp8 Triton vs fp16 cuBLAS, 4096^3",
+        ms, triton_fast, "fp16 torch.matmul", **rate,
+        baseline_name="torch.matmul fp16 (cuBLAS)", threshold=1.3, gate=False,
+        note="what the narrower type buys; the datasheet ratio is 2",
+    )
+
+
+def error_vs_k(lesson: Lesson, best: Config) -> None:
+    """How each accumulation mode's error grows with the length of the sum."""
+    # snippet: error-vs-k
+    # 1024 x 1024 outputs, K from 256 to 16384. Against the float64 product
+    # of the fp8 values, so only accumulation and the fp16 output count;
+    # the quantization error (against the fp16 inputs) is drawn for scale.
+    M = N = 1024
+    ks = [256, 1024, 4096, 16384]
+    rows = []
+    for K in ks:
+        torch.manual_seed(K)
+        a = torch.randn(M, K, device="cuda", dtype=torch.float16)
+        bt = torch.randn(N, K, device="cuda", dtype=torch.float16)
+        (qa, sa), (qb, sb) = quantize_e4m3(a), quantize_e4m3(bt)
+        exact_q = dequantize64(qa, sa) @ dequantize64(qb, sb).T
+        fast = scaled_matmul(qa, qb, sa, sb, best)
+        promoted = scaled_matmul(qa, qb, sa, sb, PROMOTED_CONFIG)
+        quantized = rel_errors(fast, a.double() @ bt.double().T)[1]
+        rows.append([K, rel_errors(fast, exact_q)[1],
+                     rel_errors(promoted, exact_q)[1], quantized])
+    # end snippet
+    lesson.table(
+        "error-vs-k",
+        ["K", "fast accum: rms err / rms C", "promoted: rms err / rms C",
+         "against the fp16 inputs (fast)"],
+        rows,
+        "1024 x 1024 outputs, randn inputs. The first two columns count "
+        "accumulation and the fp16 output only; the last adds quantization.",
+    )
+
+    def draw(fig):
+        ax = fig.subplots()
+        ax.plot(ks, [r[3] for r in rows], "s:",
+                label="whole error: fast, against the fp16 inputs")
+        ax.plot(ks, [r[1] for r in rows], "o-", label="fast accumulation")
+        ax.plot(ks, [r[2] for r in rows], "^-", label="promoted every BLOCK_K")
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xticks(ks, [str(k) for k in ks])
+        ax.set_xlabel("K (length of each dot product)")
+        ax.set_ylabel("rms error / rms C")
+        ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncols=2,
+                  frameon=False)
+
+    lesson.plot("error-vs-k", "Error of the fp8 kernel against K: the accumulation "
+                "modes against the exact product of the fp8 values, and the whole "
+                "error against the fp16 inputs.", draw)
+
+
+E5M2_MAX = 57344.0  # largest finite float8_e5m2: 1.75 * 2**15
+
+
+def try_this(lesson: Lesson, device: str) -> None:
+    torch.manual_seed(3)
+    x = torch.randn(256, 512, device=device, dtype=torch.float16)
+
+    # snippet: solution-e5m2
+    # e5m2 keeps 2 mantissa bits and reaches 57344: the same quantizer with
+    # a new top value. Half a step is now 2**-3 of a normal value; below
+    # 2**-14 (in scaled units) e5m2 is subnormal with a step of 2**-16.
+    amax = x.abs().max().float()
+    scale = amax / E5M2_MAX
+    q = (x.float() / scale).clamp(-E5M2_MAX, E5M2_MAX).to(torch.float8_e5m2)
+    back = q.double() * float(scale)
+    bound = torch.clamp(x.double().abs() * 2.0**-3, min=2.0**-17 * float(scale))
+    worst = float(((back - x.double()).abs() / bound).max())
+    # end snippet
+    peak = float(q.float().abs().max())
+    lesson.check("exercise-e5m2", worst <= 1.0 and peak == E5M2_MAX,
+                 f"max |dequantized - x| / bound = {worst:.3f}; largest |q| = {peak:g}")
+
+    # Rows whose sizes span six decades.
+    rows = torch.randn(256, 512, device=device)
+    rows *= torch.logspace(-6, 0, 256, device=device)[:, None]
+
+    # snippet: solution-row-scales
+    # One scale for the tensor is set by the largest row and pushes the
+    # small rows into e4m3's subnormal range, or to zero. One scale per row
+    # gives every row e4m3's full precision; in the kernel the epilogue's
+    # multiply becomes acc * scale_a[m] * scale_b[n].
+    def quantize_rows(x):
+        scale = x.abs().amax(dim=1, keepdim=True).float().clamp(min=1e-12) / E4M3_MAX
+        q = (x.float() / scale).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn)
+        return q, scale
+
+    per_tensor = dequantize64(*quantize_e4m3(rows))
+    per_row = dequantize64(*quantize_rows(rows))
+    # end snippet
+
+    def worst_row(y):  # the largest relative error of any one row
+        x64 = rows.double()
+        return float(((y - x64).norm(dim=1) / x64.norm(dim=1)).max())
+
+    lesson.check(
+        "exercise-row-scales",
+        worst_row(per_row) <= 2.0**-4 and worst_row(per_tensor) > 0.5,
+        f"worst row: {worst_row(per_row):.3g} with a scale per row (<= 2^-4), "
+        f"{worst_row(per_tensor):.3g} with one scale for the tensor",
+    )
 
 
 def main() -> int:
     lesson = Lesson("fp8-matmul")
     device = lesson.device()
-    if device == "cpu":
-        run_interpreter(lesson)
+    check_quantizers(lesson, device)
+    if lesson.interpret:
+        check_standin(lesson)
     else:
-        run_gpu(lesson)
+        best = pick_config(lesson)
+        check_gpu(lesson, best)
+    try_this(lesson, device)
+    if lesson.interpret:
+        return lesson.finish()
+    show_compiled_code(lesson, best)
+    accuracy(lesson, best)
+    benchmark(lesson, best)
+    error_vs_k(lesson, best)
     return lesson.finish()
 
 

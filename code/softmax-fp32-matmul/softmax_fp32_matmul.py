@@ -18,13 +18,15 @@ against `torch.softmax` and a plain copy, the matmul against cuBLAS in FP32
 and in TF32, after a small sweep of tile shapes.
 
 Run it:
-    TRITON_INTERPRET=1 python code/softmax-fp32-matmul/softmax_fp32_matmul.py   # CPU, checks only
-    python code/softmax-fp32-matmul/softmax_fp32_matmul.py                      # GPU, checks and timings
+    TRITON_INTERPRET=1 python softmax_fp32_matmul.py   # any machine: checks on the CPU
+    python softmax_fp32_matmul.py                      # a CUDA GPU: checks and timings
 """
 
 import contextlib
 import re
 import sys
+import warnings
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -32,11 +34,13 @@ import triton
 import triton.language as tl
 from triton.runtime.errors import OutOfResources
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # code/, where lessonkit.py lives
-from lessonkit import Lesson, bench_interleaved, bench_ms, gbps, scaled_rtol, tflops  # noqa: E402
+# lessonkit.py sits beside this file in a download, one folder up in the repository.
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE), str(HERE.parent)]
+from lessonkit import Lesson, Timings, bench_interleaved, scaled_rtol  # noqa: E402
 
-# Part 1's correctness shape: 2048 rows of 1024 values.
-SOFTMAX_ROWS, SOFTMAX_COLS = 2048, 1024
+# Part 1's correctness shape: 512 rows of 1024 values.
+SOFTMAX_ROWS, SOFTMAX_COLS = 512, 1024
 # A width that is not a power of two, so that masked lanes exist at all.
 RAGGED_ROWS, RAGGED_COLS = 64, 1000
 
@@ -57,12 +61,11 @@ TF32_EPS, TF32_RTOL = 2.0**-10, 1e-2
 CONFIGS = [
     (64, 64, 32, 8, 4, 3),
     (128, 128, 32, 8, 8, 3),
-    (128, 64, 64, 8, 4, 4),
 ]
-# Wider tiles that suit Hopper's warpgroup tensor-core instructions; only
-# worth trying for tf32 (for ieee a 128 x 256 accumulator would not fit in
-# registers without spilling).
-TF32_EXTRA = [(128, 256, 32, 8, 8, 3), (128, 256, 32, 8, 8, 4), (256, 128, 32, 8, 8, 3)]
+# A wider tile that suits Hopper's warpgroup tensor-core instructions; only
+# worth trying for tf32 with B column-major (for ieee a 128 x 256
+# accumulator would not fit in registers without spilling).
+TF32_WIDE = [(128, 256, 32, 8, 8, 3)]
 
 # Part 3's sizes.
 SWEEP_SIZE = 2048
@@ -72,8 +75,10 @@ SOFTMAX_SHAPES = ((32768, 1024), (4096, 16384))
 
 # snippet: softmax-kernel
 @triton.jit
-def softmax_kernel(out_ptr, in_ptr, out_row_stride, in_row_stride, n_rows, n_cols,
-                   BLOCK_COLS: tl.constexpr, STAGES: tl.constexpr):
+def softmax_kernel(
+    out_ptr, in_ptr, out_row_stride, in_row_stride, n_rows, n_cols,
+    BLOCK_COLS: tl.constexpr, STAGES: tl.constexpr,
+):
     # BLOCK_COLS is the next power of two at or above n_cols: a block's
     # length must be a power of two, so a row of 1000 values is held in a
     # block of 1024 and the last 24 lanes are masked off.
@@ -81,18 +86,21 @@ def softmax_kernel(out_ptr, in_ptr, out_row_stride, in_row_stride, n_rows, n_col
     mask = cols < n_cols
     # Program p handles rows p, p + P, p + 2P, ... where P is the grid size.
     # Launched with one program per row, the loop body runs exactly once.
-    for row in tl.range(tl.program_id(0), n_rows, tl.num_programs(0), num_stages=STAGES):
+    for row in tl.range(tl.program_id(0), n_rows, tl.num_programs(0),
+                        num_stages=STAGES):
         # Masked lanes read -inf. It can never be the maximum, and after the
         # shift exp(-inf) = 0 adds nothing to the sum. A 0.0 pad would do
         # both wrong: on a row of negative numbers it would *be* the maximum,
         # and every padded lane would add exp(0 - max) to the denominator.
-        x = tl.load(in_ptr + row * in_row_stride + cols, mask=mask, other=-float("inf"))
+        x = tl.load(in_ptr + row * in_row_stride + cols, mask=mask,
+                    other=-float("inf"))
         # Subtracting the row maximum leaves the result unchanged in exact
         # arithmetic, and keeps every exponent <= 0, so exp cannot overflow.
         shifted = x - tl.max(x, axis=0)
         numerator = tl.exp(shifted)
         denominator = tl.sum(numerator, axis=0)
-        tl.store(out_ptr + row * out_row_stride + cols, numerator / denominator, mask=mask)
+        tl.store(out_ptr + row * out_row_stride + cols, numerator / denominator,
+                 mask=mask)
 # end snippet
 
 
@@ -105,7 +113,8 @@ def softmax_warps(n_cols: int) -> int:
     return min(32, max(4, block_cols // (32 * 32)))
 
 
-def softmax(x: torch.Tensor, programs: int | None = None, out: torch.Tensor | None = None) -> torch.Tensor:
+def softmax(x: torch.Tensor, programs: int | None = None,
+            out: torch.Tensor | None = None) -> torch.Tensor:
     """Row softmax of a 2-D tensor. programs=None: one program per row.
 
     With a number, that many programs each walk a stride of rows, and the
@@ -124,27 +133,32 @@ def softmax(x: torch.Tensor, programs: int | None = None, out: torch.Tensor | No
 
 
 def persistent_programs(n_cols: int) -> int:
-    """Enough programs to fill every multiprocessor once, counting threads (2048 = 64 warps per SM)."""
+    """Enough programs to fill every multiprocessor once, counting threads.
+
+    A multiprocessor holds 2048 threads, 64 warps.
+    """
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     return sms * max(1, 64 // softmax_warps(n_cols))
 
 
 # snippet: matmul-signature
 @triton.jit
-def matmul_kernel(a_ptr, b_ptr, c_ptr, m, n, k,
-                  stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
-                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                  GROUP_M: tl.constexpr, IEEE: tl.constexpr):
+def matmul_kernel(
+    a_ptr, b_ptr, c_ptr, m, n, k,
+    stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr, IEEE: tl.constexpr,
+):
     # end snippet
     # Each program computes one BLOCK_M x BLOCK_N tile of C, walking K.
     #
     # snippet: group-order
-    # Which tile does program `pid` take? Row-major order (pid_m = pid // tiles_n)
-    # would have the programs running at the same moment sweep one full row
-    # of C tiles: they share a strip of A but each needs a different strip
-    # of B. Grouping walks GROUP_M tile rows down a column before moving
-    # right, so the programs in flight together touch fewer distinct strips
-    # of A and B and find more of them already in L2.
+    # Which tile does program `pid` take? Row-major order (pid_m = pid //
+    # tiles_n) would have the programs running at the same moment sweep one
+    # full row of C tiles: they share a strip of A but each needs a
+    # different strip of B. Grouping walks GROUP_M tile rows down a column
+    # before moving right, so the programs in flight together touch fewer
+    # distinct strips of A and B and find more of them already in L2.
     pid = tl.program_id(0)
     tiles_m = tl.cdiv(m, BLOCK_M)
     tiles_n = tl.cdiv(n, BLOCK_N)
@@ -181,9 +195,11 @@ def matmul_kernel(a_ptr, b_ptr, c_ptr, m, n, k,
         a = tl.load(a_ptrs, mask=offs_k[None, :] < k_left, other=0.0)
         b = tl.load(b_ptrs, mask=offs_k[:, None] < k_left, other=0.0)
         if IEEE:
-            acc = tl.dot(a, b, acc, input_precision="ieee")  # all 23 mantissa bits, FP32 FMA units
+            # all 23 mantissa bits, on the FP32 FMA units
+            acc = tl.dot(a, b, acc, input_precision="ieee")
         else:
-            acc = tl.dot(a, b, acc, input_precision="tf32")  # tensor cores, 10-bit mantissa inputs
+            # tensor cores, inputs cut to a 10-bit mantissa
+            acc = tl.dot(a, b, acc, input_precision="tf32")
         a_ptrs += BLOCK_K * stride_ak
         b_ptrs += BLOCK_K * stride_bk
     # end snippet
@@ -194,8 +210,8 @@ def matmul_kernel(a_ptr, b_ptr, c_ptr, m, n, k,
     tl.store(c_ptrs, acc, mask=(rows[:, None] < m) & (cols[None, :] < n))
 
 
-def matmul(a: torch.Tensor, b: torch.Tensor, config, ieee: bool, out: torch.Tensor | None = None,
-           with_kernel: bool = False):
+def matmul(a: torch.Tensor, b: torch.Tensor, config, ieee: bool,
+           out: torch.Tensor | None = None, with_kernel: bool = False):
     """C = A @ B with FP32 inputs and output, one tile shape, one precision.
 
     with_kernel=True also returns the compiled kernel, whose PTX shows which
@@ -204,13 +220,15 @@ def matmul(a: torch.Tensor, b: torch.Tensor, config, ieee: bool, out: torch.Tens
     m, k = a.shape
     n = b.shape[1]
     block_m, block_n, block_k, group_m, warps, stages = config
-    out = torch.empty((m, n), device=a.device, dtype=torch.float32) if out is None else out
+    if out is None:
+        out = torch.empty((m, n), device=a.device, dtype=torch.float32)
     grid = (triton.cdiv(m, block_m) * triton.cdiv(n, block_n),)
     compiled = matmul_kernel[grid](
         a, b, out, m, n, k,
-        a.stride(0), a.stride(1), b.stride(0), b.stride(1), out.stride(0), out.stride(1),
-        BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, GROUP_M=group_m, IEEE=ieee,
-        num_warps=warps, num_stages=stages)
+        a.stride(0), a.stride(1), b.stride(0), b.stride(1),
+        out.stride(0), out.stride(1),
+        BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, GROUP_M=group_m,
+        IEEE=ieee, num_warps=warps, num_stages=stages)
     return (out, compiled) if with_kernel else out
 
 
@@ -230,7 +248,7 @@ def tolerance(rtol_table: float, eps: float, terms: int, want: torch.Tensor):
 
 
 def poisoned(shape, device) -> torch.Tensor:
-    """An output buffer full of NaN: an element the kernel never writes cannot pass a check."""
+    """An output full of NaN: an element the kernel never writes cannot pass."""
     return torch.full(shape, float("nan"), device=device)
 
 
@@ -250,33 +268,42 @@ def max_rel_error(got: torch.Tensor, want: torch.Tensor) -> float:
 def multiply_instructions(compiled) -> list[int]:
     """How often each kind of multiply appears in the kernel's PTX."""
     ptx = compiled.asm["ptx"]
-    return [len(re.findall(r"wgmma\.mma_async[\w.]*\.tf32", ptx)),  # Hopper warpgroup tensor-core MMA
-            len(re.findall(r"mma\.sync[\w.]*\.tf32", ptx)),  # warp-level tensor-core MMA (Ampere style)
-            len(re.findall(r"fma\.rn\.f32", ptx))]  # plain FP32 fused multiply-add
+    return [
+        # Hopper's warpgroup tensor-core MMA
+        len(re.findall(r"wgmma\.mma_async[\w.]*\.tf32", ptx)),
+        # the warp-level tensor-core MMA (Ampere style)
+        len(re.findall(r"mma\.sync[\w.]*\.tf32", ptx)),
+        # a plain FP32 fused multiply-add
+        len(re.findall(r"fma\.rn\.f32", ptx)),
+    ]
 
 
 def config_name(cfg) -> str:
     return f"{cfg[0]}x{cfg[1]}x{cfg[2]}-g{cfg[3]}-w{cfg[4]}-s{cfg[5]}"
 
 
-def part1_softmax(lesson: Lesson, device: str) -> None:
+# == Part 1: is the softmax right? ============================================
+
+def check_softmax(lesson: Lesson, device: str) -> None:
     print(f"\nPart 1: row softmax, {SOFTMAX_ROWS} rows of {SOFTMAX_COLS}")
     torch.manual_seed(0)
     # Inputs are made on the host and copied, so the interpreter and the GPU
-    # see the same bits. Row i is shifted up by 0.05 * i (the last row by
+    # see the same bits. Row i is shifted up by 0.2 * i (the last row by
     # about 102): exp(102) overflows float32, whose largest value is about
     # exp(88.7), so a kernel that skipped the max subtraction would produce
     # inf / inf = NaN there instead of quietly agreeing.
     h_x = torch.randn(SOFTMAX_ROWS, SOFTMAX_COLS)
-    h_x += 0.05 * torch.arange(SOFTMAX_ROWS, dtype=torch.float32)[:, None]
+    h_x += 0.2 * torch.arange(SOFTMAX_ROWS, dtype=torch.float32)[:, None]
     x = h_x.to(device)
     want = softmax64(h_x)
     # Each output is divided by a sum of n_cols exponentials.
     rtol, atol, why = tolerance(F32_RTOL, F32_EPS, SOFTMAX_COLS, want)
-    lesson.close("softmax-2048x1024-program-per-row", softmax(x, out=poisoned(x.shape, device)), want, rtol, atol, why)
-    # The same kernel with 64 programs, each looping over 32 rows.
-    lesson.close("softmax-2048x1024-strided-rows", softmax(x, 64, out=poisoned(x.shape, device)), want,
-                 rtol, atol, f"64 programs; {why}")
+    got = softmax(x, out=poisoned(x.shape, device))
+    lesson.close("softmax-512x1024-program-per-row", got, want, rtol, atol, why)
+    # The same kernel with 16 programs, each looping over 32 rows.
+    got = softmax(x, 16, out=poisoned(x.shape, device))
+    lesson.close("softmax-512x1024-strided-rows", got, want, rtol, atol,
+                 f"16 programs; {why}")
 
     # A row of only negative numbers, in a width that leaves masked lanes.
     torch.manual_seed(1)
@@ -284,7 +311,8 @@ def part1_softmax(lesson: Lesson, device: str) -> None:
     want_neg = softmax64(h_neg)
     rtol, atol, why = tolerance(F32_RTOL, F32_EPS, RAGGED_COLS, want_neg)
     got_neg = softmax(h_neg.to(device), out=poisoned(h_neg.shape, device))
-    lesson.close("softmax-64x1000-all-negative", got_neg, want_neg, rtol, atol, f"24 masked lanes per row; {why}")
+    lesson.close("softmax-64x1000-all-negative", got_neg, want_neg, rtol, atol,
+                 f"24 masked lanes per row; {why}")
 
     # What a 0.0 pad would have computed, emulated in float64: the padded
     # lanes win the max on these rows and add exp(0 - 0) = 1 each to the sum.
@@ -294,11 +322,15 @@ def part1_softmax(lesson: Lesson, device: str) -> None:
     zero_padded = (e / e.sum(dim=1, keepdim=True))[:, :RAGGED_COLS]
     err = max_rel_error(zero_padded, want_neg)
     lesson.check("zero-padding-would-be-wrong", err > 100 * rtol,
-                 f"a 0.0 pad gives max error / max|want| = {err:.3g}, against a tolerance of {rtol:.3g}")
+                 f"a 0.0 pad gives max error / max|want| = {err:.3g}, "
+                 f"against a tolerance of {rtol:.3g}")
 
 
-def part2_matmul(lesson: Lesson, device: str) -> None:
-    print(f"\nPart 2: matmul {MM_M} x {MM_K} @ {MM_K} x {MM_N}, FP32 in, FP32 accumulate, FP32 out")
+# == Part 2: is the matmul right, in both precisions? =========================
+
+def check_matmul(lesson: Lesson, device: str) -> None:
+    print(f"\nPart 2: matmul {MM_M} x {MM_K} @ {MM_K} x {MM_N}, "
+          "FP32 in, FP32 accumulate, FP32 out")
     torch.manual_seed(2)
     h_a = torch.randn(MM_M, MM_K)
     h_b = torch.randn(MM_K, MM_N)
@@ -308,10 +340,13 @@ def part2_matmul(lesson: Lesson, device: str) -> None:
     print(f"  tile {config_name(cfg)}")
 
     got = {}
-    for label, ieee, rtol_table, eps in (("ieee", True, F32_RTOL, F32_EPS), ("tf32", False, TF32_RTOL, TF32_EPS)):
-        got[label] = matmul(a, b, cfg, ieee, out=poisoned((MM_M, MM_N), device)).cpu()
+    for label, ieee, rtol_table, eps in (("ieee", True, F32_RTOL, F32_EPS),
+                                         ("tf32", False, TF32_RTOL, TF32_EPS)):
+        out = poisoned((MM_M, MM_N), device)
+        got[label] = matmul(a, b, cfg, ieee, out=out).cpu()
         rtol, atol, why = tolerance(rtol_table, eps, MM_K, want)
-        lesson.close(f"matmul-{label}-256x256x1024", got[label], want, rtol, atol, why)
+        lesson.close(f"matmul-{label}-256x256x1024", got[label], want, rtol, atol,
+                     why)
 
     # snippet: precision-gate
     # TF32 keeps 10 explicit mantissa bits of each input instead of 23, so on
@@ -324,19 +359,24 @@ def part2_matmul(lesson: Lesson, device: str) -> None:
         # The interpreter runs tl.dot on numpy; whether it honours
         # input_precision is something this run reports, not assumes.
         same = torch.equal(got["ieee"], got["tf32"])
-        verdict = ("identical outputs: this interpreter ignored input_precision" if same
-                   else "different outputs: this interpreter shortened the tf32 inputs")
-        lesson.skip("tf32-less-accurate-than-ieee", f"not gated under the interpreter; {summary}; {verdict}")
+        verdict = ("identical outputs: this interpreter ignored input_precision"
+                   if same else
+                   "different outputs: this interpreter shortened the tf32 inputs")
+        lesson.skip("tf32-less-accurate-than-ieee",
+                    f"not gated under the interpreter; {summary}; {verdict}")
     else:
-        lesson.check("tf32-less-accurate-than-ieee", err_tf32 >= 10 * err_ieee, summary)
+        lesson.check("tf32-less-accurate-than-ieee", err_tf32 >= 10 * err_ieee,
+                     summary)
     # end snippet
 
 
-# snippet: softmax-benchmark
-def time_softmax(x: torch.Tensor, programs: int) -> dict:
-    """Median milliseconds of both launches, torch.softmax and a copy, all on the same input.
+# == Part 3a: softmax bandwidth ===============================================
 
-    The four take turns, round after round, so clock drift hits them alike.
+# snippet: softmax-benchmark
+def time_softmax(x: torch.Tensor, programs: int) -> Timings:
+    """Both launches, torch.softmax and a copy, all on the same input.
+
+    The four take turns in each of ten rounds, so clock drift hits them alike.
     """
     dst = torch.empty_like(x)
     return bench_interleaved({
@@ -344,13 +384,13 @@ def time_softmax(x: torch.Tensor, programs: int) -> dict:
         f"triton, {programs} programs, strided rows": lambda: softmax(x, programs),
         "torch.softmax": lambda: torch.softmax(x, dim=-1),
         "copy": lambda: dst.copy_(x),
-    })
+    }, rounds=10)
 # end snippet
 
 
-def part3_softmax_speed(lesson: Lesson) -> dict:
+def benchmark_softmax(lesson: Lesson) -> None:
     print("\nPart 3a: softmax bandwidth")
-    rows, results = [], {}
+    rows, rates = [], {}
     for n_rows, n_cols in SOFTMAX_SHAPES:
         shape = f"{n_rows}x{n_cols}"
         torch.manual_seed(3)
@@ -358,49 +398,74 @@ def part3_softmax_speed(lesson: Lesson) -> dict:
         want = softmax64(x)
         rtol, atol, why = tolerance(F32_RTOL, F32_EPS, n_cols, want)
         programs = persistent_programs(n_cols)
-        lesson.close(f"softmax-{shape}-per-row", softmax(x, out=poisoned(x.shape, "cuda")), want, rtol, atol, why)
-        lesson.close(f"softmax-{shape}-strided", softmax(x, programs, out=poisoned(x.shape, "cuda")), want,
-                     rtol, atol, f"{programs} programs; {why}")
-        del want
+        # What is timed must be right: both launches, on the timed input.
+        got = softmax(x, out=poisoned(x.shape, "cuda"))
+        lesson.close(f"softmax-{shape}-per-row", got, want, rtol, atol, why)
+        got = softmax(x, programs, out=poisoned(x.shape, "cuda"))
+        lesson.close(f"softmax-{shape}-strided", got, want, rtol, atol,
+                     f"{programs} programs; {why}")
+        del want, got
 
         ms = time_softmax(x, programs)
         # Softmax reads the matrix once and writes it once: 2 * 4 bytes per
         # element, exactly the traffic of a copy, so the copy is the ceiling.
         nbytes = 2 * x.numel() * x.element_size()
-        rate = {label: gbps(nbytes, t) for label, t in ms.items()}
-        for label, t in ms.items():
-            warps = softmax_warps(n_cols) if label.startswith("triton") else ""
-            rows.append([shape, label, warps, t * 1e3, rate[label]])
-        # The faster of the two launches is the kernel's result, as autotuning would pick it.
-        best = max((label for label in rate if label.startswith("triton")), key=rate.get)
-        lesson.benchmark(f"softmax-vs-torch-{shape}", rate[best], rate["torch.softmax"], "GB/s",
-                         threshold=0.8, stretch=1.0, baseline_name="torch.softmax", note=best)
-        lesson.benchmark(f"softmax-vs-copy-{shape}", rate[best], rate["copy"], "GB/s",
-                         threshold=0.8, gate=False, baseline_name="device-to-device copy", note=best)
-        results[shape] = {"triton": rate[best], "torch.softmax": rate["torch.softmax"], "copy": rate["copy"]}
-    lesson.table("softmax-launches", ["shape", "kernel", "num_warps", "us", "GB/s"], rows,
-                 "Row softmax in fp32; GB/s counts one read and one write of the matrix")
-    return results
+        # The faster of the two launches is the kernel's result, as
+        # autotuning would pick it.
+        launches = [name for name in ms if name.startswith("triton")]
+        best = min(launches, key=ms.median)
+        lesson.benchmark(
+            f"softmax-vs-torch-{shape}", f"softmax vs torch.softmax, {shape} fp32",
+            ms, best, "torch.softmax", unit="GB/s", work=nbytes,
+            baseline_name="torch.softmax", threshold=0.8, stretch=1.0, note=best)
+        lesson.benchmark(
+            f"softmax-vs-copy-{shape}", f"softmax vs a copy, {shape} fp32",
+            ms, best, "copy", unit="GB/s", work=nbytes,
+            baseline_name="device-to-device copy", threshold=0.8, gate=False,
+            note=best)
+        rates[shape] = {}
+        for name in ms:
+            t = ms.median(name)
+            warps = softmax_warps(n_cols) if name.startswith("triton") else ""
+            rows.append([shape, name, warps, t * 1e3, nbytes / t * 1e-6])
+            kind = "per row" if "per row" in name else name.split(",")[-1].strip()
+            rates[shape][kind] = nbytes / t * 1e-6
+    lesson.table("softmax-launches", ["shape", "kernel", "num_warps", "us", "GB/s"],
+                 rows, "Row softmax in fp32, medians of the interleaved rounds; "
+                 "GB/s counts one read and one write of the matrix")
+    plot_softmax(lesson, rates)
 
 
-def time_matmul(a: torch.Tensor, b: torch.Tensor, cfg, ieee: bool) -> float:
-    return bench_ms(lambda: matmul(a, b, cfg, ieee))
+def plot_softmax(lesson: Lesson, rates: dict) -> None:
+    shapes = list(rates)
+    kinds = list(rates[shapes[0]])
+    labels = {"per row": "Triton, one program per row",
+              "strided rows": "Triton, strided rows",
+              "torch.softmax": "torch.softmax", "copy": "copy (the ceiling)"}
+
+    def draw(fig):
+        ax = fig.subplots()
+        width = 0.8 / len(kinds)
+        for i, kind in enumerate(kinds):
+            xs = [j + (i - (len(kinds) - 1) / 2) * width for j in range(len(shapes))]
+            ax.bar(xs, [rates[s][kind] for s in shapes], width,
+                   label=labels.get(kind, kind))
+        ax.set_xticks(range(len(shapes)),
+                      [s.replace("x", " rows x ") + " cols, fp32" for s in shapes])
+        ax.set_ylabel("GB/s (one read + one write)")
+        ax.set_title("Row softmax bandwidth, medians of interleaved rounds")
+        # Headroom above the bars for the legend.
+        ax.set_ylim(0, 1.3 * max(max(r.values()) for r in rates.values()))
+        ax.legend(loc="upper center", ncols=2)
+
+    lesson.plot("softmax-bandwidth",
+                "Softmax GB/s: both launches of the Triton kernel, torch.softmax, "
+                "and a device-to-device copy of the same matrix", draw)
 
 
-# snippet: cublas-flag
-@contextlib.contextmanager
-def cublas_tf32(allowed: bool):
-    """Tell cuBLAS whether it may use TF32 tensor cores for FP32 inputs; restore the setting after."""
-    saved = torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = allowed
-    try:
-        yield
-    finally:
-        torch.backends.cuda.matmul.allow_tf32 = saved  # leave the process as we found it
-# end snippet
+# == Part 3b: a sweep of tile shapes ==========================================
 
-
-def part3_matmul_sweep(lesson: Lesson) -> dict:
+def sweep_tiles(lesson: Lesson) -> dict:
     size = SWEEP_SIZE
     print(f"\nPart 3b: matmul tile sweep at {size}^3, FP32 inputs")
     torch.manual_seed(4)
@@ -408,59 +473,103 @@ def part3_matmul_sweep(lesson: Lesson) -> dict:
     b = torch.randn(size, size, device="cuda")
     b_col = b.t().contiguous().t()  # the same B, column-major (see Part 3c)
     want = a.double() @ b.double()
-    flop = 2.0 * size**3
-    rows, best = [], {}
+    fns, facts, skipped = {}, {}, {}
     # snippet: sweep
-    # ieee with B row-major; tf32 with B row-major too (so the two differ in
-    # one string only) and again column-major, the layout its tensor cores read.
+    # ieee and tf32 with B row-major (so the two differ in one string only),
+    # and tf32 again with B column-major, the layout its tensor cores read,
+    # where the wider tiles are worth trying too.
     runs = [("ieee", True, "row", b, CONFIGS, F32_RTOL, F32_EPS),
-            ("tf32", False, "row", b, CONFIGS + TF32_EXTRA, TF32_RTOL, TF32_EPS),
-            ("tf32", False, "column", b_col, CONFIGS + TF32_EXTRA, TF32_RTOL, TF32_EPS)]
+            ("tf32", False, "row", b, CONFIGS, TF32_RTOL, TF32_EPS),
+            ("tf32", False, "column", b_col, CONFIGS + TF32_WIDE, TF32_RTOL,
+             TF32_EPS)]
     for label, ieee, layout, b_in, configs, rtol_table, eps in runs:
         rtol, atol, why = tolerance(rtol_table, eps, size, want)
         for cfg in configs:
+            key = (label, layout, cfg)
             try:
-                out, compiled = matmul(a, b_in, cfg, ieee, out=poisoned((size, size), "cuda"), with_kernel=True)
-            except OutOfResources as exc:  # too much shared memory for this tile and pipeline depth
-                rows.append([label, layout, *cfg, "", "", "", "", "", f"skipped: {exc}"])
+                out, compiled = matmul(a, b_in, cfg, ieee, with_kernel=True,
+                                       out=poisoned((size, size), "cuda"))
+            except OutOfResources as exc:  # too much shared memory for this tile
+                skipped[key] = f"skipped: {exc}"
                 continue
             # Every timed tile is checked too: a fast wrong answer is not a result.
-            lesson.close(f"sweep-{label}-b-{layout}-{config_name(cfg)}", out, want, rtol, atol, why)
-            ms = time_matmul(a, b_in, cfg, ieee)
-            rows.append([label, layout, *cfg, ms * 1e3, tflops(flop, ms), *multiply_instructions(compiled), ""])
-            key = (label, layout)
-            if key not in best or ms < best[key][1]:
-                best[key] = (cfg, ms)
+            lesson.close(f"sweep-{label}-b-{layout}-{config_name(cfg)}", out, want,
+                         rtol, atol, why)
+            facts[key] = multiply_instructions(compiled)
+            fns[key] = partial(matmul, a, b_in, cfg, ieee)
+    # A table only ranks the tiles: three interleaved rounds are enough.
+    ms = bench_interleaved(fns, rounds=3)
     # end snippet
-    lesson.table(f"matmul-sweep-{size}", ["precision", "B layout", "BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M",
-                                          "num_warps", "num_stages", "us", "TFLOP/s", "wgmma tf32",
-                                          "mma.sync tf32", "fma.rn.f32", "note"], rows,
-                 f"FP32-input matmul at {size}^3: every tile shape for each input_precision and B layout, with "
-                 "the multiply instructions counted in its PTX")
-
-    # One kernel against itself with one string changed, B row-major for
-    # both: if tf32 is not faster than ieee, the tensor cores were not used.
-    tf32, ieee_ = best["tf32", "row"], best["ieee", "row"]
-    lesson.benchmark(f"matmul-tf32-vs-ieee-{size}", tflops(flop, tf32[1]), tflops(flop, ieee_[1]),
-                     "TFLOP/s", threshold=1.0, baseline_name="best ieee tile",
-                     note=f"B row-major for both; tf32 {config_name(tf32[0])}, ieee {config_name(ieee_[0])}")
-    # Part 3c uses each precision's best tile in the layout that suits it.
-    return {"ieee": best["ieee", "row"][0], "tf32": best["tf32", "column"][0]}
-
-
-def time_against_cublas(a, b, b_col, cfg, ieee: bool, allow_tf32: bool) -> dict:
-    """Median ms of the Triton tile and cuBLAS, with B row-major and column-major, taking turns."""
-    with cublas_tf32(allow_tf32):
-        return bench_interleaved({
-            "triton": lambda: matmul(a, b, cfg, ieee),
-            "cublas": lambda: a @ b,
-            "triton, B column-major": lambda: matmul(a, b_col, cfg, ieee),
-            "cublas, B column-major": lambda: a @ b_col,
-        })
+    flop = 2.0 * size**3
+    rows, best = [], {}
+    for label, _, layout, _, configs, _, _ in runs:
+        for cfg in configs:
+            key = (label, layout, cfg)
+            if key in skipped:
+                rows.append([label, layout, *cfg, "", "", "", "", "", skipped[key]])
+                continue
+            t = ms.median(key)
+            rows.append([label, layout, *cfg, t * 1e3, flop / t * 1e-9,
+                         *facts[key], ""])
+            if (label, layout) not in best or t < ms.median(best[label, layout]):
+                best[label, layout] = key
+    lesson.table(
+        f"matmul-sweep-{size}",
+        ["precision", "B layout", "BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M",
+         "num_warps", "num_stages", "us", "TFLOP/s", "wgmma tf32", "mma.sync tf32",
+         "fma.rn.f32", "note"], rows,
+        f"FP32-input matmul at {size}^3: every tile shape for each input_precision "
+        "and B layout (medians of 3 interleaved rounds), with the multiply "
+        "instructions counted in its PTX")
+    # Part 3c uses the best tile of each precision and layout.
+    return {key: cfg for key, (_, _, cfg) in best.items()}
 
 
-def part3_matmul_vs_cublas(lesson: Lesson, best: dict) -> dict:
-    print("\nPart 3c: the best tile of each precision against cuBLAS, B row-major and column-major")
+# == Part 3c: against cuBLAS ==================================================
+
+# snippet: cublas-flag
+@contextlib.contextmanager
+def cublas_tf32(allowed: bool):
+    """Tell cuBLAS whether it may use TF32 tensor cores for FP32 inputs.
+
+    The setting is restored afterwards: we leave the process as we found it.
+    """
+    saved = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = allowed
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = saved
+
+
+def cublas(a: torch.Tensor, b: torch.Tensor, tf32: bool) -> torch.Tensor:
+    with cublas_tf32(tf32):
+        return a @ b
+# end snippet
+
+
+def time_against_cublas(a, b, b_col, best) -> Timings:
+    # snippet: cublas-benchmark
+    # Eight functions take turns in every round: each precision's best tile
+    # with B row-major and column-major, and cuBLAS on the same tensors,
+    # told per call whether it may use TF32.
+    ieee, tf32 = best["ieee", "row"], best["tf32", "row"]
+    tf32_col = best["tf32", "column"]
+    return bench_interleaved({
+        "triton ieee": lambda: matmul(a, b, ieee, ieee=True),
+        "cuBLAS FP32": lambda: cublas(a, b, tf32=False),
+        "triton ieee, B col": lambda: matmul(a, b_col, ieee, ieee=True),
+        "cuBLAS FP32, B col": lambda: cublas(a, b_col, tf32=False),
+        "triton tf32": lambda: matmul(a, b, tf32, ieee=False),
+        "cuBLAS TF32": lambda: cublas(a, b, tf32=True),
+        "triton tf32, B col": lambda: matmul(a, b_col, tf32_col, ieee=False),
+        "cuBLAS TF32, B col": lambda: cublas(a, b_col, tf32=True),
+    }, rounds=10)
+    # end snippet
+
+
+def against_cublas(lesson: Lesson, best: dict) -> None:
+    print("\nPart 3c: the best tiles against cuBLAS, B row-major and column-major")
     results = {}
     for size in MATMUL_SIZES:
         torch.manual_seed(5)
@@ -475,84 +584,202 @@ def part3_matmul_vs_cublas(lesson: Lesson, best: dict) -> dict:
         # transposed on the way, which is where a tf32 kernel loses its speed.
         b_col = b.t().contiguous().t()
         # end snippet
+        want = a.double() @ b.double()
+        rtol, atol, why = tolerance(TF32_RTOL, TF32_EPS, size, want)
+        got = matmul(a, b_col, best["tf32", "column"], ieee=False,
+                     out=poisoned((size, size), "cuda"))
+        lesson.close(f"tf32-column-major-b-{size}", got, want, rtol, atol, why)
+        del want, got
+
+        ms = time_against_cublas(a, b, b_col, best)
         flop = 2.0 * size**3
-        rtol, atol, why = tolerance(TF32_RTOL, TF32_EPS, size, a.double() @ b.double())
-        lesson.close(f"tf32-column-major-b-{size}", matmul(a, b_col, best["tf32"], ieee=False),
-                     a.double() @ b.double(), rtol, atol, why)
-        # snippet: cublas-benchmark
-        for label, ieee, allow_tf32, baseline in (("ieee", True, False, "fp32"), ("tf32", False, True, "tf32")):
-            cfg = best[label]
-            ms = time_against_cublas(a, b, b_col, cfg, ieee, allow_tf32)
-            # end snippet
-            name = baseline.upper()
-            lesson.benchmark(f"matmul-{label}-vs-cublas-{baseline}-{size}", tflops(flop, ms["triton"]),
-                             tflops(flop, ms["cublas"]), "TFLOP/s", baseline_name=f"cuBLAS {name}",
-                             note=f"B row-major; tile {config_name(cfg)}")
-            goal = {} if ieee else {"threshold": 0.6, "stretch": 0.9}
-            lesson.benchmark(f"matmul-{label}-colmajor-b-vs-cublas-{baseline}-{size}",
-                             tflops(flop, ms["triton, B column-major"]), tflops(flop, ms["cublas, B column-major"]),
-                             "TFLOP/s", baseline_name=f"cuBLAS {name}, same B", note=f"B column-major; tile "
-                             f"{config_name(cfg)}", **goal)
-            for kind, key in (("", "triton"), ("", "cublas"), (", B col", "triton, B column-major"),
-                              (", B col", "cublas, B column-major")):
-                who = f"triton {label}" if key.startswith("triton") else f"cuBLAS {name}"
-                results[(size, who + kind)] = tflops(flop, ms[key])
-    return results
+        cube = f"{size}^3"
+        tiles = {p: config_name(best[p, "row"]) for p in ("ieee", "tf32")}
+        col_tile = config_name(best["tf32", "column"])
+        bench = partial(lesson.benchmark, timings=ms, unit="TFLOP/s", work=flop)
+        if size == SWEEP_SIZE:
+            # One kernel against itself with one string changed, B row-major
+            # for both: if tf32 is not faster than ieee, the tensor cores were
+            # not used.
+            bench(name=f"matmul-tf32-vs-ieee-{size}",
+                  label=f"tf32 vs ieee, same kernel, {cube}, B row-major",
+                  kernel="triton tf32", baseline="triton ieee",
+                  baseline_name="the ieee kernel", threshold=1.0,
+                  note=f"tf32 {tiles['tf32']}, ieee {tiles['ieee']}")
+        bench(name=f"matmul-ieee-vs-cublas-fp32-{size}",
+              label=f"ieee matmul vs cuBLAS FP32, {cube}",
+              kernel="triton ieee", baseline="cuBLAS FP32",
+              baseline_name="cuBLAS FP32", note=f"B row-major; tile {tiles['ieee']}")
+        bench(name=f"matmul-ieee-colmajor-b-vs-cublas-fp32-{size}",
+              label=f"ieee matmul vs cuBLAS FP32, {cube}, B column-major",
+              kernel="triton ieee, B col", baseline="cuBLAS FP32, B col",
+              baseline_name="cuBLAS FP32, same B",
+              note=f"B column-major; tile {tiles['ieee']}")
+        bench(name=f"matmul-tf32-vs-cublas-tf32-{size}",
+              label=f"tf32 matmul vs cuBLAS TF32, {cube}",
+              kernel="triton tf32", baseline="cuBLAS TF32",
+              baseline_name="cuBLAS TF32", note=f"B row-major; tile {tiles['tf32']}")
+        bench(name=f"matmul-tf32-colmajor-b-vs-cublas-tf32-{size}",
+              label=f"tf32 matmul vs cuBLAS TF32, {cube}, B column-major",
+              kernel="triton tf32, B col", baseline="cuBLAS TF32, B col",
+              baseline_name="cuBLAS TF32, same B", threshold=0.6, stretch=0.9,
+              note=f"B column-major; tile {col_tile}")
+        results[size] = {name: flop / ms.median(name) * 1e-9 for name in ms}
+    plot_matmul(lesson, results)
 
 
-def figures(lesson: Lesson, soft: dict, mm: dict) -> None:
-    import matplotlib
+def plot_matmul(lesson: Lesson, results: dict) -> None:
+    groups = [("FP32\n(ieee)", "triton ieee", "cuBLAS FP32"),
+              ("TF32,\nB row-major", "triton tf32", "cuBLAS TF32"),
+              ("TF32,\nB column-major", "triton tf32, B col", "cuBLAS TF32, B col")]
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    def draw(fig):
+        axes = fig.subplots(1, len(results), sharey=True)
+        for ax, (size, tf) in zip(axes, results.items(), strict=True):
+            xs = range(len(groups))
+            ours = [tf[kernel] for _, kernel, _ in groups]
+            theirs = [tf[base] for _, _, base in groups]
+            bars = ax.bar([x - 0.2 for x in xs], ours, 0.4, label="Triton, best tile")
+            ax.bar([x + 0.2 for x in xs], theirs, 0.4, label="cuBLAS, same B")
+            ax.bar_label(bars, [f"{o / t:.2f}x" for o, t in zip(ours, theirs,
+                                                                 strict=True)],
+                         padding=2, fontsize=8)
+            ax.set_xticks(list(xs), [g[0] for g in groups], fontsize=8)
+            ax.set_title(f"{size}^3, FP32 inputs")
+        axes[0].set_ylabel("TFLOP/s")
+        axes[0].legend(loc="upper left", fontsize=8)
 
-    fig, ax = plt.subplots(figsize=(6, 3.2))
-    kinds = ["triton", "torch.softmax", "copy"]
-    width = 0.25
-    for i, kind in enumerate(kinds):
-        ax.bar([j + (i - 1) * width for j in range(len(soft))], [soft[s][kind] for s in soft], width, label=kind)
-    ax.set_xticks(range(len(soft)), [f"{s} fp32" for s in soft])
-    ax.set_ylabel("GB/s (read + write)")
-    ax.set_title("Row softmax bandwidth")
-    ax.legend()
-    lesson.figure(fig, "softmax-bandwidth", "Softmax GB/s: the Triton kernel (faster launch), torch.softmax, "
-                                            "and a device-to-device copy of the same matrix")
-    plt.close(fig)
+    lesson.plot("matmul-throughput",
+                "TFLOP/s of the best Triton tile against cuBLAS with TF32 off and on; "
+                "the label over each Triton bar is its ratio to cuBLAS", draw)
 
-    fig, ax = plt.subplots(figsize=(6, 3.2))
-    series = ["triton ieee", "cuBLAS FP32", "triton tf32", "cuBLAS TF32", "triton tf32, B col", "cuBLAS TF32, B col"]
-    width = 0.13
-    for i, label in enumerate(series):
-        ax.bar([j + (i - 2.5) * width for j in range(len(MATMUL_SIZES))],
-               [mm[(size, label)] for size in MATMUL_SIZES], width, label=label)
-    ax.set_xticks(range(len(MATMUL_SIZES)), [f"{s}^3" for s in MATMUL_SIZES])
-    ax.set_ylabel("TFLOP/s")
-    ax.set_title("FP32-input matmul")
-    ax.legend(fontsize=8)
-    lesson.figure(fig, "matmul-throughput", "TFLOP/s of the best Triton tile per precision against cuBLAS "
-                                            "with TF32 off and on; B row-major, and for TF32 also column-major")
-    plt.close(fig)
+
+# == Try this =================================================================
+
+# snippet: solution-no-max-shift
+# Exercise: drop the max shift. The kernel without `- tl.max(x)`, one
+# program per row:
+@triton.jit
+def softmax_unshifted_kernel(out_ptr, in_ptr, stride, n_cols,
+                             BLOCK_COLS: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK_COLS)
+    mask = cols < n_cols
+    x = tl.load(in_ptr + row * stride + cols, mask=mask, other=-float("inf"))
+    numerator = tl.exp(x)  # inf once x > 88.72, and then inf / inf = NaN
+    tl.store(out_ptr + row * stride + cols,
+             numerator / tl.sum(numerator, axis=0), mask=mask)
+
+
+def broken_rows(x: torch.Tensor) -> torch.Tensor:
+    """Which rows of the unshifted softmax hold a NaN or an inf."""
+    out = torch.zeros_like(x)  # zeros, not NaN: here NaN is the failure
+    softmax_unshifted_kernel[(x.shape[0],)](
+        out, x, x.stride(0), x.shape[1],
+        BLOCK_COLS=triton.next_power_of_2(x.shape[1]))
+    return ~torch.isfinite(out).all(dim=1)
+# end snippet
+
+
+# snippet: solution-log-softmax
+# Exercise: log-softmax. log(exp(s_j) / sum_k exp(s_k)) = s_j - log(sum_k
+# exp(s_k)) for the shifted row s: one log per row and no division.
+@triton.jit
+def log_softmax_kernel(out_ptr, in_ptr, stride, n_cols, BLOCK_COLS: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK_COLS)
+    mask = cols < n_cols
+    x = tl.load(in_ptr + row * stride + cols, mask=mask, other=-float("inf"))
+    shifted = x - tl.max(x, axis=0)
+    log_sum = tl.log(tl.sum(tl.exp(shifted), axis=0))
+    tl.store(out_ptr + row * stride + cols, shifted - log_sum, mask=mask)
+
+
+def log_softmax(x: torch.Tensor) -> torch.Tensor:
+    out = torch.full_like(x, float("nan"))
+    log_softmax_kernel[(x.shape[0],)](
+        out, x, x.stride(0), x.shape[1],
+        BLOCK_COLS=triton.next_power_of_2(x.shape[1]))
+    return out
+# end snippet
+
+
+# snippet: solution-tf32x3
+# Exercise: a third precision. "tf32x3" splits each FP32 input into a TF32
+# part and a TF32 remainder and adds three tensor-core products (big x big,
+# big x small, small x big): close to FP32 accuracy for three times the
+# tensor-core work. One program computes one BLOCK x BLOCK tile here.
+@triton.jit
+def dot_kernel(a_ptr, b_ptr, c_ptr, K, BLOCK: tl.constexpr, BLOCK_K: tl.constexpr,
+               PRECISION: tl.constexpr):
+    rows = tl.arange(0, BLOCK)
+    ks = tl.arange(0, BLOCK_K)
+    acc = tl.zeros((BLOCK, BLOCK), dtype=tl.float32)
+    for k in range(0, K, BLOCK_K):
+        a = tl.load(a_ptr + rows[:, None] * K + (k + ks)[None, :])
+        b = tl.load(b_ptr + (k + ks)[:, None] * BLOCK + rows[None, :])
+        acc = tl.dot(a, b, acc, input_precision=PRECISION)
+    tl.store(c_ptr + rows[:, None] * BLOCK + rows[None, :], acc)
+
+
+def dot_tile(a: torch.Tensor, b: torch.Tensor, precision: str) -> torch.Tensor:
+    block, k = a.shape
+    out = torch.full((block, block), float("nan"), device=a.device)
+    dot_kernel[(1,)](a, b, out, k, BLOCK=block, BLOCK_K=32, PRECISION=precision)
+    return out
+# end snippet
+
+
+def try_this(lesson: Lesson, device: str) -> None:
+    print("\nTry this: the exercises' solutions")
+    # Row i holds random values shifted up by 2 * i: the row maxima climb
+    # from about 2 to about 128, past float32's exp limit of 88.72.
+    torch.manual_seed(6)
+    h_x = torch.randn(64, 200) + 2.0 * torch.arange(64.0)[:, None]
+    row_max = h_x.max(dim=1).values
+    with warnings.catch_warnings():  # the interpreter's numpy warns on overflow
+        warnings.simplefilter("ignore", RuntimeWarning)
+        broken = broken_rows(h_x.to(device)).cpu()
+    # exp(max) overflows past 88.72; below 80 even a sum of 200 terms of
+    # exp(80) = 5.5e34 stays under float32's largest value, 3.4e38.
+    high, low = row_max > 88.8, row_max < 80.0
+    lesson.check("exercise-no-max-shift",
+                 bool(broken[high].all()) and not bool(broken[low].any()),
+                 f"{int(broken.sum())} of 64 rows broken; all {int(high.sum())} "
+                 f"rows with max > 88.8 broken, none of the {int(low.sum())} "
+                 "with max < 80")
+
+    torch.manual_seed(7)
+    h_x = 10.0 * torch.randn(64, 1000)
+    want = torch.log_softmax(h_x.double(), dim=1)
+    rtol, atol, why = tolerance(F32_RTOL, F32_EPS, 1000, want)
+    lesson.close("exercise-log-softmax", log_softmax(h_x.to(device)), want, rtol,
+                 atol, why)
+
+    torch.manual_seed(8)
+    h_a, h_b = torch.randn(64, 256), torch.randn(256, 64)
+    want = h_a.double() @ h_b.double()
+    got = dot_tile(h_a.to(device), h_b.to(device), "tf32x3")
+    # The FP32 bound that tf32 misses by far (Part 2's errors): tf32x3 must meet it.
+    rtol, atol, why = tolerance(F32_RTOL, F32_EPS, 256, want)
+    if lesson.interpret:
+        why += "; the interpreter ignores input_precision, so the GPU run is the test"
+    lesson.close("exercise-tf32x3", got, want, rtol, atol, why)
 
 
 def main() -> int:
     lesson = Lesson("softmax-fp32-matmul")
-    device = lesson.device()
-    if device == "cuda":
-        # input_precision="tf32" needs tensor cores that take TF32 (8.0+).
-        lesson.require_capability(8, 0, "tf32 tensor cores")
-
-    part1_softmax(lesson, device)
-    part2_matmul(lesson, device)
-
+    device = lesson.device()  # declines below compute capability 8.0 (lesson.toml)
+    check_softmax(lesson, device)
+    check_matmul(lesson, device)
+    try_this(lesson, device)
     if lesson.interpret:
-        print("\nNo timings under the interpreter: it runs each program one after another on numpy,\n"
-              "so a time from it would describe Python, not a GPU.")
+        print("\nNo timings under the interpreter: it runs each program one after "
+              "another on numpy,\nso a time from it would describe Python, not a GPU.")
         return lesson.finish()
-
-    soft = part3_softmax_speed(lesson)
-    best = part3_matmul_sweep(lesson)
-    mm = part3_matmul_vs_cublas(lesson, best)
-    figures(lesson, soft, mm)
+    benchmark_softmax(lesson)
+    best = sweep_tiles(lesson)  # also what the compiler made: PTX multiply counts
+    against_cublas(lesson, best)
     return lesson.finish()
 
 

@@ -35,11 +35,11 @@ def figure(page: Page, name: str) -> str:
         for fig in record.figures:
             if fig.name == name:
                 return figure_html(page, st, record, fig)
-    if any(r.mode == "gpu" for r in st.records):
+    if any(r.mode == "gpu" for r in st.current):
         known = sorted({f.name for r in st.records for f in r.figures})
         raise DirectiveError(f"no recorded figure named '{name}' for lesson '{st.lesson.name}' "
                              f"(recorded figures: {', '.join(known) or 'none'})")
-    return f"_Figure {text(name)} is drawn by the GPU run, which has not been recorded yet._"
+    return f"_Figure {text(name)} is drawn by the GPU run of this source, which has not been recorded yet._"
 
 
 @directive("figures", "every figure the runs recorded")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from directives import Page, directive, notebook_form
 from render import admonition, md_table, text
 from requirements import INSTALL, requirements
+from sources import page_uri, site_path
 
 
 def requirements_markdown(page: Page) -> str:
@@ -33,7 +34,13 @@ def requirements_markdown(page: Page) -> str:
 @directive("requirements",                           "run, the install line, run commands and downloads")
 def requirements_box(page: Page) -> str:
     body = requirements_markdown(page)
-    links = page.site.extra.get("downloads", {}).get(page.lesson.lesson.name)
+    lesson = page.lesson.lesson
+    modules = [m for m in lesson.source_files() if m.suffix == ".py" and m != lesson.main]
+    if modules:  # the kit (and any other local module) has a page: say so where the lesson is run
+        body += "\n\n**Imports:** " + ", ".join(
+            f"[<code>{text(m.name)}</code>]({page.root}{page_uri(site_path(page.site.code_dir, m))})"
+            for m in modules) + ", which the zip puts beside the lesson."
+    links = page.site.extra.get("downloads", {}).get(lesson.name)
     if links:
         body += "\n\n" + " · ".join(
             f"[{label}]({target}){{ .vt-colab }}" if target.startswith("https://")

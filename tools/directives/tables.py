@@ -30,8 +30,8 @@ def table(page: Page, name: str) -> str:
             return admonition("vt-stale", STALE_MARK, f"{note}\n\n{block}") if note else block
     if not st.records:
         return f"_Table {text(name)} appears once the lesson has been run._"
-    if any(r.mode == "gpu" for r in st.records):
-        # Every run that could record it has run: a name no record has is a typo on the page.
+    if any(r.mode == "gpu" for r in st.current):
+        # Every run of this source that could record it has run: a name no record has is a typo on the page.
         known = sorted({t.name for r in st.records for t in r.tables})
         raise DirectiveError(f"no recorded table named '{name}' for lesson '{st.lesson.name}' "
                              f"(recorded tables: {', '.join(known) or 'none'})")

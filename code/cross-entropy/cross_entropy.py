@@ -1,0 +1,580 @@
+"""Cross-entropy over a large vocabulary: loss and gradient in one kernel, in place.
+
+The last layer of a language model turns every token's hidden state into one
+logit per word of the vocabulary, and the loss is the cross-entropy of those
+logits against the next token:
+
+    loss_row = logsumexp(x) - x[target]
+    grad_row = (softmax(x) - onehot(target)) / n_valid     (mean reduction)
+
+At 8192 tokens and a 131072-word vocabulary the logits are 2 GiB in bf16.
+PyTorch's `F.cross_entropy(...).backward()` keeps a log-softmax of the same
+size for the backward pass, builds a one-hot gradient of that size, and then
+a gradient of that size again: several copies of the biggest tensor of the
+step. Liger-Kernel's cross-entropy keeps none of them. One program owns one
+row (one token) and walks it twice:
+
+1. an *online* max and sum over the vocabulary in blocks (the log-sum-exp of
+   the row in one pass, however long the row), then the loss;
+2. a second walk that turns every logit into its gradient and writes it over
+   the logit, in place.
+
+The gradient is known once the loss is, so the kernel computes it during the
+forward pass, and the backward pass only hands it on. No fp32 copy of the
+logits and no separate gradient tensor ever exist.
+
+Run it:
+    TRITON_INTERPRET=1 python cross_entropy.py   # any machine: checks on the CPU
+    python cross_entropy.py                      # a CUDA GPU: checks, time, memory
+"""
+
+import sys
+from functools import partial
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+import triton
+import triton.language as tl
+
+# lessonkit.py sits beside this file in a download, one folder up in the repository.
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE), str(HERE.parent)]
+from lessonkit import Lesson, bench_interleaved, bench_ms, scaled_rtol  # noqa: E402
+
+IGNORE_INDEX = -100  # PyTorch's default: rows with this target are padding
+
+
+# snippet: kernel
+@triton.jit
+def cross_entropy_kernel(
+    x_ptr,  # logits, n_rows x V; overwritten with the gradient
+    x_stride,  # elements between two rows
+    target_ptr,  # n_rows int64 class indices
+    loss_ptr,  # n_rows fp32: each row's loss (0 for ignored rows)
+    denom_ptr,  # one number on the device: n_valid for "mean", 1 for "sum"
+    grad_scale,  # a factor for the gradient (a loss scale), 1.0 by default
+    V,  # vocabulary size
+    ignore_index,
+    BLOCK: tl.constexpr,
+):
+    # One program per row. 8192 x 131072 is 2^30 elements: row * stride
+    # must be computed in 64 bits before it is added to a pointer.
+    row = tl.program_id(0).to(tl.int64)
+    row_ptr = x_ptr + row * x_stride
+    offs = tl.arange(0, BLOCK)
+    y = tl.load(target_ptr + row)
+
+    # The loops over the row are `while` loops: Triton 3.6's interpreter
+    # cannot take a runtime bound in range() under NumPy 2.4 (see the
+    # reductions lesson). They compile to the same loop.
+    if y == ignore_index:
+        # Padding: no loss, and a gradient of exactly zero. The zeros must
+        # be written, because the buffer still holds this row's logits.
+        zero = tl.zeros((BLOCK,), dtype=x_ptr.dtype.element_ty)
+        start = 0
+        while start < V:
+            tl.store(row_ptr + start + offs, zero, mask=start + offs < V)
+            start += BLOCK
+        tl.store(loss_ptr + row, 0.0)
+        return
+
+    x_y = tl.load(row_ptr + y).to(tl.float32)  # read before it is overwritten
+
+    # Pass 1: the online log-sum-exp. m is the largest logit seen so far and
+    # d = sum(exp(x - m)) over the logits seen so far. A block with a new
+    # maximum rescales d by exp(m_old - m_new), so one walk over the row is
+    # enough, however long it is. Padding lanes load -inf: they never win
+    # the max and add exp(-inf) = 0 to the sum.
+    m = float("-inf")
+    d = 0.0
+    start = 0
+    while start < V:
+        cols = start + offs
+        x = tl.load(row_ptr + cols, mask=cols < V, other=float("-inf"))
+        x = x.to(tl.float32)
+        m_new = tl.maximum(m, tl.max(x, axis=0))
+        d = d * tl.exp(m - m_new) + tl.sum(tl.exp(x - m_new), axis=0)
+        m = m_new
+        start += BLOCK
+    lse = m + tl.log(d)  # d >= 1: the largest term is exp(0)
+    tl.store(loss_ptr + row, lse - x_y)
+
+    # Pass 2: the gradient, written over the logits it came from.
+    # d loss / d x_j = (softmax(x)_j - [j == y]) * scale. Each program reads
+    # only its own row and writes each element after reading it, so the
+    # overwrite is safe without any barrier.
+    scale = grad_scale / tl.load(denom_ptr).to(tl.float32)
+    p_scale = scale / d  # softmax(x)_j * scale = exp(x_j - m) * (scale / d)
+    start = 0
+    while start < V:
+        cols = start + offs
+        mask = cols < V
+        x = tl.load(row_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+        g = tl.exp(x - m) * p_scale - tl.where(cols == y, scale, 0.0)
+        tl.store(row_ptr + cols, g.to(x_ptr.dtype.element_ty), mask=mask)
+        start += BLOCK
+
+
+# end snippet
+
+
+# snippet: launch
+def cross_entropy_(
+    logits: torch.Tensor,
+    target: torch.Tensor,
+    ignore_index: int = IGNORE_INDEX,
+    reduction: str = "mean",
+    grad_scale: float = 1.0,
+    block: int | None = None,
+    num_warps: int | None = None,
+    loss_rows: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """The loss; `logits` is overwritten with d(loss)/d(logits) * grad_scale.
+
+    The trailing underscore is PyTorch's mark of an in-place operation.
+    """
+    assert logits.ndim == 2 and logits.stride(1) == 1 and target.is_contiguous()
+    n_rows, V = logits.shape
+    if reduction == "mean":
+        # Counted on the device: no .item(), so the host never waits.
+        denom = (target != ignore_index).sum()
+    elif reduction == "sum":
+        denom = torch.ones((), dtype=torch.int64, device=logits.device)
+    else:
+        raise ValueError(f"reduction {reduction!r}: use 'mean' or 'sum'")
+    # Liger-Kernel's choice: blocks of up to 32768 logits and 32 warps, so a
+    # thread holds 32 values of a block. The sweep below tries smaller ones.
+    block = block or min(32768, triton.next_power_of_2(V))
+    num_warps = num_warps or max(1, min(32, block // 1024))
+    if loss_rows is None:
+        loss_rows = torch.empty(n_rows, dtype=torch.float32, device=logits.device)
+    cross_entropy_kernel[(n_rows,)](
+        logits, logits.stride(0), target, loss_rows, denom, grad_scale,
+        V, ignore_index, BLOCK=block, num_warps=num_warps,
+    )
+    # The per-row losses are 4 bytes a row; their sum is a tiny reduction.
+    return loss_rows.sum() / denom
+
+
+# end snippet
+
+
+# snippet: autograd
+class FusedCrossEntropy(torch.autograd.Function):
+    """F.cross_entropy(logits, target) for autograd, with the gradient computed
+    (in place, in the logits' memory) during the forward pass."""
+
+    @staticmethod
+    def forward(ctx, logits, target):
+        loss = cross_entropy_(logits, target)
+        # The logits' buffer now holds the gradient. Save it detached: it is
+        # data for backward, not a tensor autograd should track.
+        ctx.save_for_backward(logits.detach())
+        return loss
+
+    @staticmethod
+    def backward(ctx, grad_loss):
+        (grad,) = ctx.saved_tensors
+        # The loss was the last op (grad_loss == 1), except under a loss
+        # scaler. Multiplying here rounds twice; see the exercise on scaling.
+        return grad * grad_loss.to(grad.dtype), None
+
+
+# end snippet
+
+
+# snippet: reference
+def reference(logits, target, ignore_index=IGNORE_INDEX, reduction="mean"):
+    """Per-row loss and the gradient in float64, from the same logits."""
+    x = logits.double()
+    valid = target != ignore_index
+    safe = torch.where(valid, target, 0)
+    lse = torch.logsumexp(x, dim=1)
+    loss_rows = torch.where(valid, lse - x.gather(1, safe[:, None])[:, 0], 0.0)
+    grad = torch.softmax(x, dim=1)
+    grad[torch.arange(len(x), device=x.device), safe] -= 1.0
+    grad *= valid[:, None]
+    denom = valid.sum() if reduction == "mean" else 1
+    return loss_rows, loss_rows.sum() / denom, grad / denom
+
+
+# end snippet
+
+
+# snippet: tolerance
+def tolerances(dtype: torch.dtype, V: int) -> tuple[float, float, str]:
+    """(rtol, atol, why) for the gradient in `dtype`.
+
+    The kernel works in fp32: the sum d over V terms drifts like sqrt(V)
+    roundings (the kit's 4 * eps * sqrt(V) bound), and the gradient is then
+    rounded once to the logits' type. fp16's smallest numbers are
+    subnormal, spaced 2^-24 apart, so a tiny gradient can be off by half
+    of that in absolute terms.
+    """
+    acc, acc_why = scaled_rtol(0.0, 2.0**-23, V)
+    unit = {torch.float32: 2.0**-24, torch.float16: 2.0**-11, torch.bfloat16: 2.0**-8}
+    atol = 2.0**-25 if dtype == torch.float16 else 0.0
+    why = f"{dtype}: rounding {unit[dtype]:.3g}; fp32 sum {acc_why}"
+    return unit[dtype] + acc, atol, why
+
+
+# end snippet
+
+
+def make_inputs(n_rows, V, dtype, device, ignored=0.1, spread=2.0, seed=0):
+    """Random logits (never zeros) and targets; about `ignored` of them padding."""
+    g = torch.Generator(device).manual_seed(seed)
+    x = torch.randn(n_rows, V, generator=g, device=device, dtype=dtype).mul_(spread)
+    t = torch.randint(0, V, (n_rows,), generator=g, device=device)
+    t[torch.rand(n_rows, generator=g, device=device) < ignored] = IGNORE_INDEX
+    t[0] = 0  # the first and last columns are targets too
+    if n_rows > 1:
+        t[1] = V - 1
+    return x, t
+
+
+def check_one(lesson, n_rows, V, dtype, device, block=None, seed=0):
+    x, t = make_inputs(n_rows, V, dtype, device, seed=seed)
+    want_rows, want_loss, want_grad = reference(x, t)
+    grad = x.clone()
+    loss_rows = torch.full((n_rows,), float("nan"), device=device)  # poison
+    loss = cross_entropy_(grad, t, block=block, loss_rows=loss_rows)
+    tag = f"{n_rows}x{V}-{str(dtype).removeprefix('torch.')}" + (
+        f"-block{block}" if block else ""
+    )
+    # The loss is an fp32 log-sum-exp: its error is about the relative error
+    # of the sum d, the same 4 * eps * sqrt(V) bound.
+    rtol, why = scaled_rtol(2.0**-20, 2.0**-23, V)
+    lesson.close(f"loss-rows-{tag}", loss_rows, want_rows, rtol, rtol, why)
+    lesson.close(f"loss-mean-{tag}", loss, want_loss, rtol, rtol, why)
+    rtol, atol, why = tolerances(dtype, V)
+    lesson.close(f"grad-{tag}", grad, want_grad, rtol, atol, why)
+    ignored = t == IGNORE_INDEX
+    lesson.check(
+        f"ignored-rows-zero-{tag}",
+        bool(ignored.any()) and bool((grad[ignored] == 0).all()),
+        f"{int(ignored.sum())} of {n_rows} rows have target {IGNORE_INDEX}: "
+        "their gradient is all 0",
+    )
+
+
+def check_correctness(lesson: Lesson, device: str) -> None:
+    # snippet: checks
+    # Vocabularies that are not multiples of the block (3000 = 2 blocks of
+    # 1024 + 952), one shorter than a single block (77), and the block
+    # chosen by the launcher. Rows mix real targets with ignore_index.
+    if lesson.interpret:
+        cases = [(32, 3000, torch.float32, 1024), (32, 3000, torch.float16, 1024),
+                 (16, 77, torch.float16, None), (8, 5000, torch.float16, None)]
+    else:
+        cases = [(64, 3000, torch.float16, 1024), (257, 50257, torch.float16, None),
+                 (257, 50257, torch.bfloat16, None), (64, 131072, torch.bfloat16, 4096),
+                 (300, 100_000, torch.bfloat16, None)]
+    for seed, (n_rows, V, dtype, block) in enumerate(cases):
+        check_one(lesson, n_rows, V, dtype, device, block, seed)
+    # end snippet
+    lesson.not_on_interpreter(
+        "bfloat16 logits", "the interpreter has no bfloat16; fp16 and fp32 stand in"
+    )
+
+    # The autograd wrapper gives the same gradient through .backward().
+    x, t = make_inputs(16, 3000, torch.float16, device, seed=9)
+    _, want_loss, want_grad = reference(x, t)
+    logits = x.clone().requires_grad_()
+    work = logits * 1  # a non-leaf, like the output of the last matmul
+    loss = FusedCrossEntropy.apply(work, t)
+    loss.backward()
+    rtol, atol, why = tolerances(torch.float16, 3000)
+    lesson.close("autograd-wrapper-grad", logits.grad, want_grad, rtol, atol, why)
+
+
+def check_full_shape(lesson: Lesson, device: str) -> None:
+    """The benchmark's shape: loss over all rows, gradient on a subset."""
+    n_rows, V = 8192, 131072
+    x, t = make_inputs(n_rows, V, torch.bfloat16, device, seed=42)
+    grad = x.clone()
+    loss = cross_entropy_(grad, t)
+    valid = t != IGNORE_INDEX
+    lse = torch.cat([torch.logsumexp(c.double(), 1) for c in x.split(512)])
+    x_y = x.gather(1, torch.where(valid, t, 0)[:, None])[:, 0].double()
+    want = torch.where(valid, lse - x_y, 0.0).sum() / valid.sum()
+    rtol, why = scaled_rtol(2.0**-20, 2.0**-23, V)
+    lesson.close("loss-mean-8192x131072-bf16", loss, want, rtol, rtol, why)
+    rows = torch.cat([torch.arange(0, 48), torch.arange(n_rows - 16, n_rows)])
+    rows = rows.to(device)
+    _, _, want_grad = reference(x[rows], t[rows])
+    want_grad *= int((t[rows] != IGNORE_INDEX).sum()) / int(valid.sum())
+    rtol, atol, why = tolerances(torch.bfloat16, V)
+    lesson.close("grad-8192x131072-bf16-64-rows", grad[rows], want_grad, rtol, atol,
+                 why)
+
+
+def try_this(lesson: Lesson, device: str) -> None:
+    # snippet: solution-sum
+    # Exercise: reduction="sum". The kernel divides by whatever number the
+    # launcher hands it; for a sum that number is 1.
+    x, t = make_inputs(16, 3000, torch.float16, device, seed=3)
+    _, want_loss, want_grad = reference(x, t, reduction="sum")
+    grad = x.clone()
+    loss = cross_entropy_(grad, t, reduction="sum")
+    # end snippet
+    rtol, why = scaled_rtol(2.0**-20, 2.0**-23, 3000)
+    ok = abs(float(loss) - float(want_loss)) <= rtol * abs(float(want_loss))
+    rtol_g, atol, _ = tolerances(torch.float16, 3000)
+    err = (grad.double().cpu() - want_grad.cpu()).abs()
+    ok &= bool((err <= atol + rtol_g * want_grad.abs().cpu()).all())
+    lesson.check(
+        "exercise-sum", ok, f"loss {float(loss):.6g} vs {float(want_loss):.6g}"
+    )
+
+    # snippet: solution-loss-scale
+    # Exercise: fp16 and a loss scale. Wide logits (std 4) over 64 rows give
+    # gradients far below fp16's smallest subnormal, 2^-24: they round to 0.
+    # Multiplying by the scale afterwards (what the autograd wrapper does)
+    # cannot bring them back; folding the scale in before the one rounding
+    # does.
+    x, t = make_inputs(64, 2000, torch.float16, device, ignored=0.0, spread=4.0)
+    _, _, want = reference(x, t)
+    scale = 2.0**16
+    late = x.clone()
+    cross_entropy_(late, t)
+    late = late * scale  # scaled after the rounding
+    early = x.clone()
+    cross_entropy_(early, t, grad_scale=scale)  # scaled before it
+    lost_late = int(((late == 0) & (want != 0)).sum())
+    lost_early = int(((early == 0) & (want != 0)).sum())
+    # end snippet
+    rtol, atol, why = tolerances(torch.float16, 2000)
+    lesson.close("exercise-loss-scale-early", early, want * scale, rtol, atol, why)
+    lesson.check(
+        "exercise-loss-scale-lost",
+        lost_early * 10 < lost_late,
+        f"of {want.numel()} gradients, {lost_late} flush to 0 when scaled after "
+        f"rounding, {lost_early} when the scale is folded in",
+    )
+
+
+def show_compiled_code(lesson: Lesson) -> None:
+    """What the compiler made of the kernel, at the benchmark's launch."""
+    import re
+
+    x = torch.randn(4, 131072, device="cuda", dtype=torch.bfloat16)
+    t = torch.zeros(4, dtype=torch.int64, device="cuda")
+    loss_rows = torch.empty(4, device="cuda")
+    denom = torch.ones((), dtype=torch.int64, device="cuda")
+    rows = []
+    for block, warps in ((32768, 32), (4096, 4)):
+        k = cross_entropy_kernel[(4,)](
+            x, x.stride(0), t, loss_rows, denom, 1.0, 131072, IGNORE_INDEX,
+            BLOCK=block, num_warps=warps,
+        )
+        ptx = k.asm["ptx"]
+        rows.append([
+            f"{block}, {warps} warps",
+            len(re.findall(r"ld\.global(?:\.(?!v\d)[\w:]+)*\.v4\.b32", ptx)),
+            len(re.findall(r"st\.global(?:\.(?!v\d)[\w:]+)*\.v4\.b32", ptx)),
+            len(re.findall(r"ex2\.approx", ptx)),
+            len(re.findall(r"bar\.sync", ptx)),
+            getattr(k, "n_regs", None),
+            getattr(k, "n_spills", None),
+            k.metadata.shared,
+        ])
+    lesson.table(
+        "ptx",
+        ["BLOCK", "16-byte loads", "16-byte stores", "ex2.approx", "bar.sync",
+         "registers", "spills", "shared bytes"],
+        rows,
+        "Static counts in the PTX of cross_entropy_kernel (bf16, V = 131072)",
+    )
+
+
+def backward_of(leaf: torch.Tensor, target: torch.Tensor) -> None:
+    F.cross_entropy(leaf, target).backward()
+
+
+def measure_peak(fn) -> int:
+    """Bytes allocated at the peak of fn(), above what was allocated before."""
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    before = torch.cuda.memory_allocated()
+    fn()
+    torch.cuda.synchronize()
+    return torch.cuda.max_memory_allocated() - before
+
+
+def benchmark(lesson: Lesson) -> None:
+    device = "cuda"
+    # snippet: benchmark
+    # 8192 tokens x 131072 words in bf16: 2 GiB of logits. The fused kernel
+    # destroys its input, so every call of either side starts by restoring
+    # the same logits from a pristine copy (2 GiB read + 2 GiB written).
+    # Both sides pay that copy; the copy alone is timed too, so it can be
+    # subtracted round by round.
+    n_rows, V = 8192, 131072
+    x0, t = make_inputs(n_rows, V, torch.bfloat16, device, seed=1)
+    work = torch.empty_like(x0)
+    leaf = torch.empty_like(x0).requires_grad_()
+
+    def restore():
+        work.copy_(x0)
+
+    def fused():
+        work.copy_(x0)
+        cross_entropy_(work, t)  # work now holds the gradient
+
+    def torch_ce():
+        with torch.no_grad():
+            leaf.copy_(x0)
+        leaf.grad = None  # a fresh gradient tensor, as in a training step
+        F.cross_entropy(leaf, t).backward()
+
+    ms = bench_interleaved({"fused": fused, "torch": torch_ce, "copy": restore})
+    # end snippet
+    lesson.benchmark(
+        "fused-vs-torch-8192x131072-bf16",
+        "loss + gradient vs F.cross_entropy + backward, 8192x131072 bf16, "
+        "both after a 2 GiB restore",
+        ms, "fused", "torch", unit="ms",
+        baseline_name="F.cross_entropy(logits, target).backward()",
+        threshold=1.0, stretch=1.5,
+        note="each call of both sides first copies the logits from a pristine copy",
+    )
+    # The same rounds with the copy taken out of both sides.
+    net = type(ms)(
+        fused=[f - c for f, c in zip(ms["fused"], ms["copy"], strict=True)],
+        torch=[b - c for b, c in zip(ms["torch"], ms["copy"], strict=True)],
+    )
+    net.method = ms.method + "; the copy's time of the same round subtracted"
+    lesson.benchmark(
+        "fused-vs-torch-net-of-copy",
+        "the same, the restore's time subtracted from both",
+        net, "fused", "torch", unit="ms",
+        baseline_name="F.cross_entropy(logits, target).backward()",
+        note="informational: (copy + X) - copy, round by round",
+    )
+
+    # snippet: memory
+    # Peak memory above the inputs (logits and targets already allocated).
+    # The fused side allocates 4 bytes of loss per row and little else;
+    # autograd keeps a log-softmax, builds the gradient of the loss with
+    # respect to it, and then the logits' gradient, all of the logits' size.
+    work.copy_(x0)
+    fused_peak = measure_peak(lambda: cross_entropy_(work, t))
+    leaf.grad = None
+    torch_peak = measure_peak(lambda: F.cross_entropy(leaf, t).backward())
+    # end snippet
+    size = x0.numel() * x0.element_size()
+    rows = [
+        ["fused (in place)", fused_peak / 2**20, fused_peak / size],
+        ["F.cross_entropy + backward", torch_peak / 2**20, torch_peak / size],
+    ]
+    lesson.table(
+        "peak-memory",
+        ["approach", "peak above inputs (MiB)", "x logits' size"],
+        rows,
+        f"8192 x 131072 bf16 logits ({size / 2**20:.0f} MiB): "
+        "torch.cuda.max_memory_allocated() above what was allocated before",
+    )
+    lesson.check(
+        "peak-memory-at-most-half",
+        fused_peak <= 0.5 * torch_peak,
+        f"fused {fused_peak / 2**20:.2f} MiB vs torch {torch_peak / 2**20:.0f} MiB "
+        f"above the inputs: {fused_peak / torch_peak:.2g}x (target <= 0.5x)",
+    )
+
+
+def sweep_and_plot(lesson: Lesson) -> None:
+    device = "cuda"
+    # Block size and warps at the benchmark's shape: every row is 32 values
+    # per thread, so only the programs per SM and the reduction width change.
+    n_rows, V = 8192, 131072
+    x0, t = make_inputs(n_rows, V, torch.bfloat16, device, seed=2)
+    work = torch.empty_like(x0)
+    copy_ms = bench_ms(lambda: work.copy_(x0))
+    rows = []
+    for block, warps in ((4096, 4), (8192, 8), (16384, 16), (32768, 32)):
+
+        def run(block=block, warps=warps):
+            work.copy_(x0)
+            cross_entropy_(work, t, block=block, num_warps=warps)
+
+        ms = bench_ms(run) - copy_ms
+        # Bytes the kernel must move: read the row twice, write it once.
+        moved = 3 * x0.numel() * x0.element_size()
+        rows.append([block, warps, ms, moved / ms * 1e-6])
+    lesson.table(
+        "block-sweep",
+        ["BLOCK", "warps", "ms (copy subtracted)", "GB/s (2 reads + 1 write)"],
+        rows,
+        "8192 x 131072 bf16: the kernel's time at four block sizes",
+    )
+
+    # Vocabulary sweep: time and peak memory of both sides.
+    vocab = [16384, 32768, 65536, 131072]
+    curves = {"fused": [], "torch": [], "copy": []}
+    peaks = {"fused": [], "torch": []}
+    for V in vocab:
+        x0, t = make_inputs(n_rows, V, torch.bfloat16, device, seed=3)
+        work = torch.empty_like(x0)
+        leaf = torch.empty_like(x0).requires_grad_()
+
+        def fused(work=work, x0=x0, t=t):
+            work.copy_(x0)
+            cross_entropy_(work, t)
+
+        def torch_ce(leaf=leaf, x0=x0, t=t):
+            with torch.no_grad():
+                leaf.copy_(x0)
+            leaf.grad = None
+            F.cross_entropy(leaf, t).backward()
+
+        curves["copy"].append(bench_ms(lambda work=work, x0=x0: work.copy_(x0)))
+        curves["fused"].append(bench_ms(fused))
+        curves["torch"].append(bench_ms(torch_ce))
+        work.copy_(x0)
+        peaks["fused"].append(measure_peak(partial(cross_entropy_, work, t)) / 2**30)
+        leaf.grad = None
+        peaks["torch"].append(measure_peak(partial(backward_of, leaf, t)) / 2**30)
+
+    def draw(fig):
+        left, right = fig.subplots(1, 2)
+        left.plot(vocab, curves["torch"], "s-", label="F.cross_entropy + backward")
+        left.plot(vocab, curves["fused"], "o-", label="fused, in place")
+        left.plot(vocab, curves["copy"], "--", color="gray", label="the restore copy")
+        left.set_xscale("log", base=2)
+        left.set_xlabel("vocabulary size V (8192 rows, bf16)")
+        left.set_ylabel("ms per call (restore included)")
+        left.legend()
+        right.plot(vocab, peaks["torch"], "s-", label="F.cross_entropy + backward")
+        right.plot(vocab, peaks["fused"], "o-", label="fused, in place")
+        right.set_xscale("log", base=2)
+        right.set_xlabel("vocabulary size V")
+        right.set_ylabel("peak memory above inputs (GiB)")
+        right.legend()
+
+    lesson.plot(
+        "vocab-sweep",
+        "Time and peak memory against the vocabulary size, 8192 rows of bf16 logits",
+        draw,
+    )
+
+
+def main() -> int:
+    lesson = Lesson("cross-entropy")
+    device = lesson.device()
+    check_correctness(lesson, device)
+    try_this(lesson, device)
+    if lesson.not_on_interpreter(
+        "peak memory", "torch.cuda's memory statistics need a GPU"
+    ):
+        return lesson.finish()
+    check_full_shape(lesson, device)
+    show_compiled_code(lesson)
+    benchmark(lesson)
+    sweep_and_plot(lesson)
+    return lesson.finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,581 @@
+"""GELU with libdevice: extern math in a fused elementwise kernel.
+
+`triton.language` has a handful of math functions (exp, log, sin, sqrt,
+erf ...). Everything else CUDA's math library offers (erfc, tanh, normcdf,
+expm1, log1p, lgamma and about two hundred more) is reached through
+libdevice, NVIDIA's math library in LLVM bitcode, which Triton links into
+the kernel and inlines: `from triton.language.extra import libdevice`.
+
+The lesson's kernel is GEGLU's elementwise half, out = gelu(x + b) * y: a
+bias add, an activation and a gated multiply. Eager PyTorch runs it as
+three kernels that pass two intermediate tensors through memory; one Triton
+kernel reads x and y once and writes out once.
+
+GELU itself, gelu(h) = h * Phi(h) with Phi the normal CDF, can be written
+several ways that are equal on paper and not in float32. The textbook form
+0.5 h (1 + erf(h / sqrt 2)) cancels catastrophically for negative h;
+erfc and normcdf do not. The lesson measures every form in ulps against
+float64 and explains what it sees, then measures the fused kernel against
+eager PyTorch.
+
+Run it:
+    TRITON_INTERPRET=1 python gelu_libdevice.py   # any machine: checks on the CPU
+    python gelu_libdevice.py                      # a CUDA GPU: checks, PTX, timings
+"""
+
+import math
+import os
+import re
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+import triton
+import triton.language as tl
+
+# One import serves Triton 3.6 and 3.9 on CUDA: this module holds stubs that
+# the compiler replaces with the backend's libdevice (CUDA's or AMD's).
+from triton.language.extra import libdevice
+
+# lessonkit.py sits beside this file in a download, one folder up in the repository.
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE), str(HERE.parent)]
+from lessonkit import Lesson, bench_interleaved  # noqa: E402
+
+INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
+
+
+# snippet: interpreter-stand-in
+def lend_libdevice_to_the_interpreter() -> None:
+    """Stand-ins for the libdevice functions this lesson calls.
+
+    The interpreter has no libdevice: in Triton 3.6 and 3.9 alike its
+    functions are empty stubs there and return None. Under
+    TRITON_INTERPRET=1 we replace them with Python's float64 math, rounded
+    to float32. So the interpreter checks the kernels' logic and formulas,
+    with functions better than libdevice's; the accuracy of libdevice
+    itself is measured only on the GPU.
+    """
+    from triton.runtime.interpreter import TensorHandle
+
+    def stand_in(f):
+        f_elementwise = np.vectorize(f, otypes=[np.float64])
+
+        def call(x):
+            data = x.handle.data
+            out = f_elementwise(data.astype(np.float64)).astype(data.dtype)
+            return tl.core.tensor(TensorHandle(out, x.handle.dtype), x.type)
+
+        return call
+
+    def normcdf(v):
+        return 0.5 * math.erfc(-v / math.sqrt(2.0))
+
+    for name, f in (
+        ("erf", math.erf),
+        ("erfc", math.erfc),
+        ("normcdf", normcdf),
+        ("tanh", math.tanh),
+        ("exp", math.exp),
+    ):
+        setattr(libdevice, name, stand_in(f))
+
+
+if INTERPRET:
+    lend_libdevice_to_the_interpreter()
+# end snippet
+
+
+# snippet: gelu
+SQRT1_2 = tl.constexpr(0.7071067811865476)  # 1 / sqrt(2)
+SQRT_2_OVER_PI = tl.constexpr(0.7978845608028654)  # sqrt(2 / pi)
+
+
+@triton.jit
+def gelu(h, FORM: tl.constexpr):
+    """GELU of a block of float32 values, written in one of five ways."""
+    if FORM == "erf":  # the textbook formula, and PyTorch's
+        g = 0.5 * h * (1.0 + libdevice.erf(h * SQRT1_2))
+    elif FORM == "erfc":  # 1 + erf(t) = erfc(-t): nothing is subtracted
+        g = 0.5 * h * libdevice.erfc(-h * SQRT1_2)
+    elif FORM == "normcdf":  # Phi(h) itself
+        g = h * libdevice.normcdf(h)
+    elif FORM == "tanh":  # approximate="tanh", textbook form
+        u = SQRT_2_OVER_PI * (h + 0.044715 * h * h * h)
+        g = 0.5 * h * (1.0 + libdevice.tanh(u))
+    elif FORM == "sigmoid":  # the same: (1 + tanh u) / 2 = 1 / (1 + e^-2u)
+        u = SQRT_2_OVER_PI * (h + 0.044715 * h * h * h)
+        g = h / (1.0 + libdevice.exp(-2.0 * u))
+    else:  # "none": no activation, the kernel's floor
+        g = h
+    return g
+
+
+# end snippet
+
+
+# snippet: kernel
+@triton.jit
+def geglu_kernel(
+    x_ptr, b_ptr, y_ptr, out_ptr, M, N,
+    FORM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+):  # fmt: skip
+    # out = gelu(x + b) * y for M x N row-major x, y and out; b has N.
+    rows = tl.program_id(1) * BLOCK_M + tl.arange(0, BLOCK_M)
+    cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    col_ok = cols < N
+    mask = (rows[:, None] < M) & col_ok[None, :]
+    idx = rows[:, None] * N + cols[None, :]
+    x = tl.load(x_ptr + idx, mask=mask)
+    y = tl.load(y_ptr + idx, mask=mask)
+    # One bias row per program, broadcast down the BLOCK_M rows of the tile.
+    b = tl.load(b_ptr + cols, mask=col_ok)
+    # Everything between the loads and the store stays in registers: the
+    # sum, the activation and the product never reach memory.
+    out = gelu(x + b[None, :], FORM) * y
+    tl.store(out_ptr + idx, out, mask=mask)
+
+
+# end snippet
+
+# 4 x 512 tiles, 4 warps: 16 elements per thread, four 16-byte loads of x
+# and of y each. ptxas gives the normcdf form 40 registers and no spills.
+BLOCK_M, BLOCK_N, NUM_WARPS = 4, 512, 4
+
+
+# snippet: launch
+def geglu(x, b, y, form="normcdf", out=None):
+    """gelu(x + b) * y in one kernel, for float32 x, y of shape (M, N), b of (N,)."""
+    assert x.shape == y.shape and b.shape == (x.shape[1],)
+    assert x.is_contiguous() and y.is_contiguous() and x.numel() < 2**31
+    M, N = x.shape
+    out = torch.empty_like(x) if out is None else out
+    grid = (triton.cdiv(N, BLOCK_N), triton.cdiv(M, BLOCK_M))
+    geglu_kernel[grid](
+        x, b, y, out, M, N,
+        FORM=form, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, num_warps=NUM_WARPS,
+    )  # fmt: skip
+    return out
+
+
+# end snippet
+
+# form -> (the libdevice call, the function it computes)
+FORMS = {
+    "erf": ("libdevice.erf", "exact"),
+    "erfc": ("libdevice.erfc", "exact"),
+    "normcdf": ("libdevice.normcdf", "exact"),
+    "tanh": ("libdevice.tanh", "tanh"),
+    "sigmoid": ("libdevice.exp", "tanh"),
+}
+TANH_A = 0.044715
+
+
+# snippet: references
+def references(x: torch.Tensor) -> dict:
+    """Exact GELU and the tanh approximation in float64, with condition numbers.
+
+    The condition number |h f'(h) / f(h)| says how much a relative change
+    of the input changes the output, relatively: the error any float32
+    formula must make, even one that rounds only its argument.
+    """
+    h = x.double()
+    phi = torch.exp(-0.5 * h * h) / math.sqrt(2 * math.pi)
+    Phi = 0.5 * torch.erfc(-h / math.sqrt(2.0))  # no cancellation in float64
+    # tanh form in float64 via the sigmoid: 1 + tanh(u) cancels in float64
+    # too (below u = -19 it is 0), 1 / (1 + e^-2u) does not.
+    u = math.sqrt(2 / math.pi) * (h + TANH_A * h**3)
+    du = math.sqrt(2 / math.pi) * (1 + 3 * TANH_A * h * h)
+    s = torch.sigmoid(2 * u)
+    return {
+        "exact": (h * Phi, (1 + h * phi / Phi).abs()),
+        "tanh": (h * s, (1 + 2 * h * du * (1 - s)).abs()),
+    }
+
+
+def ulp_error(got: torch.Tensor, want: torch.Tensor) -> torch.Tensor:
+    """|got - want| in units in the last place of float32 at `want`.
+
+    A float32 in [2^(e-1), 2^e) has 24 significant bits, so neighbouring
+    floats there are 2^(e-24) apart: that spacing is one ulp. 0.5 ulp is
+    correct rounding; 1 ulp is "one of the two floats around the answer".
+    """
+    _, e = torch.frexp(want)  # want = m * 2^e with 0.5 <= |m| < 1
+    ulp = torch.ldexp(torch.ones_like(want), (e - 24).clamp(min=-149))
+    ulp = torch.where(want == 0, 2.0**-149, ulp)
+    return (got.double() - want).abs() / ulp
+
+
+# end snippet
+
+
+def run_gelu(x: torch.Tensor, form: str) -> torch.Tensor:
+    """gelu(x) by the fused kernel: b = 0 and y = 1 change nothing in float32."""
+    x2 = x.reshape(1, -1).contiguous()
+    out = torch.full_like(x2, float("nan"))  # poison
+    b = torch.zeros(x2.shape[1], device=x.device)
+    geglu(x2, b, torch.ones_like(x2), form, out=out)
+    return out.reshape(-1)
+
+
+def check_accuracy(lesson: Lesson, device: str):
+    """Every form in ulps against float64, and the erf-vs-tanh difference."""
+    n = (1 << 20) + 1 if device == "cuda" else 4001
+    x = torch.linspace(-10.0, 10.0, n, device=device)  # float32 values
+    ref = references(x)
+    xs = x.double()
+    regions = {
+        "x >= 0": xs >= 0,
+        "-4 <= x < 0": (xs >= -4) & (xs < 0),
+        "x < -4": xs < -4,
+    }
+    lesson.not_on_interpreter(
+        "libdevice's accuracy",
+        "the interpreter has no libdevice; its stand-ins are float64 math "
+        "rounded to float32, so the interpreter's ulp table measures the "
+        "formulas, not libdevice",
+    )
+    rows, errors = [], {}
+    for form, (call, function) in FORMS.items():
+        want, cond = ref[function]
+        err = ulp_error(run_gelu(x, form), want)
+        errors[form] = err
+        rows.append(
+            [form, call, function]
+            + [round(float(err[m].max()), 1) for m in regions.values()]
+            + [round(float(err.mean()), 2)]
+        )
+    for approximate, function in (("none", "exact"), ("tanh", "tanh")):
+        err = ulp_error(F.gelu(x, approximate=approximate), ref[function][0])
+        rows.append(
+            [f"torch F.gelu({approximate!r})", f"torch on {device}", function]
+            + [round(float(err[m].max()), 1) for m in regions.values()]
+            + [round(float(err.mean()), 2)]
+        )
+    columns = ["form", "computed with", "function"]
+    columns += [f"max ulp, {r}" for r in regions] + ["mean ulp"]
+    caption = f"float32 GELU against float64, {n} points evenly spaced on [-10, 10]"
+    if lesson.interpret:
+        # Printed, not recorded: the page's table is libdevice's, from the GPU.
+        print(f"\n  {caption} (interpreter stand-ins, not libdevice)")
+        for row in [columns, *rows]:
+            print("  " + " | ".join(str(c) for c in row))
+    else:
+        lesson.table("ulps", columns, rows, caption)
+
+    # snippet: accuracy-checks
+    # The bound: a formula that rounds its argument once or twice (relative
+    # change ~2 * 2^-24) moves the output by up to 2 * cond(x) ulps. Add 16
+    # for the rest: CUDA documents erfcf at 4 ulps, expf at 2 and the
+    # division div.full.f32 at 2, each up to twice that in the result's
+    # binade, plus the roundings of 1 + e and of the products.
+    for form in ("erfc", "sigmoid"):
+        want, cond = ref[FORMS[form][1]]
+        excess = (errors[form] - (2 * cond + 16)).max()
+        lesson.check(
+            f"ulp-bound-{form}",
+            float(excess) <= 0,
+            f"ulp error <= 2 * cond(x) + 16 on [-10, 10]; "
+            f"max {float(errors[form].max()):.1f} ulp",
+        )
+    # normcdf carries h / sqrt(2) as two floats and corrects erfc for the
+    # low part (its PTX shows it), so argument rounding should not show:
+    # CUDA documents normcdff at 5 ulps, so h * normcdf(h) <= 2 * 5 + 1.
+    worst = float(errors["normcdf"].max())
+    lesson.check(
+        "ulp-normcdf-flat",
+        worst <= 12,
+        f"max {worst:.1f} ulp <= 12 everywhere on [-10, 10]",
+    )
+    # The textbook forms: fine where 1 + erf (or 1 + tanh) is >= 1, all
+    # digits lost where it is about 0: for x < -5.5, erf(x / sqrt 2) rounds
+    # to -1 and the float32 result is 0, a relative error of 1, 2^23 ulps.
+    for form in ("erf", "tanh"):
+        want, cond = ref[FORMS[form][1]]
+        pos = xs >= 0
+        fine = float((errors[form][pos] - (2 * cond[pos] + 16)).max()) <= 0
+        lost = float(errors[form][xs < -4].max()) >= 2**22
+        lesson.check(
+            f"textbook-{form}-cancels-only-for-negative-x",
+            fine and lost,
+            f"x >= 0: within 2 * cond + 16; x < -4: max "
+            f"{float(errors[form][xs < -4].max()):.3g} ulp (>= 2^22)",
+        )
+    # end snippet
+
+    # snippet: erf-vs-tanh
+    # The tanh approximation is a different function: its distance from
+    # exact GELU is a modelling choice, thousands of float32 ulps, not a
+    # rounding error. Measured in float64, and between the two kernels.
+    exact, approx = ref["exact"][0], ref["tanh"][0]
+    gap = (approx - exact).abs()
+    at = float(xs[gap.argmax()])
+    kernels_gap = float(
+        (run_gelu(x, "sigmoid").double() - run_gelu(x, "normcdf").double()).abs().max()
+    )
+    lesson.check(
+        "tanh-approximation-vs-exact",
+        float(gap.max()) < 5e-4 and abs(kernels_gap - float(gap.max())) < 1e-6,
+        f"max |gelu_tanh - gelu| = {float(gap.max()):.3e} at x = {at:.3f} "
+        f"(float64); between the float32 kernels {kernels_gap:.3e}",
+    )
+    # end snippet
+    return x, errors, ref
+
+
+def check_fused(lesson: Lesson, device: str) -> None:
+    """gelu(x + b) * y against float64, on shapes that leave partial tiles."""
+    if device == "cuda":
+        shapes = [(1001, 1000), (3, 4097), (2048, 8192)]
+    else:
+        shapes = [(37, 1000), (5, 513), (1, 1)]
+    for i, (M, N) in enumerate(shapes):
+        torch.manual_seed(i)
+        x = torch.randn(M, N, device=device)
+        b = 0.1 * torch.randn(N, device=device)
+        y = torch.randn(M, N, device=device)
+        h = x + b  # float32, rounded as the kernel rounds it
+        ref = references(h)
+        for form in ("normcdf", "sigmoid"):
+            out = torch.full_like(x, float("nan"))  # poison
+            geglu(x, b, y, form, out=out)
+            want, cond = ref[FORMS[form][1]]
+            # The sweep's bound in ulps of gelu, as a relative error (an
+            # ulp is at most 2^-23 of the value), plus the rounding of * y.
+            ulps = 12 if form == "normcdf" else float((2 * cond + 16).max())
+            rtol = (ulps + 1) * 2.0**-23
+            lesson.close(
+                f"geglu-{form}-{M}x{N}",
+                out,
+                want * y.double(),
+                rtol=rtol,
+                atol=1e-30,
+                why=f"{ulps:.0f} ulp of gelu + 1 rounding for * y",
+            )
+
+
+# snippet: solution-gelu-grad
+@triton.jit
+def gelu_grad_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    # d/dh [h * Phi(h)] = Phi(h) + h * phi(h), phi the normal density.
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    h = tl.load(x_ptr + offsets, mask=mask)
+    pdf = libdevice.exp(-0.5 * h * h) * 0.3989422804014327  # 1 / sqrt(2 pi)
+    tl.store(out_ptr + offsets, libdevice.normcdf(h) + h * pdf, mask=mask)
+
+
+# end snippet
+
+
+# snippet: solution-erf-pair
+@triton.jit
+def erf_pair_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    x = tl.load(x_ptr + offsets, mask=mask)
+    tl.store(out_ptr + offsets, tl.erf(x), mask=mask)
+    tl.store(out_ptr + n + offsets, libdevice.erf(x), mask=mask)
+
+
+# end snippet
+
+
+def try_this(lesson: Lesson, device: str) -> None:
+    torch.manual_seed(5)
+    x = 4 * torch.randn(3000, device=device)
+    n = x.numel()
+
+    out = torch.full_like(x, float("nan"))
+    gelu_grad_kernel[(triton.cdiv(n, 1024),)](x, out, n, BLOCK=1024)
+    h = x.double()
+    pdf = torch.exp(-0.5 * h * h) / math.sqrt(2 * math.pi)
+    want = 0.5 * torch.erfc(-h / math.sqrt(2)) + h * pdf
+    # The derivative crosses zero near h = -0.75, where only an absolute
+    # tolerance makes sense; elsewhere a few float32 roundings, relatively.
+    lesson.close(
+        "exercise-gelu-grad",
+        out,
+        want,
+        rtol=1e-5,
+        atol=1e-6,
+        why="Phi + h * phi from libdevice.normcdf and libdevice.exp",
+    )
+
+    pair = torch.full((2 * n,), float("nan"), device=device)
+    erf_pair_kernel[(triton.cdiv(n, 1024),)](x, pair, n, BLOCK=1024)
+    lesson.check(
+        "exercise-erf-pair",
+        torch.equal(pair[:n], pair[n:]),
+        "tl.erf and libdevice.erf give the same bits",
+    )
+
+
+def compiled_code_facts(lesson: Lesson) -> None:
+    """PTX of the fused kernel, per form: what libdevice inlines."""
+    M, N = 64, 8192  # the benchmark's N: the same specialization
+    x = torch.randn(M, N, device="cuda")
+    b = torch.randn(N, device="cuda")
+    per_thread = BLOCK_M * BLOCK_N // (32 * NUM_WARPS)
+    rows = []
+    for form in ("none", *FORMS):
+        compiled = geglu_kernel[(N // BLOCK_N, M // BLOCK_M)](
+            x, b, x, torch.empty_like(x), M, N,
+            FORM=form, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, num_warps=NUM_WARPS,
+        )  # fmt: skip
+        ptx = compiled.asm["ptx"]
+        # Instructions: indented lines that start with an opcode (optionally
+        # predicated), not labels, directives or braces.
+        body = re.findall(r"^\s+(?:@!?%p\d+\s+)?[a-z]\w*", ptx, re.MULTILINE)
+
+        def per_elem(pattern, ptx=ptx):
+            return round(len(re.findall(pattern, ptx)) / per_thread, 2)
+
+        rows.append(
+            [
+                form,
+                round(len(body) / per_thread, 1),
+                per_elem(r"ex2\.approx"),
+                per_elem(r"rcp\.approx|div\.\w+\.f32"),
+                per_elem(r"fma\.rn"),
+                per_elem(r"\bbra\b"),
+                len(re.findall(r"\bcall\b", ptx)),
+                getattr(compiled, "n_regs", None),
+            ]
+        )
+    lesson.table(
+        "ptx",
+        ["form", "PTX instructions per element", "ex2.approx", "rcp / div",
+         "fma", "branches", "calls", "registers"],
+        rows,
+        f"The fused kernel's PTX per form (counts per element, {per_thread} "
+        "elements per thread; static counts, the kernel has no loops)",
+    )  # fmt: skip
+
+
+def benchmark(lesson: Lesson) -> None:
+    # snippet: benchmark
+    # 8192 x 8192 float32 (256 MiB per tensor), random inputs. Bytes per
+    # element, counted:
+    #   fused (any form):   read x 4 + read y 4 + write out 4          = 12
+    #   eager PyTorch:      x + b: read 4, write 4;  gelu: read 4, write 4;
+    #                       * y: read 4 + 4, write 4                   = 28
+    # (b is 32 KiB, read from cache; it is counted once.) Both are timed
+    # as GB/s of the fused form's bytes, so the ratio is a ratio of times.
+    M = N = 8192
+    torch.manual_seed(7)
+    x = torch.randn(M, N, device="cuda")
+    y = torch.randn(M, N, device="cuda")
+    b = 0.1 * torch.randn(N, device="cuda")
+    fns = {form: (lambda f=form: geglu(x, b, y, f)) for form in ("none", *FORMS)}
+    fns["torch"] = lambda: F.gelu(x + b) * y
+    fns["torch-tanh"] = lambda: F.gelu(x + b, approximate="tanh") * y
+    ms = bench_interleaved(fns)
+    fused_bytes = 12 * M * N + 4 * N
+    # end snippet
+    lesson.benchmark(
+        "geglu-normcdf-vs-torch-8192x8192-fp32",
+        "gelu(x + b) * y, exact GELU, fused vs eager torch, 8192^2 fp32",
+        ms,
+        "normcdf",
+        "torch",
+        unit="GB/s",
+        work=fused_bytes,
+        baseline_name="torch: F.gelu(x + b) * y",
+        threshold=1.5,
+        stretch=2.2,
+        note="both counted at the fused form's 12 bytes per element; "
+        "eager torch moves 28",
+    )
+    lesson.benchmark(
+        "geglu-sigmoid-vs-torch-tanh-8192x8192-fp32",
+        "gelu(x + b) * y, tanh approximation, fused vs eager torch, 8192^2 fp32",
+        ms,
+        "sigmoid",
+        "torch-tanh",
+        unit="GB/s",
+        work=fused_bytes,
+        baseline_name="torch: F.gelu(x + b, approximate='tanh') * y",
+        note="informational; both counted at 12 bytes per element",
+    )
+    rows = []
+    for key, label, kernels, per_elem in (
+        ("none", "fused, no activation: (x + b) * y", 1, 12),
+        ("erf", "fused, erf (textbook)", 1, 12),
+        ("erfc", "fused, erfc", 1, 12),
+        ("normcdf", "fused, normcdf", 1, 12),
+        ("tanh", "fused, tanh (textbook)", 1, 12),
+        ("sigmoid", "fused, tanh as sigmoid", 1, 12),
+        ("torch", "eager torch, exact", 3, 28),
+        ("torch-tanh", "eager torch, tanh", 3, 28),
+    ):
+        t = ms.median(key)
+        rows.append(
+            [label, kernels, per_elem, round(t, 4),
+             round(per_elem * M * N / t / 1e6), round(ms.median("none") / t, 3)]
+        )  # fmt: skip
+    lesson.table(
+        "timing",
+        ["variant", "kernels", "bytes/element", "ms per call",
+         "GB/s (its own bytes)", "speed vs no activation"],
+        rows,
+        "Median time per call at 8192 x 8192 fp32: what each form of GELU "
+        "costs on top of the memory traffic",
+    )  # fmt: skip
+
+
+def plot_ulps(lesson: Lesson, x, errors, ref) -> None:
+    xs = x.double().cpu().numpy()
+    bins = 800  # the largest error in each of 800 bins along x
+    edges = np.linspace(-10, 10, bins + 1)
+    which = np.clip(np.digitize(xs, edges) - 1, 0, bins - 1)
+    centers = 0.5 * (edges[:-1] + edges[1:])
+
+    def binned_max(values):
+        out = np.zeros(bins)
+        np.maximum.at(out, which, values)
+        return np.maximum(out, 1e-2)  # log axis: show exact results at 1e-2
+
+    def draw(fig):
+        axes = fig.subplots(1, 2, sharey=True)
+        for ax, function, forms in (
+            (axes[0], "exact", ("erf", "erfc", "normcdf")),
+            (axes[1], "tanh", ("tanh", "sigmoid")),
+        ):
+            for form in forms:
+                ax.plot(centers, binned_max(errors[form].cpu().numpy()), label=form)
+            bound = (2 * ref[function][1] + 16).cpu().numpy()
+            ax.plot(centers, binned_max(bound), "k--", lw=1, label="2 cond + 16")
+            ax.set_yscale("log")
+            ax.set_xlabel("x")
+            ax.set_title("exact GELU" if function == "exact" else "tanh approximation")
+            ax.legend(fontsize=8)
+        axes[0].set_ylabel("ulp error (max in bin)")
+
+    lesson.plot(
+        "ulp-error",
+        "ulp error of each float32 form of GELU along x, against float64, "
+        "with the conditioning bound (exact results drawn at 0.01)",
+        draw,
+    )
+
+
+def main() -> int:
+    lesson = Lesson("gelu-libdevice")
+    device = lesson.device()
+    x, errors, ref = check_accuracy(lesson, device)
+    check_fused(lesson, device)
+    try_this(lesson, device)
+    if lesson.interpret:
+        print("\nNo timings under the interpreter.")
+        return lesson.finish()
+    compiled_code_facts(lesson)
+    benchmark(lesson)
+    plot_ulps(lesson, x, errors, ref)
+    return lesson.finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

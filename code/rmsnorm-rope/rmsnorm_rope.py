@@ -1,0 +1,438 @@
+"""RMSNorm and rotary position embedding, fused: the query/key path of a block.
+
+In models with QK-norm (Qwen3 and Gemma 3, for example), every query and key
+head goes through the same two steps after the projection:
+
+    RMSNorm over head_dim:  n = x / sqrt(mean(x^2) + eps) * w
+    RoPE, "rotate half":     (n1, n2) -> (n1*cos - n2*sin, n2*cos + n1*sin)
+
+where n1 and n2 are the two halves of a head and the angle of pair i at
+position p is p * base^(-2i/D). Written in eager PyTorch that is eighteen
+kernels, most of them reading and writing the whole tensor in float32.
+Fused, it is one kernel that reads each head once and writes it once: the
+norm needs the whole head in registers anyway, and the rotation is
+element-wise on what is already there. The kernel is memory-bound; what
+it saves is all the traffic in between.
+
+Run it:
+    TRITON_INTERPRET=1 python rmsnorm_rope.py   # any machine: checks on the CPU
+    python rmsnorm_rope.py                      # a CUDA GPU: checks, GB/s, figure
+"""
+
+import sys
+import time
+from pathlib import Path
+
+import torch
+import triton
+import triton.language as tl
+
+# lessonkit.py sits beside this file in a download, one folder up in the repository.
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE), str(HERE.parent)]
+from lessonkit import Lesson, bench_interleaved, gbps  # noqa: E402
+
+EPS = 1e-6  # Qwen3's rms_norm_eps
+BASE = 10000.0  # RoPE's theta
+MAX_POS = 32768  # rows of the cos/sin cache
+
+
+# snippet: eager
+def rmsnorm_rope_eager(x, weight, cos, sin, positions, eps=EPS):
+    """The same computation in plain PyTorch: float32 inside, one rounding.
+
+    x: (tokens, heads, head_dim); weight: (head_dim,); cos, sin:
+    (max_pos, head_dim / 2) float32 tables; positions: (tokens,) integers.
+    """
+    half = x.shape[-1] // 2
+    xf = x.float()
+    xf = xf * torch.rsqrt(xf.pow(2).mean(dim=-1, keepdim=True) + eps)
+    xf = xf * weight.float()
+    c = cos[positions].unsqueeze(1)  # (tokens, 1, half): shared by all heads
+    s = sin[positions].unsqueeze(1)
+    x1, x2 = xf[..., :half], xf[..., half:]
+    out = torch.cat((x1 * c - x2 * s, x2 * c + x1 * s), dim=-1)
+    return out.to(x.dtype)
+
+
+# end snippet
+
+
+# snippet: cache
+def rope_cache(head_dim: int, device: str, max_pos: int = MAX_POS, base=BASE):
+    """cos and sin of every position's angles, (max_pos, head_dim / 2) float32.
+
+    Computed once per model. The angles are formed in float64 and only the
+    cos and sin are rounded to float32: an angle p * theta_i formed in
+    float32 is off by about p * 2^-24 radians, 0.002 near p = 32767, which
+    is more than an fp16 rounding of the output.
+    """
+    i = torch.arange(head_dim // 2, dtype=torch.float64)
+    inv_freq = base ** (-2.0 * i / head_dim)
+    angle = torch.arange(max_pos, dtype=torch.float64)[:, None] * inv_freq[None, :]
+    return angle.cos().float().to(device), angle.sin().float().to(device)
+
+
+# end snippet
+
+
+# snippet: kernel
+@triton.jit
+def rmsnorm_rope_kernel(
+    X, W, Cos, Sin, Pos, Out,
+    n_rows, H,                     # n_rows = tokens * heads; H = heads
+    stride_xt, stride_xh,          # x may be a view (q or k inside a qkv tensor)
+    stride_ot, stride_oh,
+    eps,
+    HALF: tl.constexpr,            # head_dim / 2
+    BLOCK_HALF: tl.constexpr,      # HALF rounded up to a power of two
+    ROWS: tl.constexpr,            # (token, head) rows per program
+):
+    # A row is one head of one token: head_dim values, normalized together.
+    # Program `pid` owns ROWS consecutive rows of the flattened (token, head)
+    # grid, so with ROWS = H it owns exactly one token.
+    rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
+    row_ok = rows < n_rows
+    tok = rows // H
+    head = rows % H
+    cols = tl.arange(0, BLOCK_HALF)
+    mask = row_ok[:, None] & (cols < HALF)[None, :]
+
+    # The two halves of each head, as two ROWS x HALF tiles: rotate-half
+    # pairs element i with element i + HALF, so the halves line up.
+    x_ptr = X + tok[:, None] * stride_xt + head[:, None] * stride_xh + cols[None, :]
+    x1 = tl.load(x_ptr, mask=mask, other=0.0).to(tl.float32)
+    x2 = tl.load(x_ptr + HALF, mask=mask, other=0.0).to(tl.float32)
+
+    # RMSNorm over the head: one reduction, in float32, on values already
+    # in registers. Padding lanes loaded 0 and add nothing to the sum.
+    mean_sq = tl.sum(x1 * x1 + x2 * x2, axis=1) / (2 * HALF)
+    rstd = tl.rsqrt(mean_sq + eps)
+    w1 = tl.load(W + cols, mask=cols < HALF, other=0.0).to(tl.float32)
+    w2 = tl.load(W + HALF + cols, mask=cols < HALF, other=0.0).to(tl.float32)
+    n1 = x1 * rstd[:, None] * w1[None, :]
+    n2 = x2 * rstd[:, None] * w2[None, :]
+
+    # RoPE: the angle depends on the token's position and the pair, not on
+    # the head. Every head of a token reads the same cos/sin row, so after
+    # the first head they come from cache, not DRAM.
+    pos = tl.load(Pos + tok, mask=row_ok, other=0)
+    cs_off = pos[:, None] * HALF + cols[None, :]
+    c = tl.load(Cos + cs_off, mask=mask, other=0.0)
+    s = tl.load(Sin + cs_off, mask=mask, other=0.0)
+    o1 = n1 * c - n2 * s
+    o2 = n2 * c + n1 * s
+
+    # Round once, on the way out, to the input's type.
+    o_ptr = Out + tok[:, None] * stride_ot + head[:, None] * stride_oh + cols[None, :]
+    tl.store(o_ptr, o1.to(Out.dtype.element_ty), mask=mask)
+    tl.store(o_ptr + HALF, o2.to(Out.dtype.element_ty), mask=mask)
+
+
+# end snippet
+
+
+# snippet: launch
+def rows_per_program(head_dim: int) -> int:
+    # About 4096 values per program (8 KiB of fp16 or bf16 read, as much
+    # written): 32 heads of 128. Fewer rows leave each program too little
+    # in flight; many more only lengthen the tail of the launch. A power
+    # of two, because tl.arange(0, ROWS) must be one.
+    return max(1, min(64, 4096 // triton.next_power_of_2(head_dim)))
+
+
+def rmsnorm_rope(x, weight, cos, sin, positions, eps=EPS, out=None, rows=None):
+    """Fused RMSNorm (over head_dim) + RoPE of x: (tokens, heads, head_dim)."""
+    T, H, D = x.shape
+    assert D % 2 == 0 and x.stride(2) == 1 and cos.shape[1] == D // 2
+    assert cos.is_contiguous() and sin.is_contiguous() and weight.shape == (D,)
+    if out is None:
+        out = torch.empty((T, H, D), device=x.device, dtype=x.dtype)
+    ROWS = rows or rows_per_program(D)
+    grid = (triton.cdiv(T * H, ROWS),)
+    rmsnorm_rope_kernel[grid](
+        x, weight, cos, sin, positions, out, T * H, H,
+        x.stride(0), x.stride(1), out.stride(0), out.stride(1), eps,
+        HALF=D // 2, BLOCK_HALF=triton.next_power_of_2(D // 2), ROWS=ROWS,
+        num_warps=4,
+    )
+    return out
+
+
+# end snippet
+
+
+# snippet: reference
+def reference64(x, weight, positions, eps=EPS, base=BASE):
+    """Float64 from the rounded inputs; angles from the positions, in float64.
+
+    Nothing here shares code or tables with the kernel: not even the
+    cos/sin cache, which the kernel reads in float32.
+    """
+    x64 = x.detach().to("cpu", torch.float64)
+    w64 = weight.detach().to("cpu", torch.float64)
+    D = x.shape[-1]
+    n = x64 / torch.sqrt(x64.pow(2).mean(dim=-1, keepdim=True) + eps) * w64
+    inv_freq = base ** (-2.0 * torch.arange(D // 2, dtype=torch.float64) / D)
+    angle = positions.to("cpu", torch.float64)[:, None] * inv_freq[None, :]
+    c, s = angle.cos()[:, None, :], angle.sin()[:, None, :]
+    n1, n2 = n[..., : D // 2], n[..., D // 2 :]
+    return torch.cat((n1 * c - n2 * s, n2 * c + n1 * s), dim=-1)
+
+
+# end snippet
+
+
+# One ulp at 1.0 of each 16-bit output type: a result computed in float32
+# and rounded once to it is off by at most half of that, relative. A
+# float32 output keeps the float32 roundings themselves: the sum of D
+# squares (4 * 2^-24 * sqrt(D) for D = 128 is 3e-6), rsqrt (an
+# approximate instruction on the GPU) and the rotation; 1e-5 bounds them.
+RTOL = {torch.float16: 2.0**-10, torch.bfloat16: 2.0**-7, torch.float32: 1e-5}
+
+
+def make_inputs(T, H, D, dtype, device, seed, max_pos=MAX_POS):
+    """Heads with their own scale (so rstd differs), a weight near 1, and
+    random positions anywhere in the cache (packed sequences, decode)."""
+    g = torch.Generator(device=device).manual_seed(seed)
+    scale = torch.rand(T, H, 1, generator=g, device=device) * 3.0 + 0.25
+    x = (torch.randn(T, H, D, generator=g, device=device) * scale).to(dtype)
+    weight = (1.0 + 0.3 * torch.randn(D, generator=g, device=device)).to(dtype)
+    positions = torch.randint(0, max_pos, (T,), generator=g, device=device)
+    return x, weight, positions
+
+
+def check_close(lesson, name, got, want, dtype):
+    # Relative to each value: RTOL above. Where o1 = n1*c - n2*s cancels
+    # to near zero, the float32 roundings of the two terms remain: 2^-20 of
+    # the largest value bounds them, far below an ulp of the large values.
+    rtol = RTOL[dtype]
+    atol = 2.0**-20 * float(want.abs().max())
+    lesson.close(name, got, want, rtol, atol,
+                 f"{str(dtype).removeprefix('torch.')} output; atol = 2^-20 max|want|")
+
+
+# snippet: checks
+def check_correctness(lesson: Lesson, device: str) -> None:
+    # Token counts that are not multiples of the rows per program, head
+    # counts that do not divide it, and head_dim 96, whose halves (48) are
+    # not a power of two, so the column masks have work to do.
+    cases = [(37, 8, 128, torch.float16), (5, 5, 96, torch.float16),
+             (1, 32, 64, torch.float32), (19, 3, 128, torch.float32)]
+    if not lesson.not_on_interpreter(
+            "bfloat16 inputs", "the interpreter has no bfloat16; the GPU run "
+            "checks bf16 (and larger shapes), the interpreter fp16 and fp32"):
+        cases += [(1000, 32, 128, torch.float16), (4097, 8, 128, torch.bfloat16),
+                  (333, 5, 96, torch.bfloat16), (1, 32, 128, torch.bfloat16)]
+    tables = {}
+    for seed, (T, H, D, dtype) in enumerate(cases):
+        x, w, pos = make_inputs(T, H, D, dtype, device, seed)
+        if D not in tables:
+            tables[D] = rope_cache(D, device)
+        cos, sin = tables[D]
+        tag = f"{T}x{H}x{D}-{str(dtype).removeprefix('torch.')}"
+        want = reference64(x, w, pos)
+        out = torch.full_like(x, float("nan"))  # poison: a skipped row fails
+        rmsnorm_rope(x, w, cos, sin, pos, out=out)
+        check_close(lesson, f"fused-{tag}", out, want, dtype)
+        # The eager baseline computes the same thing, to the same bound.
+        check_close(lesson, f"eager-{tag}", rmsnorm_rope_eager(x, w, cos, sin, pos),
+                    want, dtype)
+
+    # q and k as views of one fused qkv projection: rows of q are not
+    # contiguous (the token stride is (Hq + 2 Hkv) * D), which is why the
+    # kernel takes strides.
+    T, Hq, Hkv, D = 21, 6, 2, 128
+    dtype = torch.float16 if device == "cpu" else torch.bfloat16
+    g = torch.Generator().manual_seed(99)
+    qkv = torch.randn(T, (Hq + 2 * Hkv) * D, generator=g).to(device, dtype)
+    q = qkv[:, : Hq * D].view(T, Hq, D)
+    k = qkv[:, Hq * D : (Hq + Hkv) * D].view(T, Hkv, D)
+    _, w, pos = make_inputs(T, 1, D, dtype, device, 98)
+    cos, sin = tables[128]
+    for name, t in (("q", q), ("k", k)):
+        out = rmsnorm_rope(t, w, cos, sin, pos)
+        check_close(lesson, f"fused-{name}-view-of-qkv", out, reference64(t, w, pos),
+                    dtype)
+
+
+# end snippet
+
+
+# snippet: solution-interleaved
+@triton.jit
+def rmsnorm_rope_interleaved_kernel(X, W, Cos, Sin, Pos, Out, n_rows, H, eps,
+                                    D: tl.constexpr, ROWS: tl.constexpr):
+    # GPT-J / RoFormer pairs: (x[2i], x[2i+1]) rotate by angle i. Load the
+    # head whole, split the even and odd elements apart, rotate, and join
+    # them back. x and out are contiguous (tokens, heads, D) here.
+    rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
+    row_ok = rows < n_rows
+    cols = tl.arange(0, D)
+    offs = rows[:, None] * D + cols[None, :]
+    x = tl.load(X + offs, mask=row_ok[:, None], other=0.0).to(tl.float32)
+    rstd = tl.rsqrt(tl.sum(x * x, axis=1) / D + eps)
+    n = x * rstd[:, None] * tl.load(W + cols).to(tl.float32)[None, :]
+    even, odd = tl.split(tl.reshape(n, (ROWS, D // 2, 2)))
+    pos = tl.load(Pos + rows // H, mask=row_ok, other=0)
+    cs_off = pos[:, None] * (D // 2) + tl.arange(0, D // 2)[None, :]
+    c = tl.load(Cos + cs_off, mask=row_ok[:, None], other=0.0)
+    s = tl.load(Sin + cs_off, mask=row_ok[:, None], other=0.0)
+    out = tl.join(even * c - odd * s, odd * c + even * s)
+    tl.store(Out + offs, tl.reshape(out, (ROWS, D)).to(Out.dtype.element_ty),
+             mask=row_ok[:, None])
+
+
+# end snippet
+
+
+def try_this(lesson: Lesson, device: str) -> None:
+    # Exercise: the interleaved convention, against its own float64
+    # reference (rotate-half's reference with the pairs taken apart).
+    T, H, D = 13, 4, 64
+    x, w, pos = make_inputs(T, H, D, torch.float16, device, 77)
+    cos, sin = rope_cache(D, device)
+    out = torch.full_like(x, float("nan"))
+    rmsnorm_rope_interleaved_kernel[(triton.cdiv(T * H, 16),)](
+        x, w, cos, sin, pos, out, T * H, H, EPS, D=D, ROWS=16)
+    # Interleaved on x is rotate-half on x with its pairs moved to the two
+    # halves: permute the columns, use the rotate-half reference, undo.
+    perm = torch.cat((torch.arange(0, D, 2), torch.arange(1, D, 2)))
+    want = torch.empty(T, H, D, dtype=torch.float64)
+    want[..., perm] = reference64(x[..., perm], w[perm], pos)
+    check_close(lesson, "exercise-interleaved", out, want, torch.float16)
+
+
+def fused_bytes(x, positions) -> int:
+    """What the fused kernel must move: read x, write out, read each
+    position and, once, the cos/sin rows the positions use; the weight is
+    a few hundred bytes."""
+    half = x.shape[-1] // 2
+    distinct = int(torch.unique(positions).numel())
+    return (2 * x.numel() * x.element_size()
+            + positions.numel() * positions.element_size()
+            + 2 * distinct * half * 4 + x.shape[-1] * x.element_size())
+
+
+def benchmark(lesson: Lesson, device: str) -> None:
+    # snippet: benchmark
+    # A prefill of 8 sequences of 4096 tokens (positions 0..4095 each),
+    # 32 query heads of 128, bf16: x is 256 MiB, and the output as much.
+    T, H, D, dtype = 32768, 32, 128, torch.bfloat16
+    x, w, _ = make_inputs(T, H, D, dtype, device, 5)
+    pos = torch.arange(T, device=device) % 4096
+    cos, sin = rope_cache(D, device)
+    args = (x, w, cos, sin, pos)
+    out, dst = torch.empty_like(x), torch.empty_like(x)
+    fns = {"fused": lambda: rmsnorm_rope(*args, out=out),
+           "eager": lambda: rmsnorm_rope_eager(*args),
+           "copy": lambda: dst.copy_(x)}
+    # torch.compile of the same eager function, for one fixed shape.
+    # Its compile time counts, so it is measured; a failure is recorded.
+    compiled, compile_s = None, 0.0
+    try:
+        t0 = time.perf_counter()
+        compiled = torch.compile(rmsnorm_rope_eager, dynamic=False)
+        compiled(*args)
+        torch.cuda.synchronize()
+        compile_s = time.perf_counter() - t0
+        fns["compiled"] = lambda: compiled(*args)
+    except Exception as e:  # noqa: BLE001 - any failure becomes a skip
+        lesson.skip("torch-compile", f"torch.compile failed: {type(e).__name__}: "
+                    f"{str(e).splitlines()[0][:200] if str(e) else ''}")
+    ms = bench_interleaved(fns)
+    nbytes = fused_bytes(x, pos)
+    # end snippet
+
+    # What is timed must be right: every 64th token of the timed outputs.
+    sl = slice(None, None, 64)
+    want = reference64(x[sl], w, pos[sl])
+    rmsnorm_rope(*args, out=out)
+    check_close(lesson, "fused-benchmark-shape", out[sl], want, dtype)
+    if compiled is not None:
+        check_close(lesson, "compiled-benchmark-shape", compiled(*args)[sl], want,
+                    dtype)
+
+    shape = f"{T}x{H}x{D}-bf16"
+    lesson.benchmark(f"fused-vs-eager-{shape}",
+                     f"fused vs eager torch, {T} x {H} x {D}", ms, "fused", "eager",
+                     unit="GB/s", work=nbytes,
+                     baseline_name="eager PyTorch (same function)",
+                     threshold=1.5, stretch=3.0)
+    if compiled is not None:
+        lesson.benchmark(f"fused-vs-compile-{shape}",
+                         f"fused vs torch.compile, {T} x {H} x {D}",
+                         ms, "fused", "compiled", unit="GB/s", work=nbytes,
+                         baseline_name="torch.compile(dynamic=False)", gate=False,
+                         note=f"report only; first call (compile) took "
+                         f"{compile_s:.1f} s")
+    lesson.benchmark(f"fused-vs-copy-{shape}", f"fused vs a copy of x, {T} x {H} x {D}",
+                     ms, "fused", "copy", unit="GB/s",
+                     work=(nbytes, 2 * x.numel() * x.element_size()),
+                     baseline_name="device-to-device copy of x",
+                     note="the ceiling: a copy reads and writes x and computes nothing")
+
+
+def measure_tokens(T: int, H: int, D: int, dtype, cos, sin, device) -> list:
+    """Times (us) and GB/s of fused, eager and a copy at T tokens."""
+    x, w, _ = make_inputs(T, H, D, dtype, device, T)
+    pos = torch.arange(T, device=device) % 4096
+    out, dst = torch.empty_like(x), torch.empty_like(x)
+    ms = bench_interleaved({
+        "fused": lambda: rmsnorm_rope(x, w, cos, sin, pos, out=out),
+        "eager": lambda: rmsnorm_rope_eager(x, w, cos, sin, pos),
+        "copy": lambda: dst.copy_(x)}, rounds=5, rep_ms=10, warm_s=0.1)
+    nbytes, copy_bytes = fused_bytes(x, pos), 2 * x.numel() * x.element_size()
+    return [T, *(1e3 * ms.median(k) for k in ("fused", "eager", "copy")),
+            gbps(nbytes, ms.median("fused")), gbps(nbytes, ms.median("eager")),
+            gbps(copy_bytes, ms.median("copy"))]
+
+
+def sweep_and_plot(lesson: Lesson, device: str) -> None:
+    # snippet: sweep
+    # From a decode step's handful of tokens to a long prefill: 32 heads of
+    # 128, bf16, the fused kernel against eager torch and a copy.
+    H, D, dtype = 32, 128, torch.bfloat16
+    cos, sin = rope_cache(D, device)
+    rows = [measure_tokens(T, H, D, dtype, cos, sin, device)
+            for T in (64, 512, 4096, 32768)]
+    # end snippet
+    lesson.table("tokens",
+                 ["tokens", "fused us", "eager us", "copy us", "fused GB/s",
+                  "eager GB/s", "copy GB/s"],
+                 rows, f"RMSNorm + RoPE of {H} heads of {D} in bf16 by token count "
+                 "(median of 5 interleaved rounds)")
+
+    def draw(fig):
+        ax = fig.subplots()
+        ts = [r[0] for r in rows]
+        ax.plot(ts, [r[4] for r in rows], "o-", label="fused Triton kernel")
+        ax.plot(ts, [r[5] for r in rows], "s-", label="eager PyTorch")
+        ax.plot(ts, [r[6] for r in rows], "--", color="gray",
+                label="copy of x (ceiling)")
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(ts, [str(t) for t in ts])
+        ax.set_xlabel(f"tokens ({H} heads x {D}, bf16)")
+        ax.set_ylabel("GB/s (bytes the fused kernel must move)")
+        ax.set_ylim(bottom=0)
+        ax.legend(loc="upper left")
+
+    lesson.plot("gbps-by-tokens",
+                "RMSNorm + RoPE bandwidth by token count: fused, eager, copy", draw)
+
+
+def main() -> int:
+    lesson = Lesson("rmsnorm-rope")
+    device = lesson.device()
+    check_correctness(lesson, device)
+    try_this(lesson, device)
+    if lesson.interpret:
+        print("\nNo timings under the interpreter.")
+        return lesson.finish()
+    benchmark(lesson, device)
+    sweep_and_plot(lesson, device)
+    return lesson.finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

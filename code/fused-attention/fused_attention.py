@@ -397,6 +397,9 @@ GPU_CONFIGS = [
     Config("TMA", 128, 128, 8, 3),  # in the Hopper space of Triton's own tutorial
     Config("TMA", 128, 128, 8, 2),
     Config("TMA", 128, 64, 8, 3),
+    # Four warps, two stages: the fastest of 20 forward variants timed on the
+    # H200 (tools/experiments/perf_variants.py; NOTES.md has the table).
+    Config("TMA", 128, 64, 4, 2),
 ]
 # end snippet
 

@@ -400,7 +400,8 @@ def race_configs(lesson: Lesson, device: str) -> tuple[dict, int]:
     }
     fns = {name: (lambda c=c, p=p, h=h: grouped_matmul(table, torch.float16, c, p, h))
            for name, (c, p, h) in candidates.items()}
-    ms = bench_interleaved({**fns, "loop": loop_of_matmuls(groups)}, rounds=5)
+    ms = bench_interleaved({**fns, "loop": loop_of_matmuls(groups)}, rounds=5,
+                           method="events")
     rows = [[name, 1e3 * ms.median(name), ms.median("loop") / ms.median(name)]
             for name in candidates]
     best = min((n for n in candidates if candidates[n][2]), key=ms.median)
@@ -426,7 +427,7 @@ def benchmark(lesson: Lesson, device: str, config: dict, programs: int) -> None:
         "loop": loop_of_matmuls(groups),
         # The same launch, paying for a fresh table (host list, one copy).
         "grouped + table": lambda: grouped(groups, config, programs),
-    })
+    }, method="events")  # per call, launches included: what a Python loop costs
     # end snippet
     lesson.benchmark(
         "grouped-vs-loop-16", "one grouped launch vs a loop of 16 torch.matmul",
@@ -486,7 +487,7 @@ def moe_benchmark(lesson: Lesson, device: str, config: dict, programs: int) -> N
             reason = f"torch._grouped_mm refused: {str(err).splitlines()[0][:200]}"
     if reason:
         lesson.skip("torch-grouped-mm-moe", reason)
-    ms = bench_interleaved(fns, rounds=10)
+    ms = bench_interleaved(fns, rounds=10, method="events")
     if "torch._grouped_mm" in ms:
         lesson.benchmark(
             "grouped-vs-torch-grouped-mm-moe", "MoE shape vs torch._grouped_mm (bf16)",
@@ -515,7 +516,7 @@ def sweep_and_plot(lesson: Lesson, device: str, config: dict, programs: int) -> 
             "grouped": lambda: grouped_matmul(table, torch.float16, config,  # noqa: B023
                                               programs, True),
             "loop": loop_of_matmuls(groups),
-        }, rounds=5, rep_ms=10, warm_s=0.2)
+        }, rounds=5, rep_ms=10, warm_s=0.2, method="events")
         g, lp = 1e3 * ms.median("grouped"), 1e3 * ms.median("loop")
         flop = sum(2.0 * M * N * K for M, N, K in shapes)
         us["grouped"].append(g)

@@ -43,13 +43,26 @@ def label_cell(b: Benchmark) -> str:
     return text(b.label) + (f"<br><small>{text(b.note)}</small>" if b.note else "")
 
 
+def usual_method(record: Record) -> str:
+    methods = [b.method for b in record.benchmarks if b.method]
+    return max(set(methods), key=methods.count) if methods else ""
+
+
 def record_rows(record: Record) -> list[list[str]]:
-    return [[label_cell(b), f"{number(b.measured)} {text(b.unit)}",
-             f"{number(b.baseline)} {text(b.unit)}<br><small>{text(b.baseline_name)}</small>",
-             ratio_cell(b), target_cell(b)] for b in record.benchmarks]
+    usual = usual_method(record)
+    rows = []
+    for b in record.benchmarks:
+        label = label_cell(b) + (f"<br><small>timed: {text(b.method)}</small>" if b.method != usual else "")
+        rows.append([label, f"{number(b.measured)} {text(b.unit)}",
+                     f"{number(b.baseline)} {text(b.unit)}<br><small>{text(b.baseline_name)}</small>",
+                     ratio_cell(b), target_cell(b)])
+    return rows
 
 
 def rounds(record: Record) -> str:
+    usual = usual_method(record)
+    if usual:
+        return f"timed in {usual}"
     counts = sorted({b.samples for b in record.benchmarks})
     return "/".join(str(c) for c in counts) + (" paired round" if counts == [1] else " paired rounds")
 

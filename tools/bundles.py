@@ -169,6 +169,8 @@ def read_bundle(path: Path, lessons: dict[str, Lesson], selected: set[str] | Non
             with tarfile.open(fileobj=budget, mode="r|") as tar:
                 items, refused, notes = _members(path, tar, selected)
                 jsons, pngs = items
+            while not refused and budget.read(1 << 16):  # read to the end: a cut or corrupt end is refused too
+                pass
     except _TooBig:
         return [], [f"{path}: more than {LIMITS.bundle_total:,} bytes uncompressed; refused whole"], []
     except (tarfile.TarError, OSError, EOFError, zlib.error) as exc:

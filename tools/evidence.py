@@ -318,13 +318,15 @@ def check_writable(evidence_dir: Path, lesson: str, key: str, figure_files=()) -
         for part in target.relative_to(root).parts:
             here = here / part
             try:
-                mode = os.lstat(here).st_mode
+                info = os.lstat(here)
             except FileNotFoundError:
                 break
-            plain = stat.S_ISREG(mode) if here == target else stat.S_ISDIR(mode)
+            mode = info.st_mode
+            plain = stat.S_ISREG(mode) and info.st_nlink == 1 if here == target else stat.S_ISDIR(mode)
             if not plain:
-                raise EvidenceError(f"{here}: not a plain {'file' if here == target else 'folder'} (a link or a "
-                                    "special file); evidence is never written through one")
+                kind = "file" if here == target else "folder"
+                raise EvidenceError(f"{here}: not a plain {kind} (a link, hard link or special file); evidence is "
+                                    "never written through one")
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:

@@ -41,8 +41,9 @@ def test_source_files_follow_local_imports_transitively(project):
 
 
 @pytest.mark.parametrize("edited, changes", [
-    ("util.py", True), ("helper.py", True), ("lesson.toml", True), ("uses_helper.py", True),
+    ("util.py", True), ("helper.py", True), ("uses_helper.py", True),
     ("unused.py", False), ("sibling.py", False),
+    ("lesson.toml", False),  # a comment: lesson.toml counts by what it says about running the lesson
 ])
 def test_source_hash_changes_with_every_source_file_and_nothing_else(project, edited, changes):
     folder = project.add("uses-helper", HELPER_USER, files=FILES)
@@ -50,6 +51,34 @@ def test_source_hash_changes_with_every_source_file_and_nothing_else(project, ed
     path = folder / edited
     path.write_text(path.read_text() + "\n# edited\n")
     assert (project.lesson("uses-helper").source_hash() != before) is changes
+
+
+@pytest.mark.parametrize("addition, changes", [
+    ("timeout = 77\n", True),
+    ("[requires]\ncapability = \"9.0\"\n", True),
+    ("[interpreter]\nsupported = false\nreason = \"no\"\n", True),
+    ("[gpu.expected_exits]\n\"3\" = \"a gate\"\n", True),
+    ("prerequisites = []\n", False),
+])
+def test_lesson_toml_counts_by_its_run_keys(project, addition, changes):
+    folder = project.add("good", PASSING)
+    before = project.lesson("good").source_hash()
+    toml = folder / "lesson.toml"
+    toml.write_text(toml.read_text().replace('summary = "a fake"\n', 'summary = "a fake"\n' + addition))
+    assert (project.lesson("good").source_hash() != before) is changes
+
+
+@pytest.mark.parametrize("old, new", [
+    ('title = "Fake lesson good"', 'title = "A new title"'),
+    ('summary = "a fake"', 'summary = "reworded"'),
+    ("order = 1", "order = 7"),
+])
+def test_placing_a_lesson_on_the_site_never_makes_its_evidence_stale(project, old, new):
+    folder = project.add("good", PASSING)
+    before = project.lesson("good").source_hash()
+    toml = folder / "lesson.toml"
+    toml.write_text(toml.read_text().replace(old, new))
+    assert project.lesson("good").source_hash() == before
 
 
 def test_source_hash_ignores_line_endings_and_location(project, tmp_path):
@@ -79,11 +108,12 @@ def test_defaults_and_timeouts(project):
     project.add("plain", PASSING)
     lesson = project.lesson("plain")
     assert lesson.title == "Fake lesson plain" and lesson.page == "lessons/plain.md"
-    assert lesson.main == (project.code / "plain" / "plain.py").resolve()
-    assert lesson.root == project.root.resolve()
+    assert lesson.main == (project.code / "plain" / "plain.py").absolute()
+    assert lesson.root == project.root.absolute()
+    assert lesson.order == 1 and lesson.summary == "a fake" and lesson.prerequisites == ()
     for mode in ("interpreter", "gpu"):
         spec = lesson.modes[mode]
-        assert spec.supported and spec.timeout == DEFAULT_TIMEOUT[mode] and spec.expected_exits == {}
+        assert spec.supported and spec.timeout == DEFAULT_TIMEOUT and spec.expected_exits == {}
 
     project.add("timed", PASSING, toml='timeout = 50\nprerequisites = ["plain"]\n[gpu]\ntimeout = 10\n'
                                         '[gpu.expected_exits]\n"3" = "needs sm_90"\n"-6" = "aborts"\n')
@@ -104,11 +134,16 @@ def test_discover_orders_lessons_and_skips_folders_without_toml(project):
 
 
 @pytest.mark.parametrize("toml, expect", [
-    ('main = "x.py"\npage = "p.md"\n', "missing required key 'title'"),
-    ('title = "t"\npage = "p.md"\n', "missing required key 'main'"),
-    ('title = "t"\nmain = "other.py"\npage = "p.md"\n', "does not exist"),
+    ('main = "x.py"\npage = "p.md"\n', "title: missing"),
+    ('title = "t"\npage = "p.md"\n', "main: missing"),
+    ('title = "t"\nmain = "other.py"\npage = "p.md"\n', "main = 'other.py' is not a .py file in broken/"),
+    ('title = "t"\nmain = "../x.py"\npage = "p.md"\n', "is not a .py file"),
     ('title = = "t"\n', "lesson.toml:"),
     ('title = "t"\nmain = "x.py"\npage = "p.md"\n[gpu.expected_exits]\n"one" = "why"\n', "expected_exits"),
+    ('title = "t"\nmain = "x.py"\npage = "p.md"\ntitel = "typo"\n', "unknown field 'titel'"),
+    ('title = "t"\nmain = "x.py"\npage = "p.md"\norder = "first"\n', "order: expected a whole number"),
+    ('title = "t"\nmain = "x.py"\npage = "p.md"\n[requires]\ncapability = "nine"\n', "is not a version"),
+    ('title = "t"\nmain = "x.py"\npage = "p.md"\ntimeout = 99999\n', "timeout must be between"),
 ])
 def test_lesson_toml_errors_name_the_file(project, toml, expect):
     folder = project.code / "broken"
@@ -121,13 +156,31 @@ def test_lesson_toml_errors_name_the_file(project, toml, expect):
     assert expect in str(info.value)
 
 
-def test_syntax_error_names_file_and_line(project):
+def test_a_syntax_error_does_not_stop_finding_and_hashing_the_sources(project):
+    """Imports are found without parsing (a course reads the kit hundreds of times): a syntax error
+    surfaces when the lesson runs (tests/test_verify.py), and its file is still hashed, so fixing it
+    makes the evidence stale."""
     project.add("broken", PASSING, files={"helper.py": "def f(:\n"})
     main = project.main_file("broken")
     main.write_text(main.read_text() + "import helper\n")
+    lesson = project.lesson("broken")
+    assert "code/broken/helper.py" in lesson.source_file_hashes()
+    before = lesson.source_hash()
+    (project.code / "broken" / "helper.py").write_text("def f():\n    pass\n")
+    assert project.lesson("broken").source_hash() != before
+
+
+@pytest.mark.parametrize("prerequisites, expect", [
+    ('["nope"]', "prerequisite 'nope' is not a lesson"),
+    ('["later"]', "prerequisite 'later' comes later in the course"),
+])
+def test_prerequisites_name_earlier_lessons(project, prerequisites, expect):
+    project.add("first", PASSING, order=1, toml=f"prerequisites = {prerequisites}\n")
+    project.add("later", PASSING, order=2)
     with pytest.raises(LessonError) as info:
-        project.lesson("broken").source_hash()
-    assert str(info.value).startswith(f"{(project.code / 'broken' / 'helper.py').resolve()}:1: syntax error")
+        discover(project.code)
+    assert str(info.value).startswith(str(project.code.absolute() / "first" / "lesson.toml"))
+    assert expect in str(info.value)
 
 
 # -- the real course ------------------------------------------------------------------

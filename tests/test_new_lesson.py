@@ -37,15 +37,17 @@ def project(tmp_path) -> Path:
 
 
 def test_scaffold_creates_a_lesson_that_verifies_and_builds(project):
+    config_before = (project / "mkdocs.yml").read_bytes()
     created = new_lesson.create("row-sum", "Row sums", root=project)
     expected = {project / "code/row-sum/row_sum.py", project / "code/row-sum/lesson.toml",
-                project / "code/row-sum/README.md", project / "docs/lessons/row-sum.md"}
+                project / "docs/lessons/row-sum.md"}
     assert set(created) == expected and all(p.is_file() for p in expected)
+    # the navigation comes from lesson.toml: the scaffold leaves mkdocs.yml alone
+    assert (project / "mkdocs.yml").read_bytes() == config_before
 
     lessons = {lesson.name: lesson for lesson in discover(project / "code")}
     assert lessons["row-sum"].order == max(lesson.order for lesson in lessons.values())
-    nav = (project / "mkdocs.yml").read_text(encoding="utf-8")
-    assert "      - lessons/row-sum.md\n  - Status: status.md" in nav
+    assert list(lessons)[-1] == "row-sum"
 
     run = subprocess.run([sys.executable, str(ROOT / "tools/verify.py"), "--code-dir", str(project / "code"),
                           "--evidence-dir", str(project / "evidence"), "--lesson", "row-sum", "--mode", "interpreter"],
@@ -64,6 +66,11 @@ def test_scaffold_creates_a_lesson_that_verifies_and_builds(project):
     text = html.unescape(re.sub(r"<[^>]+>", "", page))
     assert "def scale_kernel(x_ptr, out_ptr, n, factor, BLOCK: tl.constexpr):" in text
     assert "PARTIALLY VERIFIED" in text
+    # it joined the Lessons section of the navigation, last: the lesson before it now leads to it
+    before = list(lessons.values())[-2]
+    previous_page = (project / "site" / before.page.removesuffix(".md") / "index.html").read_text(encoding="utf-8")
+    assert re.search(r'<a href="\.\./row-sum/" class="md-footer__link md-footer__link--next"', previous_page)
+    assert "Row sums" in (project / "site/lessons/row-sum/index.html").read_text(encoding="utf-8")
 
 
 def test_scaffold_refuses_bad_names_and_existing_lessons(project):

@@ -152,6 +152,14 @@ def test_file_without_regions():
     assert parse_regions("") == {}
 
 
+def test_a_byte_order_mark_at_the_start_is_allowed():
+    # U+FEFF is a format character, but as the first character of a file it only marks UTF-8.
+    regions = parse_regions("\ufeffimport os\n# snippet: a\nx = 1\n# end snippet\n")
+    assert regions["a"].text == "x = 1\n" and regions["a"].start == 3
+    with pytest.raises(SnippetError, match="U\\+FEFF"):
+        parse_regions("x = 1\n# snippet: a\ny = '\ufeff'\n# end snippet\n")
+
+
 def test_region_is_immutable():
     region = parse_regions("# snippet: a\nx\n# end snippet\n")["a"]
     assert isinstance(region, Region)
@@ -233,7 +241,7 @@ def test_missing_file(tmp_path):
     missing = tmp_path / "nope.py"
     with pytest.raises(SnippetError) as info:
         read_regions(missing)
-    assert str(info.value) == f"{missing}: file not found"
+    assert str(info.value) == f"{missing}: not found"
 
 
 def test_not_utf8_file(tmp_path):
@@ -320,7 +328,8 @@ def test_cli_list_stops_at_a_bad_file(tmp_path):
     good = write(tmp_path, SOURCE, name="good.py")
     result = cli("list", str(good), str(tmp_path / "missing.py"))
     assert result.returncode == 2
-    assert "missing.py: file not found" in result.stderr
+    assert "missing.py: not found" in result.stderr
+    assert "Traceback" not in result.stderr
 
 
 @pytest.mark.parametrize("args", [[], ["list"], ["show"], ["show", "a.py"], ["show", "a", "b", "c"], ["frob", "x"]])

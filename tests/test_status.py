@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import PASSING, fake_record
-from evidence import Benchmark, write_record
-from status import FAILED, PARTIAL, STALE, STATUSES, UNVERIFIED, VERIFIED, judge
+from conftest import PASSING, bench, fake_record
+from evidence import write_record
+from status import FAILED, PARTIAL, STALE, STATUSES, UNVERIFIED, VERIFIED, Status, judge
 
 OLD = "0" * 64  # the hash of some earlier source
 
@@ -56,7 +56,11 @@ def test_status_rules(project, lesson, interp, gpu, expected):
     st = judge(lesson, project.evidence)
     assert st.status == expected
     assert st.status in STATUSES
-    assert st.sentence.startswith(f"{expected}: ") and st.sentence.endswith(".")
+    assert st.sentence[0].isupper() and st.sentence.endswith(".")
+    assert expected.label not in st.sentence  # the badge is the status; the sentence says why
+    # every record is kept, current or not, and each is judged once
+    assert len(st.current) + len(st.stale) == len(st.records)
+    assert all(st.is_current(r) for r in st.current) and not any(st.is_current(r) for r in st.stale)
 
 
 def test_unsupported_interpreter_is_set_aside(project):
@@ -95,7 +99,8 @@ def test_stale_sentence_names_the_date(project, lesson):
     assert st.status == STALE
     assert "recorded on 2025-12-24 was for an older source" in st.sentence
     assert "GPU run has not been recorded" in st.sentence
-    assert st.current_records == [] and len(st.records) == 1
+    assert st.current == [] and len(st.records) == 1 and st.stale == st.records
+    assert st.summary == "nothing verified on the current source"
 
 
 def test_newest_current_pass_is_the_one_reported(project, lesson):
@@ -109,31 +114,54 @@ def test_newest_current_pass_is_the_one_reported(project, lesson):
 def test_goals_that_do_not_gate_are_reported_when_missed(project, lesson):
     put(project, lesson, "interpreter")
     put(project, lesson, "gpu", benchmarks=[
-        Benchmark("vs-cublas", measured=80, baseline=100, unit="TFLOP/s", ratio=0.8, threshold=0.9,
-                  gate=False, met=False),
-        Benchmark("vs-torch", measured=120, baseline=100, unit="TFLOP/s", ratio=1.2, threshold=1.0,
-                  met=True, stretch=1.5, stretch_met=False),
-        Benchmark("met-all", measured=2, baseline=1, unit="x", ratio=2.0, threshold=1.0, met=True,
-                  stretch=1.5, stretch_met=True),
+        bench("vs-cublas", 0.8, 0.78, 0.82, threshold=0.9, gate=False, label="vs cuBLAS"),
+        bench("vs-torch", 1.2, 1.15, 1.25, threshold=1.0, stretch=1.5, label="vs torch"),
+        bench("close", 0.99, 0.97, 1.02, threshold=0.9, stretch=1.0, label="close call"),
+        bench("met-all", 2.0, 1.9, 2.1, threshold=1.0, stretch=1.5, label="met all"),
     ])
     st = judge(lesson, project.evidence)
     assert st.status == VERIFIED
-    assert "vs-cublas reached 0.80x against a 0.90x goal" in st.sentence
-    assert "vs-torch reached 1.20x against a 1.50x stretch goal" in st.sentence
-    assert "met-all" not in st.sentence
+    assert "vs cuBLAS reached 0.80x against a 0.90x goal (not met)" in st.sentence
+    assert "vs torch reached 1.20x against a 1.50x stretch goal (not met)" in st.sentence
+    assert "close call reached 0.99x against a 1.00x stretch goal (within noise)" in st.sentence
+    assert "met all" not in st.sentence
+    assert "4 of 7 targets met (1 within noise) on NVIDIA H200" in st.summary
+
+
+def test_a_gate_within_noise_passes_and_says_so(project, lesson):
+    put(project, lesson, "interpreter")
+    put(project, lesson, "gpu", benchmarks=[bench("gate", 0.99, 0.95, 1.03, threshold=1.0)])
+    st = judge(lesson, project.evidence)
+    assert st.status == VERIFIED
+    assert "0 of 1 targets met (1 within noise)" in st.summary
 
 
 def test_missed_goals_of_stale_records_are_not_reported(project, lesson):
-    put(project, lesson, "gpu", source_hash=OLD, benchmarks=[
-        Benchmark("vs-cublas", measured=80, baseline=100, unit="TFLOP/s", ratio=0.8, threshold=0.9,
-                  gate=False, met=False)])
+    put(project, lesson, "gpu", source_hash=OLD, benchmarks=[bench("vs-cublas", 0.8, threshold=0.9, gate=False)])
     st = judge(lesson, project.evidence)
     assert st.status == STALE and "vs-cublas" not in st.sentence
 
 
-def test_status_output_in_a_terminal_carries_no_escape_codes():
-    import verify
+def test_unusable_evidence_is_named_in_the_sentence(project, lesson):
+    put(project, lesson, "interpreter")
+    bad = project.record_file("good", "gpu-nvidia-h200")
+    bad.write_text("{}")
+    st = judge(lesson, project.evidence)
+    assert st.status == PARTIAL
+    assert len(st.problems) == 1 and st.problems[0].startswith(str(bad))
+    assert "1 evidence file(s) could not be used" in st.sentence and str(bad) in st.sentence
 
-    assert verify.terminal_safe("red \x1b[31mtext\x1b[0m\tand a bell\x07") == \
+
+def test_the_badges_carry_their_label_css_and_meaning():
+    assert [s.label for s in Status] == ["VERIFIED", "PARTIALLY VERIFIED", "FAILED", "STALE", "UNVERIFIED"]
+    assert len({s.css for s in Status}) == len(Status) and all(s.css.startswith("vt-") for s in Status)
+    assert all(s.meaning for s in Status) and str(PARTIAL) == "PARTIALLY VERIFIED"
+
+
+def test_status_output_in_a_terminal_carries_no_escape_codes():
+    from report import terminal_safe
+
+    assert terminal_safe("red \x1b[31mtext\x1b[0m\tand a bell\x07") == \
         "red \\x1b[31mtext\\x1b[0m\\x09and a bell\\x07"
-    assert verify.terminal_safe("plain text, unicode ✓") == "plain text, unicode ✓"
+    assert terminal_safe("plain text, unicode ✓") == "plain text, unicode ✓"
+    assert terminal_safe("bidi \u202e here") == "bidi \\u202e here"

@@ -13,9 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from conftest import PASSING, Project, fake_record, make_project
-from evidence import STREAM_LIMIT, Check, write_record
+from conftest import PASSING, Project, fake_record, figure_name, make_project
+from evidence import write_record
+from kit import Check
+from limits import LIMITS
 from status import FAILED, PARTIAL, STALE, UNVERIFIED, VERIFIED
+
+STREAM_LIMIT = LIMITS.stream_kept
 
 # -- fake lessons -------------------------------------------------------------------------
 
@@ -40,6 +44,7 @@ KILLS_ITSELF = """\
 """
 
 HUGE_OUTPUT = """\
+    lesson = Lesson("huge")
     out = sys.stdout.buffer
     out.write(b"HEAD-START\\n")
     block = b"0123456789abcdef" * 4096
@@ -52,12 +57,14 @@ HUGE_STDOUT_BYTES = len(b"HEAD-START\n") + 80 * 16 * 4096 + len(b"\nTAIL-END\n")
 HUGE_STDERR_BYTES = 3_000_000 + len(b"\nERR-END\n")
 
 NOT_UTF8 = r"""
+    lesson = Lesson("not-utf8")
     sys.stdout.buffer.write(b"before \xff\xfe end\n")
     sys.stdout.buffer.write("caf\u00e9 \u2713\n".encode("utf-8"))
     sys.stderr.buffer.write(b"\xc3\x28 bad continuation\n")
 """
 
 MARKUP = r"""
+    lesson = Lesson("markup")
     print("<script>alert(1)</script>")
     print("\x1b[31mred\x1b[0m & <b>bold</b> \"quoted\"")
 """
@@ -83,7 +90,13 @@ EXITS_3_WITHOUT_KIT = """\
 """
 
 CANNOT_RUN = """\
+    lesson = Lesson("cannot-run")
+    print("no CUDA device found", file=sys.stderr)
     sys.exit(2)
+"""
+
+NO_KIT = """\
+    print("I never create a Lesson")
 """
 
 EXIT_0_DESPITE_FAILURE = """\
@@ -97,14 +110,15 @@ ZOO = {
     "fails": (FAILS_A_CHECK, True, ""),
     "raises": (RAISES, True, ""),
     "killed": (KILLS_ITSELF, False, ""),
-    "huge": (HUGE_OUTPUT, False, ""),
-    "not-utf8": (NOT_UTF8, False, ""),
-    "markup": (MARKUP, False, ""),
+    "huge": (HUGE_OUTPUT, True, ""),
+    "not-utf8": (NOT_UTF8, True, ""),
+    "markup": (MARKUP, True, ""),
     "declines": (DECLINES, True, ""),
     "expected-exit": (EXITS_1, False, EXPECTED_EXIT_TOML),
     "exit3-no-kit": (EXITS_3_WITHOUT_KIT, False, ""),
-    "cannot-run": (CANNOT_RUN, False, ""),
+    "cannot-run": (CANNOT_RUN, True, ""),
     "liar": (EXIT_0_DESPITE_FAILURE, True, ""),
+    "no-kit": (NO_KIT, False, ""),
 }
 
 
@@ -143,8 +157,10 @@ def test_passing_lesson(zoo):
         ("arithmetic", "pass"), ("interpreter-env", "pass"), ("timing", "skip")]
     assert rec.tables[0].name == "sizes" and rec.tables[0].rows == [[1, "yes"], [1000, "yes"]]
     assert rec.tables[0].caption == "sizes tried"
-    assert [(f.name, f.file, f.caption) for f in rec.figures] == [("plot", "interpreter/plot.png", "a plot")]
-    figure = project.evidence / "good" / "interpreter" / "plot.png"
+    # the figure is renamed by its content hash, inside the record's own folder
+    assert [(f.name, f.file, f.caption, f.dark_file) for f in rec.figures] == [
+        ("plot", figure_name("plot"), "a plot", "")]
+    figure = project.evidence / "good" / "interpreter" / figure_name("plot")
     assert figure.read_bytes().startswith(b"\x89PNG")
     assert rec.source_hash == project.lesson("good").source_hash()
     assert set(rec.source_files) == {"code/good/good.py", "code/good/lesson.toml", "code/lessonkit.py"}
@@ -156,9 +172,9 @@ def test_passing_lesson(zoo):
 
     st = project.judge("good")
     assert st.status == PARTIAL
-    assert "interpreter run passed" in st.sentence
+    assert st.sentence.startswith("The Triton ") and "interpreter run passed" in st.sentence
     assert "GPU run has not been recorded" in st.sentence
-    assert st.sentence.startswith("PARTIALLY VERIFIED: ")
+    assert st.summary == "2 checks passed under the interpreter"
 
 
 def test_failing_check(zoo):
@@ -166,8 +182,8 @@ def test_failing_check(zoo):
     rec = project.record("fails")
     assert (rec.outcome, rec.exit_code) == ("failed", 1)
     assert {c.name: c.status for c in rec.checks} == {"right": "pass", "wrong": "fail"}
-    assert "wrong" in rec.reason
-    assert "FAILED check: wrong" in rec.stderr
+    assert rec.reason == "check wrong"
+    assert "FAILED check wrong" in rec.stderr
     st = project.judge("fails")
     assert st.status == FAILED and "failed (exit 1" in st.sentence
 
@@ -194,7 +210,7 @@ def test_killed_by_a_signal_is_a_crash(zoo):
 def test_huge_output_is_bounded_head_and_tail(zoo):
     project, _ = zoo
     rec = project.record("huge")
-    assert rec.outcome == "passed"  # exit 0 without the kit: nothing failed
+    assert rec.outcome == "passed"  # exit 0 and the kit's results: nothing failed
     for text, omitted, total, head, tail in (
             (rec.stdout, rec.stdout_omitted, HUGE_STDOUT_BYTES, "HEAD-START\n", "\nTAIL-END\n"),
             (rec.stderr, rec.stderr_omitted, HUGE_STDERR_BYTES, "EEEE", "E\nERR-END\n")):
@@ -258,7 +274,14 @@ def test_exit_2_cannot_run_is_a_failure(zoo):
     project, _ = zoo
     rec = project.record("cannot-run")
     assert (rec.outcome, rec.exit_code) == ("failed", 2)
-    assert "could not run" in rec.reason
+    assert rec.reason == "the lesson could not run on this machine (no CUDA device found)"
+
+
+def test_a_lesson_that_never_uses_the_kit_fails_with_the_reason(zoo):
+    project, _ = zoo
+    rec = project.record("no-kit")
+    assert (rec.outcome, rec.exit_code) == ("failed", 0)
+    assert "wrote no results" in rec.reason and rec.stdout == "I never create a Lesson\n"
 
 
 def test_exit_0_with_a_failed_check_is_a_failure(zoo):
@@ -272,12 +295,12 @@ def test_status_of_the_zoo_and_check(zoo):
     project, _ = zoo
     result = project.verify("--status")
     assert result.returncode == 0, result.stderr
-    lines = {line.split()[0]: line for line in result.stdout.splitlines()}
+    lines = {line.split()[0]: line for line in result.stdout.splitlines() if not line.startswith(" ")}
     assert set(lines) == set(ZOO)
     assert "PARTIALLY VERIFIED" in lines["good"] and "FAILED" in lines["fails"]
     check = project.verify("--check")
     assert check.returncode == 1
-    for name in ("fails", "raises", "killed", "declines", "cannot-run", "liar"):
+    for name in ("fails", "raises", "killed", "declines", "cannot-run", "liar", "no-kit"):
         assert f"check: {name}: " in check.stderr
 
 
@@ -288,19 +311,21 @@ def test_status_json_shape(zoo):
     data = json.loads(result.stdout)
     assert isinstance(data, list) and [d["lesson"] for d in data] == ["good", "fails"]
     good = data[0]
-    assert good["status"] == PARTIAL and good["sentence"].startswith(PARTIAL)
+    assert good["status"] == PARTIAL.label == "PARTIALLY VERIFIED"
+    assert good["sentence"] == project.judge("good").sentence and good["problems"] == []
+    assert good["summary"] == "2 checks passed under the interpreter"
     assert good["title"] == "Fake lesson good"
     assert good["source_hash"] == project.lesson("good").source_hash()
     assert set(good["modes"]) == {"interpreter", "gpu"}
     interp, gpu = good["modes"]["interpreter"], good["modes"]["gpu"]
-    keys = {"state", "outcome", "date", "source_hash", "environment"}
+    keys = {"state", "outcome", "date", "source_hash", "current", "environment"}
     assert keys <= set(interp) and keys <= set(gpu)
     rec = project.record("good")
-    assert interp["state"] == "passed" and interp["outcome"] == "passed"
+    assert interp["state"] == "passed" and interp["outcome"] == "passed" and interp["current"] is True
     assert interp["date"].startswith(rec.date) and interp["source_hash"] == rec.source_hash
     assert interp["environment"]["device_name"] == "CPU" and interp["environment"]["triton"] == rec.env.triton
     assert gpu["state"] == "none" and gpu["outcome"] is None and gpu["environment"] is None
-    assert data[1]["status"] == FAILED and data[1]["modes"]["interpreter"]["outcome"] == "failed"
+    assert data[1]["status"] == FAILED.label and data[1]["modes"]["interpreter"]["outcome"] == "failed"
 
 
 def test_unverified_without_evidence(project):
@@ -327,6 +352,7 @@ HANGS = """\
 LEAVES_A_CHILD = """\
     import subprocess
 
+    lesson = Lesson("orphan")
     # The child inherits stdout and stderr and outlives the lesson.
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
     Path(os.environ["VT_TEST_PIDFILE"]).write_text(f"{os.getpid()} {child.pid}")
@@ -406,7 +432,7 @@ def test_timeout_from_lesson_toml(project, tmp_path):
 
 @needs_proc
 def test_a_child_left_behind_is_killed_and_does_not_stall_verify(project, tmp_path):
-    project.add("orphan", LEAVES_A_CHILD, kit=False)
+    project.add("orphan", LEAVES_A_CHILD)
     pidfile = tmp_path / "pids"
     t0 = time.monotonic()
     result = project.verify(VT_TEST_PIDFILE=str(pidfile))
@@ -427,7 +453,7 @@ def test_editing_the_main_file_makes_the_evidence_stale(project):
     project.add("good", PASSING)
     assert project.verify().returncode == 0
     check = project.verify("--check")  # a current interpreter pass (PARTIALLY VERIFIED) is current
-    assert check.returncode == 0 and "all 1 lessons have current evidence" in check.stdout
+    assert check.returncode == 0 and "all 1 lessons have current, usable evidence" in check.stdout
     main = project.main_file("good")
     main.write_text(main.read_text() + "\n# an edit\n")
     st = project.judge("good")
@@ -502,7 +528,7 @@ def test_second_run_is_a_fast_no_op(project):
     project.add("other", PASSING.replace('"good"', '"other"'), order=2)
     assert project.verify().returncode == 0
     files = [project.record_file("good"), project.record_file("other"),
-             project.evidence / "good" / "interpreter" / "plot.png"]
+             project.evidence / "good" / "interpreter" / figure_name("plot")]
     before = [(f.read_bytes(), f.stat().st_mtime_ns) for f in files]
     t0 = time.monotonic()
     result = project.verify()
@@ -540,7 +566,8 @@ def test_a_record_from_another_triton_is_re_run(project):
     project.verify()
     rec = project.record("good")
     rec.env.triton = "0.0.1"
-    write_record(project.evidence, rec)
+    write_record(project.evidence, rec, {figure_name("plot"): (project.evidence / "good" / "interpreter" /
+                                                                figure_name("plot")).read_bytes()})
     result = project.verify()
     assert "good [interpreter]: passed" in result.stdout
     assert project.record("good").env.triton != "0.0.1"
@@ -565,12 +592,13 @@ def test_cpu_run_keeps_gpu_evidence(project):
     assert project.verify("--check").returncode == 0
 
 
-def test_gpu_mode_on_cpu_runs_nothing(project):
+def test_gpu_mode_on_cpu_runs_nothing_and_says_so(project, tmp_path):
     project.add("good", PASSING)
-    result = project.verify("--mode", "gpu")
-    assert result.returncode == 0, result.stderr
-    assert "not run: no CUDA device" in result.stdout
-    assert not (project.evidence / "good").exists()
+    result = project.verify("--mode", "gpu", "--bundle", str(tmp_path / "gpu.tar.gz"))
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "error: --mode gpu: no CUDA device found" in result.stderr
+    assert "no bundle was written" in result.stderr and "Traceback" not in result.stderr
+    assert not (project.evidence / "good").exists() and not (tmp_path / "gpu.tar.gz").exists()
 
 
 def test_unsupported_interpreter_mode_is_not_run(project):
@@ -598,7 +626,7 @@ def test_bundle_round_trip(project, tmp_path):
     with tarfile.open(bundle) as tar:
         names = sorted(tar.getnames())
     # Only what this machine recorded: no GPU record from a CPU machine.
-    assert names == ["fails/interpreter.json", "good/interpreter.json", "good/interpreter/plot.png"]
+    assert names == ["fails/interpreter.json", "good/interpreter.json", f"good/interpreter/{figure_name('plot')}"]
 
     other = make_project(tmp_path / "other")
     shutil.copytree(project.code, other.code, dirs_exist_ok=True)
@@ -608,7 +636,7 @@ def test_bundle_round_trip(project, tmp_path):
     for name in ("good", "fails"):
         assert other.record(name) == project.record(name)
         assert other.record_file(name).read_bytes() == project.record_file(name).read_bytes()
-    figure = Path("good", "interpreter", "plot.png")
+    figure = Path("good", "interpreter", figure_name("plot"))
     assert (other.evidence / figure).read_bytes() == (project.evidence / figure).read_bytes()
     assert other.judge("good").status == PARTIAL
 
@@ -624,8 +652,7 @@ def test_import_is_refused_when_the_source_differs(project, tmp_path):
     main.write_text(main.read_text() + "\n# edited here\n")
     result = other.verify("--import", str(bundle))
     assert result.returncode == 1
-    assert "good/interpreter.json" in result.stderr
-    assert "source" in result.stderr and "refused" in result.stderr
+    assert "good/interpreter.json: recorded for source" in result.stderr and "refused" in result.stderr
     assert "code/good/good.py" in result.stderr
     assert not other.record_file("good").exists()
 
@@ -669,18 +696,19 @@ def test_import_refuses_a_misnamed_key(project, tmp_path, mode, key):
     assert {p: p.read_bytes() for p in project.evidence.rglob("*") if p.is_file()} == keep
 
 
-@pytest.mark.parametrize("content", [b"not a tar file at all", b""])
+@pytest.mark.parametrize("content", [b"not a tar file at all", b"", b"\x1f\x8b\x08 truncated gzip"])
 def test_import_of_an_unreadable_bundle_is_an_error_not_a_traceback(project, tmp_path, content):
     project.add("good", PASSING)
     bundle = tmp_path / "broken.tar.gz"
     bundle.write_bytes(content)
     result = project.verify("--import", str(bundle))
-    assert result.returncode == 2
-    assert result.stderr.startswith(f"error: {bundle}")
+    assert result.returncode == 1
+    assert f"refused: {bundle}: not a readable bundle, or truncated" in result.stderr
     assert "Traceback" not in result.stderr
     missing = project.verify("--import", str(tmp_path / "missing.tar.gz"))
-    assert missing.returncode == 2 and "missing.tar.gz" in missing.stderr
+    assert missing.returncode == 1 and f"{tmp_path / 'missing.tar.gz'}: cannot be read" in missing.stderr
     assert "Traceback" not in missing.stderr
+    assert project.files() == {}
 
 
 def test_import_refuses_a_record_of_a_newer_format(project, tmp_path):
@@ -691,7 +719,7 @@ def test_import_refuses_a_record_of_a_newer_format(project, tmp_path):
     _bundle_of(bundle, {"good/gpu-nvidia-h200.json": json.dumps(raw).encode()})
     result = project.verify("--import", str(bundle))
     assert result.returncode == 1
-    assert "good/gpu-nvidia-h200.json" in result.stderr and "format" in result.stderr
+    assert "good/gpu-nvidia-h200.json: written in evidence format" in result.stderr
     assert not project.record_file("good", "gpu-nvidia-h200").exists()
     assert project.verify("--status").returncode == 0  # nothing unreadable was written
 
@@ -702,7 +730,8 @@ def test_import_reports_an_unreadable_record(project, tmp_path):
     _bundle_of(bundle, {"good/interpreter.json": b"{ truncated"})
     result = project.verify("--import", str(bundle))
     assert result.returncode == 1
-    assert "good/interpreter.json" in result.stderr and "unreadable record" in result.stderr
+    assert "good/interpreter.json" in result.stderr and "not valid JSON" in result.stderr
+    assert not project.record_file("good").exists()
 
 
 # -- compare, selection and parallel runs ------------------------------------------------------
@@ -752,18 +781,20 @@ def test_lesson_selection(project):
 SLEEPS = """\
     import time
 
+    lesson = Lesson(Path(__file__).stem)
     stamps = Path(os.environ["VT_TEST_STAMPS"])
     start = time.time()
     time.sleep(1.0)
     (stamps / Path(__file__).stem).write_text(f"{start} {time.time()}")
+    sys.exit(lesson.finish())
 """
 
 
 def test_jobs_run_lessons_concurrently(project, tmp_path):
     stamps = tmp_path / "stamps"
     stamps.mkdir()
-    project.add("sleep-a", SLEEPS, kit=False)
-    project.add("sleep-b", SLEEPS, kit=False, order=2)
+    project.add("sleep-a", SLEEPS)
+    project.add("sleep-b", SLEEPS, order=2)
     t0 = time.monotonic()
     result = project.verify("--jobs", "2", VT_TEST_STAMPS=str(stamps))
     elapsed = time.monotonic() - t0
@@ -777,8 +808,8 @@ def test_jobs_run_lessons_concurrently(project, tmp_path):
 # -- lesson declaration errors -----------------------------------------------------------
 
 @pytest.mark.parametrize("toml, expect", [
-    ('title = "x"\nmain = "x.py"\n', "missing required key 'page'"),
-    ('title = "x"\nmain = "nope.py"\npage = "p.md"\n', "main = 'nope.py' does not exist"),
+    ('title = "x"\nmain = "x.py"\n', "page: missing"),
+    ('title = "x"\nmain = "nope.py"\npage = "p.md"\n', "main = 'nope.py' is not a .py file"),
     ('title = "x\nmain = "x.py"\n', "lesson.toml"),
     ('title = "x"\nmain = "x.py"\npage = "p.md"\n[interpreter.expected_exits]\n"one" = "why"\n', "expected_exits"),
 ])
@@ -797,9 +828,12 @@ def test_bad_lesson_toml_is_an_error_naming_it(project, toml, expect):
 
 def test_syntax_error_in_a_lesson_names_file_and_line(project):
     folder = project.add("broken", "x = (\n", kit=False)
-    result = project.verify("--status")
-    assert result.returncode == 2
-    assert f"{folder / 'broken.py'}:" in result.stderr and "syntax error" in result.stderr
+    assert project.verify("--status").returncode == 0  # found without parsing: the run reports it
+    result = project.verify("--mode", "interpreter")
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    record = project.record("broken")
+    assert record.outcome == "failed"
+    assert f'File "{folder / "broken.py"}", line 5' in record.stderr and "SyntaxError" in record.stderr
 
 
 # -- pieces, called directly ------------------------------------------------------------
@@ -807,7 +841,7 @@ def test_syntax_error_in_a_lesson_names_file_and_line(project):
 def test_bounded_reader_keeps_head_and_tail():
     import threading
 
-    from verify import BoundedReader
+    from capture import BoundedReader
 
     read, write = os.pipe()
     data = bytes(range(256)) * 2000  # 512000 bytes
@@ -831,43 +865,67 @@ def test_bounded_reader_keeps_head_and_tail():
     assert tail == data[-250:].decode("utf-8", errors="replace")
 
 
-def test_bounded_reader_small_output_is_complete():
+@pytest.mark.parametrize("data, expect", [
+    (b"short\n", "short\n"),
+    (b"x" * 1000, "x" * 1000),
+    (b"ok \xff\xfe \xe2\x9c\x93\n", "ok \ufffd\ufffd \u2713\n"),
+])
+def test_bounded_reader_small_output_is_complete(data, expect):
     import io
 
-    from verify import BoundedReader
+    from capture import BoundedReader
 
-    reader = BoundedReader(io.BytesIO(b"short\n"), limit=1000)
+    reader = BoundedReader(io.BytesIO(data), limit=1000)
     reader.run()
-    assert reader.text() == ("short\n", 0)
+    assert reader.text() == (expect, 0)
 
 
-def test_classify_unusual_signals(project):
-    from verify import _classify
+def _captured(code, timed_out=False, stderr=""):
+    from capture import Captured
+
+    return Captured(code, timed_out, "", stderr, 0, 0, 1.0)
+
+
+def test_classify_outcomes(project):
+    import kit
+    from runner import classify
 
     project.add("good", PASSING)
     lesson = project.lesson("good")
-    assert _classify(lesson, "interpreter", -signal.SIGSEGV, False, 10, {}) == (
+    results = kit.Results("good", "interpreter", checks=[kit.Check("a", "pass")])
+    assert classify(lesson, "interpreter", _captured(-signal.SIGSEGV), 10, results, "") == (
         "crashed", "killed by signal SIGSEGV")
-    outcome, reason = _classify(lesson, "interpreter", -40, False, 10, {})  # a real-time signal
+    outcome, reason = classify(lesson, "interpreter", _captured(-40), 10, results, "")  # a real-time signal
     assert outcome == "crashed" and "40" in reason
-    assert _classify(lesson, "interpreter", None, True, 7, {})[0] == "timeout"
+    assert classify(lesson, "interpreter", _captured(None, True), 7, results, "") == (
+        "timeout", "killed after the 7 s timeout")
+    assert classify(lesson, "interpreter", _captured(0), 10, results, "") == ("passed", "")
+    assert classify(lesson, "interpreter", _captured(0), 10, None, "no results") == ("failed", "no results")
+    assert classify(lesson, "interpreter", _captured(7), 10, results, "") == (
+        "failed", "exit 7 (an exit code the kit never uses)")
+    failing = kit.Results("good", "interpreter", checks=[kit.Check("a", "fail")])
+    assert classify(lesson, "interpreter", _captured(0), 10, failing, "") == (
+        "failed", "exit 0 despite failures: check a")
+    declined = kit.Results("good", "interpreter", declined="a gate")
+    assert classify(lesson, "interpreter", _captured(3), 10, declined, "") == ("by-design", "a gate")
 
 
 def test_run_lesson_round_trips_a_record_in_process(project):
-    from verify import run_lesson, this_machine
+    from machine import this_machine
+    from runner import run_lesson
 
     project.add("good", PASSING)
-    machine = this_machine()
-    rec = run_lesson(project.lesson("good"), "interpreter", machine, project.evidence, timeout=60)
-    assert rec == project.record("good")
-    assert rec.checks[0] == Check("arithmetic", "pass", "one plus one")
+    result = run_lesson(project.lesson("good"), "interpreter", this_machine(), project.evidence, timeout=60)
+    assert result.record == project.record("good")
+    assert result.record.checks[0] == Check("arithmetic", "pass", "one plus one")
+    assert result.changes == () and result.skipped == ""
 
 
 def test_malformed_results_from_a_lesson_fail_its_run_not_verify(project):
     """A lesson that writes nonsense where the kit's results go: a failed record with the reason, no traceback."""
     project.add("garbage", """\
         path = os.environ["VT_RESULTS"]
-        Path(path).write_text('{"checks": [{"name": 5, "status": "pass"}], "benchmarks": "many"}')
+        Path(path).write_text('{"lesson": "garbage", "mode": "interpreter", "checks": [{"name": 5, "status": "pass"}]}')
         sys.exit(0)
     """, kit=False)
     run = project.verify("--lesson", "garbage", "--mode", "interpreter")
@@ -875,5 +933,5 @@ def test_malformed_results_from_a_lesson_fail_its_run_not_verify(project):
     assert "Traceback" not in run.stderr
     record = project.record("garbage")
     assert record.outcome == "failed"
-    assert "results file is malformed" in record.reason and "benchmarks is str, expected list" in record.reason
+    assert "results file is malformed" in record.reason and "checks[0].name: expected text" in record.reason
     assert record.checks == [] and record.benchmarks == []

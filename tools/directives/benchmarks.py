@@ -45,7 +45,7 @@ def label_cell(b: Benchmark) -> str:
 
 def usual_method(record: Record) -> str:
     methods = [b.method for b in record.benchmarks if b.method]
-    return max(set(methods), key=methods.count) if methods else ""
+    return max(sorted(set(methods)), key=methods.count) if methods else ""  # ties: the same pick every build
 
 
 def record_rows(record: Record) -> list[list[str]]:

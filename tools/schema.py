@@ -90,55 +90,16 @@ def _validator(tp, owner: tuple[str, str]):
                     errors.append(exc.message)
             raise SchemaError(where, " or ".join(errors))
         return union
-    if origin is list:
-        (item_tp,) = typing.get_args(tp)
-        item = _validator(item_tp, (owner[0], owner[1] + "[]"))
-        limit = LIST_LIMITS.get(owner, 1000)
-
-        def listing(data, where):
-            if not isinstance(data, list):
-                raise SchemaError(where, f"expected a list, found {_type(data)}")
-            if len(data) > limit:
-                raise SchemaError(where, f"{len(data):,} items, over the limit of {limit:,}")
-            return [item(x, f"{where}[{i}]") for i, x in enumerate(data)]
-        return listing
-    if origin is dict:
-        key_tp, item_tp = typing.get_args(tp)
-        key = _validator(key_tp, ("", "name"))
-        item = _validator(item_tp, (owner[0], owner[1] + "[]"))
-        limit = LIST_LIMITS.get(owner, 1000)
-
-        def mapping(data, where):
-            if not isinstance(data, dict):
-                raise SchemaError(where, f"expected an object, found {_type(data)}")
-            if len(data) > limit:
-                raise SchemaError(where, f"{len(data):,} items, over the limit of {limit:,}")
-            return {key(k, f"{where}.<key>"): item(v, f"{where}.{_short(k)}") for k, v in data.items()}
-        return mapping
+    if origin in (list, dict):
+        return _container_validator(tp, origin, owner)
     if tp is str:
         limit = STRING_LIMITS.get(owner[1], LIMITS.string)
-
-        def string(data, where):
-            if type(data) is not str:
-                raise SchemaError(where, f"expected text, found {_type(data)}")
-            if len(data) > limit:
-                raise SchemaError(where, f"{len(data):,} characters, over the limit of {limit:,}")
-            return data
-        return string
+        return _exact(str, "text", lambda d: len(d) <= limit,
+                      lambda d: f"{len(d):,} characters, over the limit of {limit:,}")
     if tp is bool:
-        def boolean(data, where):
-            if type(data) is not bool:
-                raise SchemaError(where, f"expected true or false, found {_type(data)}")
-            return data
-        return boolean
+        return _exact(bool, "true or false")
     if tp is int:
-        def integer(data, where):
-            if type(data) is not int:
-                raise SchemaError(where, f"expected a whole number, found {_type(data)}")
-            if abs(data) > 2**53:
-                raise SchemaError(where, "number out of range")
-            return data
-        return integer
+        return _exact(int, "a whole number", lambda d: abs(d) <= 2**53, lambda d: "number out of range")
     if tp is float:
         def number(data, where):
             if type(data) is float:
@@ -150,6 +111,36 @@ def _validator(tp, owner: tuple[str, str]):
             raise SchemaError(where, f"expected a number, found {_type(data)}")
         return number
     raise TypeError(f"unsupported type {tp!r} in the schema")  # a bug in the dataclasses, not the data
+
+
+def _exact(kind: type, words: str, ok=None, why=None):
+    """A value of exactly `kind` (a bool is no int here), passing `ok` when given."""
+    def scalar(data, where):
+        if type(data) is not kind:
+            raise SchemaError(where, f"expected {words}, found {_type(data)}")
+        if ok is not None and not ok(data):
+            raise SchemaError(where, why(data))
+        return data
+    return scalar
+
+
+def _container_validator(tp, origin, owner: tuple[str, str]):
+    """A list or a str-keyed object: its type, its length (LIST_LIMITS), then every item."""
+    args = typing.get_args(tp)
+    item = _validator(args[-1], (owner[0], owner[1] + "[]"))
+    key = _validator(args[0], ("", "name")) if origin is dict else None
+    limit = LIST_LIMITS.get(owner, 1000)
+    wanted = "a list" if origin is list else "an object"
+
+    def container(data, where):
+        if not isinstance(data, origin):
+            raise SchemaError(where, f"expected {wanted}, found {_type(data)}")
+        if len(data) > limit:
+            raise SchemaError(where, f"{len(data):,} items, over the limit of {limit:,}")
+        if key is None:
+            return [item(x, f"{where}[{i}]") for i, x in enumerate(data)]
+        return {key(k, f"{where}.<key>"): item(v, f"{where}.{_short(k)}") for k, v in data.items()}
+    return container
 
 
 def _dataclass_validator(cls):

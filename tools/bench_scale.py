@@ -3,9 +3,9 @@
     python tools/bench_scale.py [--lessons 200] [--keep DIR]
 
 Copies the repository into a temporary folder, adds N scaffolded lessons
-(tools/new_lesson.py) with evidence records shaped like a real lesson's (a
-copy of the largest GPU record, and an interpreter record, each stamped with
-the new lesson's source hash, so every lesson is VERIFIED), then times:
+(tools/new_lesson.py) with evidence records shaped like a typical lesson's (a
+copy of the course's median-sized GPU and interpreter records, each stamped
+with the new lesson's source hash, so every lesson is VERIFIED), then times:
 
     verify.py --status, verify.py --check, a no-op verify.py run,
     mkdocs build --strict, and how long mkdocs serve takes to show an edited lesson,
@@ -45,9 +45,10 @@ def add_lessons(root: Path, count: int) -> None:
     from lessons import load_lesson
     from new_lesson import create
 
-    template_gpu = max((p for p in (ROOT / "evidence").glob("*/gpu-*.json")), key=lambda p: p.stat().st_size)
-    template_interp = max((p for p in (ROOT / "evidence").glob("*/interpreter.json")),
-                          key=lambda p: p.stat().st_size)
+    # A typical lesson: the median-sized GPU and interpreter records of the course.
+    gpus = sorted((ROOT / "evidence").glob("*/gpu-*.json"), key=lambda p: p.stat().st_size)
+    interps = sorted((ROOT / "evidence").glob("*/interpreter.json"), key=lambda p: p.stat().st_size)
+    template_gpu, template_interp = gpus[len(gpus) // 2], interps[len(interps) // 2]
     from evidence import read_record
 
     gpu = read_record(template_gpu)

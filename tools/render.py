@@ -35,17 +35,27 @@ def visible(s: str) -> str:
     return s
 
 
+# The characters that can mean something to HTML (& < > " '), to Markdown and its
+# extensions here (code, emphasis, links, table cells, attribute lists, emoji
+# shortcodes, math, escapes, headings) or to a template engine ({ }). Each becomes a
+# numeric character reference; other punctuation (. , ; / ( ) + - % ?) cannot
+# start anything on its own and stays as it is, which keeps pages of long
+# evidence tables cheap to build.
+SPECIAL = frozenset('&<>"\'`*_[]|{}:\\$~^=!#')
+_ESCAPES = {ord(c): f"&#{ord(c)};" for c in SPECIAL | {"\t"}}
+
+
 def text(value: object) -> str:
     """Inline text that Markdown, HTML and the template engine all leave alone.
 
-    Every ASCII punctuation character becomes a numeric character reference,
-    so nothing in it can open a tag, a link, emphasis, a table cell or an
+    Every character in SPECIAL becomes a numeric character reference, so
+    nothing in it can open a tag, a link, emphasis, a table cell, math or an
     emoji shortcode; the browser shows the same characters.
     """
     s = visible(ANSI.sub("", str(value)).replace("\r\n", " ").replace("\n", " ").replace("\r", " "))
     if len(s) > MAX_TEXT:
         s = s[:MAX_TEXT] + f" [... {len(s) - MAX_TEXT} more characters]"
-    return "".join(f"&#{ord(c)};" if (c.isascii() and not c.isalnum() and c != " ") else c for c in s)
+    return s.translate(_ESCAPES)
 
 
 def code(value: object) -> str:

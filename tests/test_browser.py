@@ -1,20 +1,47 @@
-"""The site in a real browser: badges, output tabs, source links, figures, search, and no errors.
+"""The site in a real browser, as its readers see it (issue 11).
 
 The real site is built once (mkdocs build --strict), served on 127.0.0.1 from a
 thread, and opened in Debian's Chromium through Playwright. Without
 /usr/bin/chromium (or the playwright package) these tests skip, unless
-VT_REQUIRE_BROWSER=1, when they fail. Full-page screenshots of every lesson page,
-the home, status and benchmarks pages go to test-artifacts/screenshots/.
+VT_REQUIRE_BROWSER=1, when they fail.
 
-The helpers `chromium`, `serve` and `open_page` are shared with test_hostile.py.
+Every lesson (tools/lessons.discover, so a new lesson is covered the day it
+lands) is read at 1440x900 and at 390x844, in light and dark:
+- no code line hidden at 1440 (every `pre > code`, in every tab and folded
+  block: scrollWidth <= clientWidth + 1); at 390 code may scroll in its block,
+  but nothing widens the page;
+- tables fit their column at 1440; at 390 a table either fits or scrolls in its
+  own frame (Material's scrollwrap), never the page;
+- no request leaves the local server, from any page of the site (and no code line is hidden on the
+  full-source pages either);
+- Material's footer links to the previous and next page of the course;
+- every local module a lesson imports (the kit) is linked from the lesson's
+  requirements box and from its source page;
+- figures: the variant of the reader's scheme is the one shown, every image
+  loads; math is typeset by the KaTeX the site serves;
+- the lesson's badge, output tabs (GPU first), result tables and code regions
+  with their source links and downloads work.
+The committed GPU evidence predates the kit's dark variants, so a one-lesson
+site built here checks that the reader's system scheme and Material's toggle
+each pick the right variant. Search finds a lesson page first for "autotune",
+"TMA" and "tl.dot", and the
+search index holds at most 33 KB per lesson (half of what it held). Full-page
+screenshots go to test-artifacts/screenshots/ (git-ignored): NAME-1440.png,
+NAME-1440-dark.png, NAME-390.png, NAME-390-dark.png for every lesson, and the
+home, status and benchmarks pages at both widths.
+
+The helpers `chromium`, `serve`, `open_page`, `screenshot` and `VIEWPORT` are
+shared with test_hostile.py.
 """
 
 from __future__ import annotations
 
+import base64
 import functools
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import threading
@@ -32,18 +59,28 @@ TOOLS = ROOT / "tools"
 if str(TOOLS) not in sys.path:
     sys.path.insert(0, str(TOOLS))
 
-from evidence import lesson_records  # noqa: E402
+from directives.common import gpu_first, mode_label  # noqa: E402
 from lessons import discover  # noqa: E402
-from render import clean_output, mode_label  # noqa: E402
+from render import clean_output  # noqa: E402
 from snippets import extract  # noqa: E402
+from sources import page_uri, site_path  # noqa: E402
+from status import judge  # noqa: E402
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                  "--disable-sync", "--no-first-run", "--disable-quic"]
-VIEWPORT = {"width": 1280, "height": 900}
+WIDE = {"width": 1440, "height": 900}
+PHONE = {"width": 390, "height": 844}
+VIEWPORT = WIDE
 SCREENSHOTS = ROOT / "test-artifacts" / "screenshots"
 MKDOCS_ENV = dict(os.environ, NO_MKDOCS_2_WARNING="1")
 TIMEOUT_MS = 15_000
+CODE_DIR = ROOT / "code"
+EVIDENCE_DIR = ROOT / "evidence"
+LESSONS = discover(CODE_DIR)
+# The search index held 66 KB per lesson when source pages and recorded output were in it (issue 11).
+INDEX_BYTES_PER_LESSON = 66_000 // 2
+SEARCHES = ("autotune", "TMA", "tl.dot")
 
 
 # -- shared helpers ------------------------------------------------------------------
@@ -92,30 +129,37 @@ def serve(directory: Path) -> Iterator[str]:
         thread.join(timeout=10)
 
 
-# The built site asks one outside host for something: Material's default theme fonts
-# (fonts.googleapis.com, which then loads from fonts.gstatic.com). The test machine is
-# offline, so those requests are answered here with an empty stylesheet/font instead of
-# failing with a console error; the page falls back to system fonts. Every other request
-# to a host that is not the test server is aborted and shows up as an error below.
-FONT_HOSTS = ("fonts.googleapis.com", "fonts.gstatic.com")
-
-
 @dataclass
 class Watched:
-    """A page with everything that went wrong on it: console errors, page errors, dialogs, bad requests."""
+    """A page with everything that went wrong on it: console errors, page errors, dialogs, bad requests,
+    and every request it made (page.on("request")), so that one to another host is caught."""
     page: object
+    base_url: str
     errors: list[str] = field(default_factory=list)
     dialogs: list[str] = field(default_factory=list)
+    requests: list[str] = field(default_factory=list)
+
+    def outside(self) -> list[str]:
+        return [url for url in self.requests if not _local(url, self.base_url)]
 
     def assert_clean(self, where: str) -> None:
+        assert not self.outside(), f"{where}: requests to another host than the site's: {self.outside()}"
         assert not self.dialogs, f"{where}: a dialog opened: {self.dialogs}"
         assert not self.errors, f"{where}: browser errors:\n" + "\n".join(self.errors)
 
 
+def _local(url: str, base_url: str) -> bool:
+    return url.startswith(base_url) or url.startswith(("data:", "blob:", "about:"))
+
+
 def open_page(context, base_url: str) -> Watched:
-    """A new page in `context` that records console errors, uncaught exceptions, dialogs and failed requests."""
+    """A new page in `context` that records every request, console errors, uncaught exceptions and dialogs.
+
+    A request to any host but the test server is recorded and aborted (the test machine is offline:
+    it would only hang); `assert_clean` fails on it.
+    """
     page = context.new_page()
-    watched = Watched(page)
+    watched = Watched(page, base_url)
 
     def on_console(msg):
         if msg.type == "error":
@@ -130,15 +174,12 @@ def open_page(context, base_url: str) -> Watched:
             watched.errors.append(f"HTTP {response.status}: {response.url}")
 
     def route(r):
-        host = urlsplit(r.request.url).hostname or ""
-        if r.request.url.startswith(base_url) or r.request.url.startswith(("data:", "blob:")):
+        if _local(r.request.url, base_url):
             r.continue_()
-        elif host in FONT_HOSTS:
-            r.fulfill(status=200, body="", content_type="text/css" if "googleapis" in host else "font/woff2")
         else:
-            watched.errors.append(f"request to an outside host: {r.request.url}")
             r.abort()
 
+    page.on("request", lambda request: watched.requests.append(request.url))
     page.on("console", on_console)
     page.on("pageerror", lambda exc: watched.errors.append(f"uncaught exception: {exc}"))
     page.on("dialog", on_dialog)
@@ -149,14 +190,38 @@ def open_page(context, base_url: str) -> Watched:
 
 
 def screenshot(page, name: str) -> None:
+    """A full-page PNG in test-artifacts/screenshots/NAME.png.
+
+    Through Chromium's own call with optimizeForSpeed (a faster PNG encoder): a lesson page is 20,000 px
+    tall, and Playwright's full_page screenshot took twice as long for the same picture.
+    """
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True, animations="disabled")
+    path = SCREENSHOTS / f"{name}.png"
+    page.bring_to_front()  # a page behind another tab is drawn slowly (3 s instead of 0.3 s)
+    try:
+        cdp = page.context.new_cdp_session(page)
+    except Exception:  # not Chromium: Playwright's own
+        page.screenshot(path=str(path), full_page=True, animations="disabled")
+        return
+    try:
+        size = cdp.send("Page.getLayoutMetrics")["cssContentSize"]
+        shot = cdp.send("Page.captureScreenshot", {
+            "format": "png", "captureBeyondViewport": True, "optimizeForSpeed": True,
+            "clip": {"x": 0, "y": 0, "width": size["width"], "height": size["height"], "scale": 1}})
+        path.write_bytes(base64.b64decode(shot["data"]))
+    finally:
+        cdp.detach()
 
 
 def page_url(base_url: str, doc: str) -> str:
     """docs-relative 'lessons/x.md' -> the built page's URL."""
     doc = doc.removesuffix(".md")
     return base_url + ("" if doc == "index" else doc.removesuffix("/index") + "/")
+
+
+def source_page_url(base_url: str, path: Path) -> str:
+    """code/<lesson>/<file>.py -> the URL of its full-source page."""
+    return page_url(base_url, page_uri(site_path(CODE_DIR, path)))
 
 
 # -- fixtures ------------------------------------------------------------------------
@@ -184,7 +249,7 @@ def site_url(real_site) -> Iterator[str]:
 
 @pytest.fixture
 def context(browser):
-    ctx = browser.new_context(viewport=VIEWPORT)
+    ctx = browser.new_context(viewport=WIDE, color_scheme="light")
     yield ctx
     ctx.close()
 
@@ -198,10 +263,156 @@ def statuses() -> dict[str, str]:
     return {entry["lesson"]: entry["status"] for entry in json.loads(result.stdout)}
 
 
-LESSONS = discover(ROOT / "code")
+# -- what a reader sees: measured in the page --------------------------------------------------
+
+# Every folded block opened, every tab of every tab set shown in turn: a code line or a column hidden in
+# the second tab or in "All 28 checks" is as hidden as one in plain view.
+MEASURE = """(wide) => {
+  const problems = [];
+  const content = document.querySelector('.md-content');
+  const name = el => {
+    const block = el.closest('.highlight');
+    const title = block && block.querySelector('.filename');
+    const line = el.innerText.split('\\n').reduce((a, l) => l.length > a.length ? l : a, '');
+    return (title ? title.innerText + ': ' : '') + JSON.stringify(line.slice(0, 120));
+  };
+  const measure = () => {
+    if (wide) {
+      for (const code of content.querySelectorAll('pre > code')) {
+        if (code.clientWidth && code.scrollWidth > code.clientWidth + 1)
+          problems.push(`code line hidden (${code.scrollWidth} px in ${code.clientWidth} px): ${name(code)}`);
+      }
+    }
+    for (const table of content.querySelectorAll('table')) {
+      if (table.closest('.highlight') || !table.offsetWidth) continue;
+      const wrap = table.closest('.md-typeset__scrollwrap');
+      const frame = wrap || table.parentElement;
+      const head = JSON.stringify(table.querySelector('tr').innerText.replace(/\\s+/g, ' ').slice(0, 80));
+      const hidden = wrap ? wrap.scrollWidth > wrap.clientWidth + 1 : table.offsetWidth > frame.clientWidth + 1;
+      if (!hidden) continue;
+      if (wide) {
+        problems.push(`table wider than its column (${table.offsetWidth} px in ${frame.clientWidth} px): ${head}`);
+      } else if (!wrap || !['auto', 'scroll'].includes(getComputedStyle(wrap).overflowX)) {
+        problems.push(`table wider than the screen and not in a scrolling frame: ${head}`);
+      }
+    }
+  };
+  content.querySelectorAll('details').forEach(d => { d.open = true; });
+  measure();
+  for (const set of content.querySelectorAll('.tabbed-set')) {
+    const inputs = [...set.querySelectorAll(':scope > input')];
+    inputs.slice(1).forEach(input => { input.checked = true; measure(); });
+    if (inputs.length) inputs[0].checked = true;
+  }
+  const page = document.documentElement.scrollWidth;
+  if (page > window.innerWidth)
+    problems.push(`the page is ${page} px wide in a ${window.innerWidth} px window: it scrolls sideways`);
+  return [...new Set(problems)];
+}"""
+
+LOAD_IMAGES = """async () => {
+  const images = [...document.querySelectorAll('.md-content img')];
+  images.forEach(i => { i.loading = 'eager'; });
+  const loaded = i => i.complete ? null : new Promise(done => { i.addEventListener('load', done);
+                                                              i.addEventListener('error', done); });
+  await Promise.race([Promise.all(images.map(loaded)), new Promise(done => setTimeout(done, 10000))]);
+  return images.filter(i => !(i.complete && i.naturalWidth > 0)).map(i => i.src);
+}"""
+
+# Each figure: which of its images is shown, and whether it has a dark variant.
+FIGURES = """() => [...document.querySelectorAll('.md-content figure.vt-figure')].map(f => {
+  const images = [...f.querySelectorAll('img')];
+  const shown = images.filter(i => i.offsetWidth > 0 && getComputedStyle(i).display !== 'none');
+  return {caption: (f.querySelector('figcaption') || f).innerText.slice(0, 80),
+          variants: images.map(i => new URL(i.src).hash), shown: shown.map(i => new URL(i.src).hash),
+          stale: !!f.closest('.vt-stale'), filter: shown.map(i => getComputedStyle(i).filter).join()};
+})"""
 
 
-# -- lesson pages ----------------------------------------------------------------------
+def check_layout(page, where: str, wide: bool) -> None:
+    problems = page.evaluate(MEASURE, wide)
+    assert not problems, f"{where}: " + "\n  ".join(["what a reader cannot see:", *problems])
+
+
+def load_images(page, where: str) -> None:
+    broken = page.evaluate(LOAD_IMAGES)
+    assert not broken, f"{where}: images that did not load: {broken}"
+
+
+def scheme(page) -> str:
+    return page.evaluate("document.body.getAttribute('data-md-color-scheme')")
+
+
+def toggle_palette(page, to: str) -> None:
+    """Click Material's palette toggle, as a reader would, until the page is in scheme `to`."""
+    if scheme(page) != to:
+        page.locator("form[data-md-component=palette] label:visible").first.click()
+        page.wait_for_function("s => document.body.getAttribute('data-md-color-scheme') === s", arg=to)
+
+
+def check_figures(page, where: str, dark: bool) -> None:
+    """The variant of the scheme is the one shown, exactly one per figure; a figure of a current run has both."""
+    want = "#only-dark" if dark else "#only-light"
+    for fig in page.evaluate(FIGURES):
+        label = f"{where}: figure {fig['caption']!r} ({'dark' if dark else 'light'})"
+        assert len(fig["shown"]) == 1, f"{label}: {len(fig['shown'])} images shown of {fig['variants']}"
+        if len(fig["variants"]) > 1:
+            assert fig["shown"] == [want], f"{label}: shows {fig['shown']}, not the {want[6:]} variant"
+        else:
+            # one image only: a record from before the kit drew both (shown as older source) and no other;
+            # on a dark page it is shown inverted (verified.css), not as a white box
+            assert fig["stale"], f"{label}: a current run's figure has no dark variant"
+            assert not dark or "invert" in fig["filter"], f"{label}: a light-only figure shown as is on a dark page"
+
+
+def uses_math(markdown: str) -> bool:
+    """$...$ or $$...$$ in a page's prose (fenced blocks and code spans left out)."""
+    prose = re.sub(r"^([ \t]*)(`{3,}|~{3,}).*?^\1\2[ \t]*$", "", markdown, flags=re.M | re.S)
+    prose = re.sub(r"(`+).+?\1", "", prose)
+    return bool(re.search(r"\$\$.+?\$\$|(?<![\\$\w])\$(?=\S)[^$\n]+?(?<=[^\s\\])\$(?!\w)", prose, re.S))
+
+
+def check_math(page, where: str, markdown: str) -> None:
+    if not uses_math(markdown):
+        return
+    page.wait_for_function("() => document.querySelector('.md-content .katex')")
+    raw = page.evaluate("() => [...document.querySelectorAll('.md-content .arithmatex')]"
+                        ".filter(e => !e.querySelector('.katex')).map(e => e.innerText.slice(0, 60))")
+    errors = page.evaluate("() => [...document.querySelectorAll('.md-content .katex-error')].map(e => e.title)")
+    assert not raw, f"{where}: math left as text: {raw}"
+    assert not errors, f"{where}: KaTeX could not typeset: {errors}"
+
+
+def check_footer(page, lesson, site_url: str) -> None:
+    """Material's footer: the page before and the page after, in the course's order."""
+    i = LESSONS.index(lesson)
+    want = {"prev": page_url(site_url, LESSONS[i - 1].page) if i else site_url,
+            "next": page_url(site_url, LESSONS[i + 1].page) if i + 1 < len(LESSONS)
+            else page_url(site_url, "status.md")}
+    for side, url in want.items():
+        link = page.locator(f"nav.md-footer__inner a.md-footer__link--{side}")
+        assert link.count() == 1, f"{lesson.page}: no footer link to the {side} page"
+        href = link.evaluate("a => a.href")
+        assert urlsplit(href).path == urlsplit(url).path, f"{lesson.page}: footer {side} goes to {href}, not {url}"
+
+
+def check_module_links(page, other, lesson, site_url: str) -> None:
+    """Every local module the lesson imports (the kit) has a link: in the requirements box, on the source page."""
+    modules = [m for m in lesson.source_files() if m.suffix == ".py" and m != lesson.main]
+    if re.search(r"^\s*(from|import)\s+lessonkit\b", lesson.main.read_text(encoding="utf-8"), re.M):
+        assert "lessonkit.py" in {m.name for m in modules}, f"{lesson.main.name} imports the kit: not found"
+    paths = "links => links.map(a => new URL(a.href).pathname)"
+    box = page.locator(".md-content .vt-run")
+    in_box = box.first.locator("a[href]").evaluate_all(paths) if box.count() else None
+    other.page.goto(source_page_url(site_url, lesson.main))
+    on_source = other.page.locator(".md-content a[href]").evaluate_all(paths)
+    for module in modules:
+        target = urlsplit(source_page_url(site_url, module)).path
+        if in_box is not None:
+            assert target in in_box, f"{lesson.page}: the requirements box does not link {module.name} ({target})"
+        assert target in on_source, f"the source page of {lesson.main.name} does not link {module.name} ({target})"
+    other.assert_clean(f"source page of {lesson.main.name}")
+
 
 def _first_line(stream: str) -> str:
     lines = [line.strip() for line in clean_output(stream).split("\n") if line.strip()]
@@ -218,105 +429,146 @@ def check_badge(page, lesson, statuses: dict[str, str]) -> None:
         f"{lesson.page}: badge {title.inner_text()!r}, verify.py --status says {statuses[lesson.name]!r}"
 
 
-def check_output_tabs(page, lesson, evidence_dir: Path) -> None:
-    """Every recorded run has a tab; clicking it shows that run's output and hides the others."""
+def check_output_tabs(page, lesson) -> None:
+    """Every recorded run has a tab, the GPU run first; clicking one shows that run's output and hides the others."""
     from playwright.sync_api import expect
 
-    records = sorted(lesson_records(evidence_dir, lesson.name), key=lambda r: (r.mode != "interpreter", r.key))
+    st = judge(lesson, EVIDENCE_DIR)
+    records = gpu_first(st)
     content = page.locator(".md-content")
     if not records:
         expect(content.get_by_text("Nothing has been recorded for this lesson yet.")).to_be_visible()
         return
-    labels = [mode_label(r) for r in records]
+    labels = [mode_label(r) + ("" if st.is_current(r) else " (older source)") for r in records]
     tabbed = page.locator(".md-content .tabbed-set").filter(
         has=page.locator(".tabbed-labels > label", has_text=labels[0]))
     expect(tabbed).to_have_count(1)
     tab_labels = tabbed.locator(":scope > .tabbed-labels > label")
     blocks = tabbed.locator(":scope > .tabbed-content > .tabbed-block")
     assert tab_labels.all_inner_texts() == labels, f"{lesson.page}: output tabs {tab_labels.all_inner_texts()}"
+    shown = "blocks => blocks.map(b => b.offsetHeight > 0 ? b.innerText : null)"
+    assert blocks.evaluate_all(shown)[0] is not None, f"{lesson.page}: the first tab ({labels[0]}) is not open"
     # Click them in reverse, so that with two runs the second click really switches back.
     for i in reversed(range(len(records))):
         tab_labels.nth(i).click()
-        expect(blocks.nth(i)).to_be_visible()
-        expect(blocks.nth(i).get_by_text(_first_line(records[i].stdout), exact=False).first).to_be_visible()
-        for j in range(len(records)):
-            if j != i:
-                expect(blocks.nth(j)).to_be_hidden()
+        texts = blocks.evaluate_all(shown)
+        visible = [j for j, t in enumerate(texts) if t is not None]
+        assert visible == [i], f"{lesson.page}: after a click on {labels[i]!r}, tabs {visible} show"
+        assert _first_line(records[i].stdout) in texts[i], f"{lesson.page}: tab {labels[i]!r} misses its output"
     if not any(r.mode == "gpu" for r in records):
         expect(content.get_by_text("No GPU run has been recorded for this lesson.")).to_be_visible()
 
 
-def check_result_tables(page, lesson, evidence_dir: Path) -> None:
-    """Check and benchmark names show as recorded (as code), not as escaped or reformatted text."""
-    from playwright.sync_api import expect
+def check_result_tables(page, lesson) -> None:
+    """Check names show as recorded (as code), benchmarks by their label, not escaped or reformatted."""
+    records = judge(lesson, EVIDENCE_DIR).records
+    folded = page.locator(".md-content details.abstract:not([open]) > summary")
+    if folded.count():
+        folded.first.click()  # a long checks table is folded behind its summary, as a reader would open it
+    shown = page.evaluate("""() => {
+      document.querySelectorAll('.md-content details').forEach(d => { d.open = true; });
+      const visible = e => e.offsetWidth > 0 && e.offsetHeight > 0;
+      const cells = [...document.querySelectorAll('.md-content table td')].filter(visible);
+      return {code: cells.flatMap(td => [...td.querySelectorAll('code')].map(c => c.innerText)),
+              text: cells.map(td => td.innerText)};
+    }""")
+    missing = sorted({c.name for r in records for c in r.checks} - set(shown["code"]))
+    assert not missing, f"{lesson.page}: checks not shown (as code, in a table): {missing}"
+    if re.search(r"^[ \t]*::benchmarks[ \t]*$", _markdown(lesson), re.M):
+        labels = {b.label for r in records for b in r.benchmarks}
+        missing = sorted(label for label in labels if not any(label in cell for cell in shown["text"]))
+        assert not missing, f"{lesson.page}: benchmarks not shown by their label: {missing}"
 
-    records = lesson_records(evidence_dir, lesson.name)
-    names = {c.name for r in records for c in r.checks} | {b.name for r in records for b in r.benchmarks}
-    for summary in page.locator(".md-content details:not([open]) > summary").all():
-        summary.click()  # a long checks table is folded behind its summary, as a reader would open it
-    for name in sorted(names):
-        expect(page.locator(".md-content table code").get_by_text(name, exact=True).first).to_be_visible()
+
+# The text of line N of a source page, where it has both the anchor (#__codelineno-0-N) and the line's span.
+LINE_AT = """starts => starts.map(n => {
+  const anchor = document.getElementById('__codelineno-0-' + n), line = document.getElementById('__span-0-' + n);
+  return anchor && line ? line.innerText : null;
+})"""
 
 
 def check_snippets(page, other, lesson) -> None:
     """Each region carries its source title; its full-source link lands on the line; the download is the file."""
     from playwright.sync_api import expect
 
-    markdown = (ROOT / "docs" / lesson.page).read_text(encoding="utf-8")
-    shown = re.findall(r"^[ \t]*::snippet[ \t]+(\S+)[ \t]+(\S+)[ \t]*$", markdown, re.M)
+    shown = re.findall(r"^[ \t]*::snippet[ \t]+(\S+)[ \t]+(\S+)[ \t]*$", _markdown(lesson), re.M)
     assert shown, f"{lesson.page} shows no region"
     titles = page.locator(".md-content span.filename").all_inner_texts()
-    downloads = page.locator(".md-content a.vt-source-link", has_text="download").evaluate_all(
-        "links => links.map(a => a.href)")
-    fetched: set[str] = set()
+    links = page.locator(".md-content a.vt-source-link").evaluate_all(
+        "links => links.map(a => [a.innerText, a.href])")
+    by_file: dict[str, list] = {}
     for rel, name in shown:
         region = extract(ROOT / rel, name)
         lines = f"line {region.start}" if region.start == region.end else f"lines {region.start}-{region.end}"
         assert f"{rel}, {lines}" in titles, f"{lesson.page}: no code block titled {rel}, {lines} (titles: {titles})"
-        source_link = page.locator(f'a.vt-source-link[href$="#__codelineno-0-{region.start}"]',
-                                   has_text=rel).first
-        expect(source_link).to_be_visible()
-        href = source_link.evaluate("a => a.href")
-        other.page.goto(href)  # the same source page again is only a change of #fragment
-        anchor = other.page.locator(f"[id='__codelineno-0-{region.start}']")
-        expect(anchor).to_have_count(1)
+        href = next((h for t, h in links if rel in t and h.endswith(f"#__codelineno-0-{region.start}")), None)
+        assert href, f"{lesson.page}: no full-source link of {rel} to line {region.start}"
+        by_file.setdefault(rel, []).append((region, href))
+    for rel, regions in by_file.items():
+        # The first region's link, as a reader follows it: the source page, scrolled to the line.
+        region, href = regions[0]
+        other.page.goto(href)
         expect(other.page.locator(".md-content h1")).to_contain_text(rel)
         expect(other.page.locator(".md-content span.filename").first).to_have_text(rel)
-        # the anchored line is the region's first line, as it is in the file, scrolled into view
-        file_line = (ROOT / rel).read_text(encoding="utf-8").split("\n")[region.start - 1]
-        expect(other.page.locator(f"[id='__span-0-{region.start}']")).to_contain_text(file_line.strip())
-        expect(anchor).to_be_in_viewport()
+        expect(other.page.locator(f"[id='__span-0-{region.start}']")).to_be_in_viewport()
+        # Every region's link: the same page, and its anchor is the region's first line, as it is in the file.
+        file_lines = (ROOT / rel).read_text(encoding="utf-8").split("\n")
+        spans = other.page.evaluate(LINE_AT, [r.start for r, _ in regions])
+        for (region, link), span in zip(regions, spans, strict=True):
+            assert link.split("#")[0] == href.split("#")[0], f"{lesson.page}: {rel} links two source pages"
+            assert span is not None, f"{href.split('#')[0]}: no anchor for line {region.start}"
+            assert file_lines[region.start - 1].strip() in span, \
+                f"{rel}: line {region.start} on its source page is {span!r}, not the file's line"
         other.assert_clean(f"source page {href}")
-        raw = next((h for h in downloads if h.endswith("/" + rel)), None)
-        assert raw, f"{lesson.page}: no download link for {rel} (links: {downloads})"
-        if raw not in fetched:
-            fetched.add(raw)
-            response = page.request.get(raw)
-            assert response.ok, f"{raw}: HTTP {response.status}"
-            assert response.body() == (ROOT / rel).read_bytes(), f"{raw} is not the bytes of {rel}"
+        raw = next((h for t, h in links if "download" in t and h.endswith("/" + rel)), None)
+        assert raw, f"{lesson.page}: no download link for {rel}"
+        response = page.request.get(raw)
+        assert response.ok, f"{raw}: HTTP {response.status}"
+        assert response.body() == (ROOT / rel).read_bytes(), f"{raw} is not the bytes of {rel}"
 
 
-def check_images(page, where: str) -> None:
-    broken = page.locator(".md-content img").evaluate_all(
-        "imgs => imgs.filter(i => !(i.complete && i.naturalWidth > 0)).map(i => i.src)")
-    assert not broken, f"{where}: images that did not load: {broken}"
+def _markdown(lesson) -> str:
+    return (ROOT / "docs" / lesson.page).read_text(encoding="utf-8")
 
+
+# -- lesson pages ----------------------------------------------------------------------
 
 @pytest.mark.parametrize("lesson", LESSONS, ids=[lesson.name for lesson in LESSONS])
-def test_lesson_page_in_the_browser(lesson, site_url, context, statuses):
+def test_lesson_page_as_a_reader_sees_it(lesson, site_url, context, statuses):
+    """Both widths, both schemes, one page: layout, figures, math, links; then what the page shows works."""
     watched, other = open_page(context, site_url), open_page(context, site_url)
     page = watched.page
-    page.goto(page_url(site_url, lesson.page))
+    url = page_url(site_url, lesson.page)
+    # Screenshots first, of the page as it opens; the layout checks then open every fold and tab.
+    page.goto(url)
+    load_images(page, lesson.page)
+    assert scheme(page) == "default"
+    check_figures(page, lesson.page, dark=False)
+    screenshot(page, f"{lesson.name}-1440")
+    toggle_palette(page, "slate")  # as a reader would; the choice is kept for the next pages
+    check_figures(page, lesson.page, dark=True)
+    screenshot(page, f"{lesson.name}-1440-dark")
+    check_layout(page, f"{lesson.page} at 1440 px", wide=True)
+    page.set_viewport_size(PHONE)
+    page.goto(url)
+    load_images(page, lesson.page)
+    assert scheme(page) == "slate", "the reader's choice of the dark scheme was not kept"
+    screenshot(page, f"{lesson.name}-390-dark")
+    toggle_palette(page, "default")
+    screenshot(page, f"{lesson.name}-390")
+    check_layout(page, f"{lesson.page} at 390 px", wide=False)
+    page.set_viewport_size(WIDE)  # the first tab open again (check_layout leaves it so), folds open
+    check_math(page, lesson.page, _markdown(lesson))
+    check_footer(page, lesson, site_url)
+    check_module_links(page, other, lesson, site_url)
     check_badge(page, lesson, statuses)
-    check_result_tables(page, lesson, ROOT / "evidence")
-    check_output_tabs(page, lesson, ROOT / "evidence")
+    check_output_tabs(page, lesson)
+    check_result_tables(page, lesson)
     check_snippets(page, other, lesson)
-    check_images(page, lesson.page)
-    # a fresh load (first tab, top of the page) for a screenshot of the page as a reader first sees it
-    page.goto(page_url(site_url, lesson.page))
-    screenshot(page, lesson.name)
     watched.assert_clean(lesson.page)
 
+
+# -- the other pages ----------------------------------------------------------------------
 
 @pytest.mark.parametrize("doc", ["index.md", "status.md", "benchmarks.md"])
 def test_site_page_in_the_browser(doc, site_url, context, statuses):
@@ -326,46 +578,147 @@ def test_site_page_in_the_browser(doc, site_url, context, statuses):
     page = watched.page
     page.goto(page_url(site_url, doc))
     expect(page.locator(".md-content h1")).to_be_visible()
-    check_images(page, doc)
+    load_images(page, doc)
     if doc == "status.md":
         # every lesson is a row, with the badge verify.py --status gives it
         for lesson in LESSONS:
             row = page.locator(".md-content table tr", has=page.locator(f'a[href$="{lesson.page[:-3]}/"]'))
             expect(row.first.locator(".vt-badge")).to_have_text(statuses[lesson.name])
-    overflow = page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth")
-    assert overflow <= 0, f"{doc}: the page scrolls sideways by {overflow}px"
-    # the site's own tables (badges, status, benchmarks) fit the column: no hidden last column
-    hidden = page.locator(".md-content .md-typeset__scrollwrap").evaluate_all(
-        "wraps => wraps.filter(w => w.scrollWidth > w.clientWidth + 1).map(w => w.querySelector('tr').innerText)")
-    assert not hidden, f"{doc}: tables wider than the page, scrolled sideways: {hidden}"
-    screenshot(page, doc.removesuffix(".md").replace("index", "home"))
+    name = doc.removesuffix(".md").replace("index", "home")
+    screenshot(page, f"{name}-1440")
+    check_layout(page, f"{doc} at 1440 px", wide=True)
+    page.set_viewport_size(PHONE)
+    page.goto(page_url(site_url, doc))
+    screenshot(page, f"{name}-390")
+    check_layout(page, f"{doc} at 390 px", wide=False)
     watched.assert_clean(doc)
 
 
-def test_search_finds_a_lesson_by_a_word_of_its_prose(site_url, context):
-    from playwright.sync_api import TimeoutError, expect
-
-    lesson = next(lesson for lesson in LESSONS if lesson.name == "vector-add")
-    prose = (ROOT / "docs" / lesson.page).read_text(encoding="utf-8")
+def test_no_page_asks_another_host(real_site, site_url, context):
+    """Every page of the built site (lesson pages are opened by the test above), fonts, scripts and all;
+    on the full-source pages, where a lesson's "full source" links land, no code line is hidden at 1440 px."""
     watched = open_page(context, site_url)
-    page = watched.page
-    page.goto(site_url)
-    for word in ("coalesced", "masks"):
-        assert re.search(rf"\b{word}\b", prose), f"{lesson.page} no longer says {word!r}; pick another word"
-        search = page.locator("input.md-search__input")
-        search.click()
-        search.fill("")
-        search.type(word, delay=20)
-        # Material's search runs in a web worker over search/search_index.json: wait for its results.
-        results = page.locator(".md-search-result__item a.md-search-result__link")
-        target = urlsplit(page_url(site_url, lesson.page)).path
-        try:
-            page.wait_for_function(
-                "path => [...document.querySelectorAll('.md-search-result__item a.md-search-result__link')]"
-                ".some(a => new URL(a.href).pathname === path)", arg=target)
-        except TimeoutError as exc:
-            hrefs = results.evaluate_all("links => links.map(a => a.href)")
-            raise AssertionError(f"search for {word!r} did not find {target}; results: {hrefs}") from exc
-        expect(results.filter(has_text=re.compile(word, re.I)).first).to_be_visible()
-        page.keyboard.press("Escape")
-    watched.assert_clean("search")
+    lessons = {str(Path(lesson.page).with_suffix("")) for lesson in LESSONS}
+    pages = sorted(p.relative_to(real_site).parent.as_posix() for p in real_site.rglob("index.html"))
+    pages = [p for p in pages if p not in lessons]
+    assert pages, "no page built"
+    hidden = []
+    for rel in pages:
+        watched.page.goto(site_url if rel == "." else f"{site_url}{rel}/", wait_until="load")
+        if rel.startswith("source/"):
+            hidden += [f"{rel}: {problem}" for problem in watched.page.evaluate(MEASURE, True)]
+    assert not hidden, "full-source pages at 1440 px:\n  " + "\n  ".join(hidden)
+    watched.page.goto(f"{site_url}404.html")
+    watched.errors = [e for e in watched.errors if "404.html" not in e]  # the 404 page answers 404 here
+    assert not watched.outside(), f"requests to another host: {sorted(set(watched.outside()))}"
+    assert any(u.endswith(".css") for u in watched.requests) and any(u.endswith(".js") for u in watched.requests)
+    watched.assert_clean("every page")
+
+
+# -- search ---------------------------------------------------------------------------------
+
+def search_hits(page, site_url: str, query: str) -> list[str]:
+    """The result links Material's search gives for `query`, typed into a freshly opened page."""
+    from playwright.sync_api import TimeoutError
+
+    page.goto(page_url(site_url, "status.md"))
+    box = page.locator("input.md-search__input")
+    box.click()
+    box.press_sequentially(query, delay=20)
+    links = ".md-search-result__list > li.md-search-result__item > a.md-search-result__link"
+    try:
+        page.wait_for_function(f"() => document.querySelectorAll('{links}').length > 0")
+    except TimeoutError:
+        raise AssertionError(f"search for {query!r} found nothing: "
+                             f"{page.locator('.md-search-result__meta').inner_text()!r}") from None
+    return page.locator(links).evaluate_all("links => links.map(a => a.href)")
+
+
+@pytest.mark.parametrize("query", SEARCHES)
+def test_search_gives_a_lesson_page_first(query, site_url, context):
+    watched = open_page(context, site_url)
+    hits = search_hits(watched.page, site_url, query)
+    lesson_paths = {urlsplit(page_url(site_url, lesson.page)).path for lesson in LESSONS}
+    first = urlsplit(hits[0]).path
+    assert first in lesson_paths, f"search for {query!r}: the first hit is {hits[0]}, not a lesson page ({hits[:5]})"
+    assert not [h for h in hits if "/source/" in h], f"search for {query!r} gives source pages: {hits}"
+    watched.assert_clean(f"search for {query!r}")
+
+
+def test_search_index_is_small_and_holds_no_source_pages(real_site):
+    index = json.loads((real_site / "search" / "search_index.json").read_text(encoding="utf-8"))
+    entries = index["docs"]
+    sources = sorted({e["location"] for e in entries if e["location"].startswith("source/")})
+    assert not sources, f"source pages in the search index: {sources[:5]}"
+    sizes = {}
+    for lesson in LESSONS:
+        prefix = str(Path(lesson.page).with_suffix("")) + "/"
+        sizes[lesson.name] = sum(len(json.dumps(e, ensure_ascii=False)) for e in entries
+                                 if e["location"].split("#")[0] == prefix)
+        assert sizes[lesson.name], f"{lesson.page} is not in the search index"
+    big = {name: size for name, size in sizes.items() if size > INDEX_BYTES_PER_LESSON}
+    assert not big, f"lessons over {INDEX_BYTES_PER_LESSON} bytes of search index: {big}"
+    total = (real_site / "search" / "search_index.json").stat().st_size
+    assert total <= INDEX_BYTES_PER_LESSON * max(len(LESSONS), 1) + 60_000, \
+        f"the search index is {total} bytes for {len(LESSONS)} lessons"
+
+
+# -- figures in both schemes, on a lesson whose run is current -------------------------------------
+
+FIGURE_PAGE = """\
+---
+lesson: figs
+---
+
+# Figures
+
+::status
+
+Some prose about the plot, with math: $2^{-11}$.
+
+::figure plot
+"""
+
+
+@pytest.fixture(scope="module")
+def figure_site(tmp_path_factory) -> Path:
+    """A one-lesson site whose current GPU run drew a figure in both variants (light red 4x3, dark 5x3)."""
+    from conftest import build_output, figure_name, make_site_project, png
+    from kit import Figure
+
+    project = make_site_project(tmp_path_factory.mktemp("figures"))
+    shutil.copytree(ROOT / "docs" / "assets", project.docs / "assets", dirs_exist_ok=True)  # KaTeX as well
+    project.add_lesson("figs", FIGURE_PAGE, title="Figures")
+    light, dark = png(4, 3), png(5, 3)
+    light_name, dark_name = figure_name("plot", light), figure_name("plot-dark", dark)
+    project.write(project.make_record("figs", "interpreter"))
+    project.write(project.make_record("figs", "gpu", key="gpu-fake", figures=[
+        Figure(name="plot", file=light_name, caption="A plot", dark_file=dark_name)]),
+        {light_name: light, dark_name: dark})
+    result = project.build()
+    assert result.returncode == 0, build_output(result)
+    return project.site
+
+
+def test_figures_follow_the_scheme(browser, figure_site):
+    """The reader's system scheme picks the variant; so does the palette toggle; either way both load."""
+    with serve(figure_site) as base:
+        for system, first in (("light", "default"), ("dark", "slate")):
+            context = browser.new_context(viewport=WIDE, color_scheme=system)
+            watched = open_page(context, base)
+            page = watched.page
+            page.goto(f"{base}lessons/figs/")
+            load_images(page, "figs")
+            assert scheme(page) == first, f"with a {system} system the page opens in {scheme(page)}"
+            check_figures(page, f"figs ({system} system)", dark=first == "slate")
+            natural = page.evaluate("() => [...document.querySelectorAll('figure img')].filter(i => i.offsetWidth)"
+                                    ".map(i => i.naturalWidth)")
+            assert natural == ([5] if first == "slate" else [4]), f"the wrong PNG is shown: {natural}"
+            other = "default" if first == "slate" else "slate"
+            toggle_palette(page, other)
+            check_figures(page, f"figs (toggled to {other})", dark=other == "slate")
+            page.reload()  # the reader's choice is kept
+            assert scheme(page) == other
+            check_math(page, "figs", FIGURE_PAGE)
+            watched.assert_clean(f"figs ({system} system)")
+            context.close()

@@ -148,5 +148,5 @@ def test_a_lesson_above_colabs_gpus_says_so_and_declines_there():
     site = downloads.make_site(REPO / "code", REPO / "evidence")
     for lesson in hopper:
         cell = downloads.setup_cell(lesson, site)
-        assert "none of Colab's GPUs" in cell and "decline by design" in cell
+        assert "None of Colab's GPUs" in cell and "decline by design" in cell
         assert f"get_device_capability() < ({', '.join(lesson.requires.capability.split('.'))})" in cell

@@ -52,8 +52,8 @@ class Requirements:
         if self.colab:
             return (f"On Colab choose {' or '.join(self.colab)}: the lesson needs compute capability "
                     f"{self.capability}; on a smaller GPU it declines by design (exit code 3).")
-        return (f"Needs compute capability {self.capability} ({self.why}): none of Colab's GPUs (T4, L4, A100) "
-                "has it, so there the lesson declines by design (exit code 3); its interpreter half runs anywhere.")
+        return (f"None of Colab's GPUs (T4, L4, A100) has compute capability {self.capability}, so there the "
+                "lesson declines by design (exit code 3); its interpreter half runs anywhere.")
 
     @property
     def skew(self) -> str:

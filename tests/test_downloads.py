@@ -145,7 +145,7 @@ def test_a_lesson_above_colabs_gpus_says_so_and_declines_there():
 
     hopper = [x for x in LESSONS if capability(x) > (8, 9)]
     assert hopper, "the course has Hopper-only lessons"
-    site = downloads.make_site(REPO / "code", REPO / "evidence")
+    site = downloads.directives.Site.load(REPO / "code", REPO / "evidence")
     for lesson in hopper:
         cell = downloads.setup_cell(lesson, site)
         assert "None of Colab's GPUs" in cell and "decline by design" in cell

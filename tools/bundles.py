@@ -27,6 +27,7 @@ from evidence import (
     EvidenceError,
     Record,
     check_writable,
+    figure_files,
     gpu_key,
     parse_json,
     read_figure,
@@ -48,10 +49,8 @@ def write_bundle(path: Path, records: list[Record], evidence_dir: Path) -> None:
     with tarfile.open(path, "w:gz") as tar:
         for rec in records:
             _add(tar, f"{rec.lesson}/{rec.key}.json", rec.to_json().encode())
-            for fig in rec.figures:
-                for file in (fig.file, fig.dark_file):
-                    if file:
-                        _add(tar, f"{rec.lesson}/{rec.key}/{file}", read_figure(evidence_dir, rec, file))
+            for file in figure_files(rec):
+                _add(tar, f"{rec.lesson}/{rec.key}/{file}", read_figure(evidence_dir, rec, file))
     print(f"bundle: {len(records)} records -> {path}")
 
 
@@ -234,19 +233,16 @@ def _records(path: Path, jsons: dict[str, bytes], pngs: dict[str, bytes], lesson
             refused.append(f"{where}: {problem}; refused")
             continue
         figures = {}
-        for fig in record.figures:
-            for file in (fig.file, fig.dark_file):
-                if not file:
-                    continue
-                member = f"{record.lesson}/{record.key}/{file}"
-                data = pngs.get(member)
-                if data is None:
-                    refused.append(f"{where}: figure {file} is not in the bundle; refused")
-                elif not data.startswith(PNG_MAGIC) or len(data) > LIMITS.figure:
-                    refused.append(f"{path}:{member}: not a PNG within {LIMITS.figure:,} bytes; refused")
-                else:
-                    figures[file] = data
-                    used_pngs.add(member)
+        for file in figure_files(record):
+            member = f"{record.lesson}/{record.key}/{file}"
+            data = pngs.get(member)
+            if data is None:
+                refused.append(f"{where}: figure {file} is not in the bundle; refused")
+            elif not data.startswith(PNG_MAGIC) or len(data) > LIMITS.figure:
+                refused.append(f"{path}:{member}: not a PNG within {LIMITS.figure:,} bytes; refused")
+            else:
+                figures[file] = data
+                used_pngs.add(member)
         incoming.append(Incoming(path, record, figures))
     for member in sorted(set(pngs) - used_pngs):
         refused.append(f"{path}:{member}: a figure no record in the bundle names; refused")

@@ -27,12 +27,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import directives  # noqa: E402
-from lessons import Lesson, discover  # noqa: E402
+from lessons import Lesson  # noqa: E402
 from limits import LIMITS  # noqa: E402
 from render import clean_output, code_block  # noqa: E402
 from requirements import INSTALL, requirements  # noqa: E402
 from safefs import read_bytes, read_text  # noqa: E402
-from status import judge  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 ARCHIVES, NOTEBOOKS = "downloads", "notebooks"
@@ -268,13 +267,6 @@ def notebook_bytes(lesson: Lesson, site: directives.Site, docs_dir: Path) -> byt
 
 # -- command line ------------------------------------------------------------------------
 
-def make_site(code_dir: Path, evidence_dir: Path, repo_url: str = "", branch: str = "main") -> directives.Site:
-    code_dir, evidence_dir = Path(code_dir).absolute(), Path(evidence_dir).absolute()
-    lessons = discover(code_dir)
-    statuses = {lesson.name: judge(lesson, evidence_dir) for lesson in lessons}
-    return directives.Site(code_dir, evidence_dir, lessons, statuses, repo_url, branch)
-
-
 def _config() -> tuple[str, str]:
     """repo_url and the branch from mkdocs.yml, without importing MkDocs' loaders."""
     text = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
@@ -288,7 +280,7 @@ def main(argv: list[str]) -> int:
         print(__doc__.strip().split("\n\n")[0], file=sys.stderr)
         return 2
     repo, branch = _config()
-    site = make_site(ROOT / "code", ROOT / "evidence", repo, branch)
+    site = directives.Site.load(ROOT / "code", ROOT / "evidence", repo_url=repo, branch=branch)
     docs = ROOT / "docs"
     if argv[0] == "build":
         out = Path(argv[1]) if len(argv) > 1 else ROOT / "site-downloads"

@@ -36,13 +36,14 @@ def fingerprint(lesson, evidence_dir: Path, docs_dir: Path) -> tuple:
     return (lesson.source_hash(), tuple(evidence), page)
 
 
-def changed(lessons, evidence_dir: Path, docs_dir: Path) -> set[str]:
-    """Names of the lessons whose inputs differ from the previous build's (all of them the first time)."""
+def changed(lessons, evidence_dir: Path, docs_dir: Path) -> tuple[set[str], dict[str, tuple]]:
+    """The lessons whose inputs differ from the previous build's (all of them the first time),
+    and every lesson's fingerprint now."""
     now = {lesson.name: fingerprint(lesson, evidence_dir, docs_dir) for lesson in lessons}
     different = {name for name, fp in now.items() if _fingerprints.get(name) != fp}
     _fingerprints.clear()
     _fingerprints.update(now)
-    return different
+    return different, now
 
 
 def memo(key: tuple, make):

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+import typing
 from pathlib import Path
 
 KIT_PATH = Path(__file__).resolve().parent.parent / "code" / "lessonkit.py"
@@ -38,4 +39,5 @@ EXIT_MEANINGS = kit.EXIT_MEANINGS
 Check, Benchmark, Table, Figure, SkippedPart, Device, Results = (
     kit.Check, kit.Benchmark, kit.Table, kit.Figure, kit.SkippedPart, kit.Device, kit.Results)
 failures, verdict, median_interval = kit.failures, kit.verdict, kit.median_interval
-VERDICTS = ("met", "not met", "within noise")
+UNITS = kit.UNITS
+VERDICTS = typing.get_args(kit.Verdict)

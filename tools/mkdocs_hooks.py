@@ -26,12 +26,11 @@ import downloads  # noqa: E402
 import incremental  # noqa: E402
 import render  # noqa: E402
 import sources  # noqa: E402
-from evidence import EvidenceError, read_figure  # noqa: E402
+from evidence import EvidenceError, figure_files, read_figure  # noqa: E402
 from lessons import LessonError, discover  # noqa: E402
 from limits import LIMITS  # noqa: E402
 from safefs import UnsafePathError, read_text  # noqa: E402
 from snippets import SnippetError, read_regions  # noqa: E402
-from status import judge  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 # Tests point the hook at a throw-away project; the site publishes them as code/ and evidence/ all the same.
@@ -40,6 +39,7 @@ EVIDENCE_DIR = Path(os.environ.get("VT_EVIDENCE_DIR") or ROOT / "evidence").abso
 LESSONS_SECTION = "Lessons"
 
 _site: directives.Site | None = None
+_lessons: list | None = None  # discovered once per build, in on_config
 _dirty = False  # `mkdocs serve --dirty`: generated files go through a cache folder (see incremental.py)
 
 
@@ -76,8 +76,9 @@ class _Output:
 
 def on_config(config):
     """Fill the Lessons section of the navigation from the lessons' own order and parts."""
+    global _lessons
     try:
-        lessons = discover(CODE_DIR)
+        _lessons = lessons = discover(CODE_DIR)
     except (LessonError, UnsafePathError) as exc:
         raise PluginError(str(exc)) from None
     pages = course_nav(lessons)
@@ -111,17 +112,15 @@ def course_nav(lessons) -> list:
 
 def on_pre_build(config) -> None:
     global _site
-    try:
-        lessons = discover(CODE_DIR)
-        statuses = {lesson.name: judge(lesson, EVIDENCE_DIR) for lesson in lessons}
-    except (LessonError, EvidenceError, UnsafePathError) as exc:
-        raise PluginError(str(exc)) from None
-    problems = [p for st in statuses.values() for p in st.problems]
-    if problems:
-        raise PluginError("unusable evidence (fix or re-record it):\n  " + "\n  ".join(problems))
     repo = (config.get("repo_url") or "").rstrip("/")
     extra = dict(config.get("extra") or {})
-    _site = directives.Site(CODE_DIR, EVIDENCE_DIR, lessons, statuses, repo, extra.get("branch", "main"), extra)
+    try:
+        _site = directives.Site.load(CODE_DIR, EVIDENCE_DIR, _lessons, repo, extra.get("branch", "main"), extra)
+    except (LessonError, EvidenceError, UnsafePathError) as exc:
+        raise PluginError(str(exc)) from None
+    problems = [p for st in _site.statuses.values() for p in st.problems]
+    if problems:
+        raise PluginError("unusable evidence (fix or re-record it):\n  " + "\n  ".join(problems))
 
 
 def on_files(files: Files, config) -> Files:
@@ -145,11 +144,8 @@ def on_files(files: Files, config) -> Files:
             for record in st.records:
                 rec_uri = f"evidence/{record.lesson}/{record.key}.json"
                 out.add(rec_uri, record.to_json())
-                for fig in record.figures:
-                    for file in (fig.file, fig.dark_file):
-                        if file:
-                            data = read_figure(EVIDENCE_DIR, record, file)
-                            out.add(f"evidence/{record.lesson}/{record.key}/{file}", data)
+                for file in figure_files(record):
+                    out.add(f"evidence/{record.lesson}/{record.key}/{file}", read_figure(EVIDENCE_DIR, record, file))
     except (SnippetError, EvidenceError, UnsafePathError) as exc:
         raise PluginError(str(exc)) from None
     for st in site.statuses.values():
@@ -157,8 +153,8 @@ def on_files(files: Files, config) -> Files:
             raise PluginError(f"{st.lesson.folder / 'lesson.toml'}: page = '{st.lesson.page}' "
                               f"does not exist under docs/")
     docs_dir = Path(config["docs_dir"])
-    changed = incremental.changed(site.lessons, EVIDENCE_DIR, docs_dir)
-    _publish_downloads(out, site, docs_dir)
+    changed, fingerprints = incremental.changed(site.lessons, EVIDENCE_DIR, docs_dir)
+    _publish_downloads(out, site, docs_dir, fingerprints)
     if out.dirty and changed:  # re-render the pages that show what changed
         for lesson in site.lessons:
             if lesson.name in changed:
@@ -170,13 +166,13 @@ def on_files(files: Files, config) -> Files:
     return files
 
 
-def _publish_downloads(out: _Output, site, docs_dir: Path) -> None:
+def _publish_downloads(out: _Output, site, docs_dir: Path, fingerprints: dict[str, tuple]) -> None:
     """Each lesson as a zip that runs alone and as a notebook; the requirements box links them."""
     links = site.extra.setdefault("downloads", {})
     for lesson in site.lessons:
         archive_uri = f"{downloads.ARCHIVES}/{lesson.name}.zip"
         notebook_uri = f"{downloads.NOTEBOOKS}/{lesson.name}.ipynb"
-        key = (lesson.name, incremental.fingerprint(lesson, EVIDENCE_DIR, docs_dir), site.repo_url, site.branch)
+        key = (lesson.name, fingerprints[lesson.name], site.repo_url, site.branch)
         try:
             out.add(archive_uri, incremental.memo(("zip", *key), lambda lesson=lesson: downloads.archive(lesson, site)))
             out.add(notebook_uri, incremental.memo(

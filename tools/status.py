@@ -177,6 +177,3 @@ def _summary(current: list[Record]) -> str:
         parts.append(f"{text} {where}")
     return "; ".join(parts) or "nothing verified on the current source"
 
-
-def judge_all(lessons: list[Lesson], evidence_dir: Path) -> list[LessonStatus]:
-    return [judge(lesson, evidence_dir) for lesson in lessons]

@@ -103,9 +103,10 @@ def choose_gpus(spec: str | None, machine: Machine) -> list[int] | None:
     return wanted
 
 
-def do_import(args, lessons: list[Lesson], evidence_dir: Path) -> int:
+def do_import(args, every: list[Lesson], lessons: list[Lesson], evidence_dir: Path) -> int:
+    """Merge bundles: records of the selected `lessons` only, checked against `every` lesson here."""
     selected = {lesson.name for lesson in lessons} if args.lesson else None
-    by_name = {lesson.name: lesson for lesson in (lessons if not args.lesson else discover(args.code_dir))}
+    by_name = {lesson.name: lesson for lesson in every}
     report = import_bundles(args.import_paths, by_name, evidence_dir, selected)
     for rec in report.merged:
         print(f"imported {rec.lesson} {rec.key} ({rec.outcome}, {rec.started_utc})")
@@ -214,9 +215,10 @@ def main(argv: list[str]) -> int:
     args = parse_args(argv)
     try:
         evidence_dir = args.evidence_dir.absolute()
-        lessons = select(discover(args.code_dir), args.lesson)
+        every = discover(args.code_dir)
+        lessons = select(every, args.lesson)
         if args.import_paths:
-            return do_import(args, lessons, evidence_dir)
+            return do_import(args, every, lessons, evidence_dir)
         if args.status or args.check:
             return do_status(args, lessons, evidence_dir)
         return do_run(args, lessons, evidence_dir)

@@ -21,8 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lessons import Lesson
-from status import LessonStatus
+from lessons import Lesson, discover
+from status import LessonStatus, judge
 
 
 class DirectiveError(Exception):
@@ -47,6 +47,15 @@ class Site:
 
     def status(self, name: str) -> LessonStatus | None:
         return self.statuses.get(name)
+
+    @classmethod
+    def load(cls, code_dir: Path, evidence_dir: Path, lessons: list[Lesson] | None = None, repo_url: str = "",
+             branch: str = "main", extra: dict | None = None) -> Site:
+        """The lessons under code/ (or those given, already discovered) and their judgement."""
+        code_dir, evidence_dir = Path(code_dir).absolute(), Path(evidence_dir).absolute()
+        lessons = discover(code_dir) if lessons is None else lessons
+        statuses = {lesson.name: judge(lesson, evidence_dir) for lesson in lessons}
+        return cls(code_dir, evidence_dir, lessons, statuses, repo_url, branch, dict(extra or {}))
 
 
 @dataclass

@@ -12,7 +12,7 @@ from render import clean_output, code_block, indent_block, text
 OUTPUT_ATTRS = '{ .text .vt-output data-search-exclude="1" }'
 
 
-def environment_line(record, current: bool) -> str:
+def environment_line(record) -> str:
     env = record.env
     parts = [f"Ran {record.started_utc.replace('T', ' ').replace('Z', ' UTC')}",
              f"on {env.device_name}" + (f" (compute capability {env.capability})" if env.capability else ""),
@@ -36,7 +36,7 @@ def output(page: Page) -> str:
     for record in records:
         label = text(mode_label(record)) + ("" if st.is_current(record) else " (older source)")
         out.append(f'=== "{label}"\n')
-        body = [environment_line(record, st.is_current(record)), ""]
+        body = [environment_line(record), ""]
         note = stale_note(st, record)
         if note:
             body += [note, ""]

@@ -251,6 +251,35 @@ def test_the_gpu_queue_in_process_never_doubles_up_and_survives_errors():
     assert failed[0].record is None and "verify could not record this run: disk full" in failed[0].skipped
 
 
+def test_several_gpus_start_the_longest_recorded_lessons_first():
+    """LPT order: with a recorded wall time per lesson, the longest start first,
+    an unrecorded lesson counts as the median, and the makespan shrinks."""
+    from machine import Gpu, Machine
+    from plan import execute, longest_first
+    from runner import RunResult
+
+    walls = {"a": 10.0, "b": 20.0, "c": 0.0, "d": 60.0, "e": 30.0}
+    items = [(SimpleNamespace(name=n, order=i), "gpu") for i, n in enumerate(walls)]
+    order = [x.name for x, _ in longest_first(items, lambda x: walls[x.name])]
+    assert order == ["d", "e", "c", "b", "a"]  # c, never recorded: the median, 25
+
+    machine = Machine("3.11", "t", "tr", "Linux", tuple(Gpu(i, "NVIDIA H200") for i in range(2)))
+    started, lock = [], threading.Lock()
+
+    def run(lesson, mode, machine, evidence_dir, timeout, gpu=None):
+        with lock:
+            started.append(lesson.name)
+        return RunResult(lesson, mode, None, "ran", gpu=gpu)
+
+    execute(items, machine, Path("/nonexistent"), jobs=1, timeout=1, gpus=[0, 1], run=run,
+            wall=lambda x: walls[x.name])
+    assert set(started[:2]) == {"d", "e"} and sorted(started) == sorted(walls)
+    plain = []
+    execute(items, machine, Path("/nonexistent"), jobs=1, timeout=1, gpus=None,
+            run=lambda lesson, *a, **k: plain.append(lesson.name) or RunResult(lesson, "gpu", None, "ran"))
+    assert plain == list(walls), "one GPU keeps the course order"
+
+
 # -- history and changes beyond noise ------------------------------------------------------------
 
 SPEED = """\

@@ -151,12 +151,15 @@ class Progress:
 
 
 def execute(todo: list[tuple[Lesson, str]], machine: Machine, evidence_dir: Path, jobs: int,
-            timeout: float | None, gpus: list[int] | None = None, run=run_lesson) -> list[RunResult]:
+            timeout: float | None, gpus: list[int] | None = None, run=run_lesson,
+            wall: Callable[[Lesson], float] | None = None) -> list[RunResult]:
     """Interpreter runs in parallel; then GPU runs, one at a time on each GPU in `gpus`.
 
     With no `gpus` the GPU runs go one after another on the default device,
-    exactly as a single-GPU machine has always recorded. A failed run never
-    stops the others.
+    exactly as a single-GPU machine has always recorded. With `gpus`, the
+    lessons whose recorded GPU runs took longest (`wall`) start first, so a
+    long one does not start last and leave the other GPUs idle. A failed run
+    never stops the others.
     """
     results: list[RunResult] = []
     cpu = [item for item in todo if item[1] == "interpreter"]
@@ -178,8 +181,20 @@ def execute(todo: list[tuple[Lesson, str]], machine: Machine, evidence_dir: Path
         if not gpus:
             results.extend(one(item) for item in gpu)
         else:
+            if wall is not None:
+                gpu = longest_first(gpu, wall)
             results.extend(_on_gpus(gpu, gpus, one))
     return results
+
+
+def longest_first(items: list[tuple[Lesson, str]], wall: Callable[[Lesson], float]) -> list[tuple[Lesson, str]]:
+    """Longest recorded run first (the classic LPT order); a lesson never
+    recorded counts as the median of the others; ties keep course order."""
+    known = [w for w in (wall(lesson) for lesson, _ in items) if w > 0]
+    default = statistics.median(known) if known else DEFAULT_WALL_S
+    weights = [wall(lesson) or default for lesson, _ in items]
+    order = sorted(range(len(items)), key=lambda i: (-weights[i], i))
+    return [items[i] for i in order]
 
 
 def _on_gpus(items: list[tuple[Lesson, str]], gpus: list[int], one) -> list[RunResult]:

@@ -193,7 +193,8 @@ def do_run(args, lessons: list[Lesson], evidence_dir: Path) -> int:
         lessons = shard(lessons, k, n, lambda lesson: recorded_wall(lesson, modes, evidence_dir))
         print(f"shard {k}/{n}: {', '.join(lesson.name for lesson in lessons) or 'no lessons'}", flush=True)
     todo, skipped = plan_runs(lessons, modes, machine, evidence_dir, args.force)
-    ran = execute(todo, machine, evidence_dir, args.jobs, args.timeout, gpus)
+    ran = execute(todo, machine, evidence_dir, args.jobs, args.timeout, gpus,
+                  wall=lambda lesson: recorded_wall(lesson, ["gpu"], evidence_dir))
     print_summary(ran + skipped)
     status = 0
     if args.bundle:

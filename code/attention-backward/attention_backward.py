@@ -28,7 +28,11 @@ sum over queries, dQ over keys.
   order: the same bits on every run. Atomics (FlashAttention-2's choice):
   the dK/dV program also computes its share of dQ and adds it into an
   FP32 buffer with atomic adds (5 matmuls, but a stream of atomic traffic,
-  and an order of addition that changes from run to run).
+  and an order of addition that changes from run to run). On Hopper the
+  TMA does those adds, one instruction per tile, as in FlashAttention-3.
+
+The dK/dV kernel streams its tiles through TMA tensor descriptors, one
+warpgroup per block of 64 keys.
 
 The lesson runs both, checks both, and times both against PyTorch's
 scaled_dot_product_attention backward.
@@ -49,6 +53,7 @@ from pathlib import Path
 import torch
 import triton
 import triton.language as tl
+from triton.tools.tensor_descriptor import TensorDescriptor
 
 # lessonkit.py sits beside this file in a download, one folder up in the repository.
 HERE = Path(__file__).resolve().parent
@@ -152,9 +157,10 @@ def attn_bwd_preprocess_kernel(Out, DO, Delta, seq_len, HEAD_DIM: tl.constexpr,
 
 # snippet: dkdv-loop
 @triton.jit
-def _dkdv_loop(dk, dv, k, v, Q, DO, L, Delta, DQ, offs_n, lo, hi, seq_len, sm_scale,
-               qk_scale, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
-               MASKED: tl.constexpr, CAUSAL: tl.constexpr, ATOMIC_DQ: tl.constexpr):
+def _dkdv_loop(dk, dv, k, v, desc_q, desc_do, desc_dq, L, Delta, DQ, bh, offs_n, lo, hi,
+               seq_len, sm_scale, qk_scale, HEAD_DIM: tl.constexpr,
+               BLOCK_M: tl.constexpr, MASKED: tl.constexpr, CAUSAL: tl.constexpr,
+               DQ_BY: tl.constexpr):
     # Query blocks [lo, hi) against this program's keys. Tiles are
     # transposed: keys along rows, queries along columns, so that dK and dV
     # (one row per key) accumulate in place.
@@ -162,16 +168,15 @@ def _dkdv_loop(dk, dv, k, v, Q, DO, L, Delta, DQ, offs_n, lo, hi, seq_len, sm_sc
     for start_m in range(lo, hi, BLOCK_M):
         start_m = tl.multiple_of(start_m, BLOCK_M)
         offs_m = start_m + tl.arange(0, BLOCK_M)
-        qo = offs_m[:, None] * HEAD_DIM + offs_d[None, :]
+        # TMA copies the Q and dO tiles into shared memory; rows past
+        # seq_len arrive as zeros.
+        q = desc_q.load([bh, start_m, 0]).reshape(BLOCK_M, HEAD_DIM)
+        do = desc_do.load([bh, start_m, 0]).reshape(BLOCK_M, HEAD_DIM)
         if MASKED:
             rows = offs_m < seq_len
-            q = tl.load(Q + qo, mask=rows[:, None], other=0.0)
-            do = tl.load(DO + qo, mask=rows[:, None], other=0.0)
             lse = tl.load(L + offs_m, mask=rows, other=0.0)
             delta = tl.load(Delta + offs_m, mask=rows, other=0.0)
         else:
-            q = tl.load(Q + qo)
-            do = tl.load(DO + qo)
             lse = tl.load(L + offs_m)
             delta = tl.load(Delta + offs_m)
         # P^T, recomputed: one fused multiply-add and one exp2 per element;
@@ -186,40 +191,45 @@ def _dkdv_loop(dk, dv, k, v, Q, DO, L, Delta, DQ, offs_n, lo, hi, seq_len, sm_sc
         dpT = tl.dot(v, tl.trans(do))                        # dP^T = V dO^T
         dsT = (pT * (dpT - delta[None, :])).to(tl.float16)   # dS^T
         dk = tl.dot(dsT, q, dk)                              # dK += dS^T Q
-        if ATOMIC_DQ:
+        if DQ_BY != "none":
             # This block's share of dQ = scale * dS K, computed transposed
             # (K^T dS^T: D rows, a full tensor-core tile for any BLOCK_M)
             # and added into an FP32 buffer that every key block adds to.
             dqT = tl.dot(tl.trans(k), dsT) * sm_scale
-            dq_ptrs = DQ + offs_m[None, :] * HEAD_DIM + offs_d[:, None]
-            if MASKED:
-                tl.atomic_add(dq_ptrs, dqT, mask=rows[None, :], sem="relaxed")
-            else:
-                tl.atomic_add(dq_ptrs, dqT, sem="relaxed")
+            if DQ_BY == "tma":
+                # One TMA reduce per tile: the copy engine adds it into L2.
+                dq = tl.trans(dqT).reshape(1, BLOCK_M, HEAD_DIM)
+                desc_dq.atomic_add([bh, start_m, 0], dq)
+            else:  # "threads": every thread issues its own atomic adds
+                dq_ptrs = DQ + offs_m[None, :] * HEAD_DIM + offs_d[:, None]
+                if MASKED:
+                    tl.atomic_add(dq_ptrs, dqT, mask=rows[None, :], sem="relaxed")
+                else:
+                    tl.atomic_add(dq_ptrs, dqT, sem="relaxed")
     return dk, dv
 # end snippet
 
 
 # snippet: dkdv-kernel
 @triton.jit(do_not_specialize=["seq_len"])
-def attn_bwd_dkdv_kernel(Q, K, V, DO, DK, DV, L, Delta, DQ, seq_len, sm_scale,
-                         qk_scale, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
-                         BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
-                         ATOMIC_DQ: tl.constexpr):
+def attn_bwd_dkdv_kernel(desc_q, desc_k, desc_v, desc_do, desc_dk, desc_dv, desc_dq, DQ,
+                         L, Delta, seq_len, sm_scale, qk_scale, HEAD_DIM: tl.constexpr,
+                         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                         CAUSAL: tl.constexpr, DQ_BY: tl.constexpr):
+    # Descriptors view each tensor as (B * H, S, D): tile [bh, row, 0].
     # The causal diagonal below starts at start_n and steps by BLOCK_M.
     tl.static_assert(BLOCK_N % BLOCK_M == 0)
     start_n = tl.program_id(0) * BLOCK_N
-    bh = tl.program_id(1).to(tl.int64)
-    head = bh * seq_len * HEAD_DIM
-    Q, K, V, DO, DQ = Q + head, K + head, V + head, DO + head, DQ + head
-    DK, DV, L, Delta = DK + head, DV + head, L + bh * seq_len, Delta + bh * seq_len
+    bh = tl.program_id(1)
+    L, Delta = L + bh.to(tl.int64) * seq_len, Delta + bh.to(tl.int64) * seq_len
+    if DQ_BY == "threads":
+        DQ += bh.to(tl.int64) * seq_len * HEAD_DIM
     offs_n = start_n + tl.arange(0, BLOCK_N)
-    kv = offs_n[:, None] * HEAD_DIM + tl.arange(0, HEAD_DIM)[None, :]
-    # Key rows past seq_len load as zeros. They produce rows of dK and dV
-    # that are never stored, and a row of dK or dV depends on its own key
+    # Key rows past seq_len arrive as zeros. They produce rows of dK and dV
+    # that the stores drop, and a row of dK or dV depends on its own key
     # only, so they leak into nothing (and add exactly 0 to dQ: K is 0).
-    k = tl.load(K + kv, mask=offs_n[:, None] < seq_len, other=0.0)
-    v = tl.load(V + kv, mask=offs_n[:, None] < seq_len, other=0.0)
+    k = desc_k.load([bh, start_n, 0]).reshape(BLOCK_N, HEAD_DIM)
+    v = desc_v.load([bh, start_n, 0]).reshape(BLOCK_N, HEAD_DIM)
     dk = tl.zeros([BLOCK_N, HEAD_DIM], dtype=tl.float32)
     dv = tl.zeros([BLOCK_N, HEAD_DIM], dtype=tl.float32)
     full = (seq_len // BLOCK_M) * BLOCK_M  # query blocks with no tail
@@ -227,23 +237,24 @@ def attn_bwd_dkdv_kernel(Q, K, V, DO, DK, DV, L, Delta, DQ, seq_len, sm_scale,
         # Queries before start_n see none of these keys: skipped. The
         # BLOCK_N // BLOCK_M query blocks on the diagonal are masked...
         hi = tl.minimum(start_n + BLOCK_N, seq_len)
-        dk, dv = _dkdv_loop(dk, dv, k, v, Q, DO, L, Delta, DQ, offs_n, start_n, hi,
-                            seq_len, sm_scale, qk_scale, HEAD_DIM, BLOCK_M,
-                            True, True, ATOMIC_DQ)
+        dk, dv = _dkdv_loop(dk, dv, k, v, desc_q, desc_do, desc_dq, L, Delta, DQ, bh,
+                            offs_n, start_n, hi, seq_len, sm_scale, qk_scale,
+                            HEAD_DIM, BLOCK_M, True, True, DQ_BY)
         lo = start_n + BLOCK_N  # ...and every later query sees every key.
     else:
         lo = 0
-    dk, dv = _dkdv_loop(dk, dv, k, v, Q, DO, L, Delta, DQ, offs_n, lo, full,
+    dk, dv = _dkdv_loop(dk, dv, k, v, desc_q, desc_do, desc_dq, L, Delta, DQ, bh,
+                        offs_n, lo, full, seq_len, sm_scale, qk_scale,
+                        HEAD_DIM, BLOCK_M, False, CAUSAL, DQ_BY)
+    dk, dv = _dkdv_loop(dk, dv, k, v, desc_q, desc_do, desc_dq, L, Delta, DQ, bh,
+                        offs_n, tl.maximum(lo, full), seq_len,  # the tail: a block
                         seq_len, sm_scale, qk_scale, HEAD_DIM, BLOCK_M,
-                        False, CAUSAL, ATOMIC_DQ)
-    dk, dv = _dkdv_loop(dk, dv, k, v, Q, DO, L, Delta, DQ, offs_n,
-                        tl.maximum(lo, full), seq_len,  # the tail: at most a block
-                        seq_len, sm_scale, qk_scale, HEAD_DIM, BLOCK_M,
-                        True, CAUSAL, ATOMIC_DQ)
-    keys = offs_n[:, None] < seq_len
-    tl.store(DV + kv, dv.to(tl.float16), mask=keys)
-    # The softmax saw s = scale * q.k, so dK carries the scale once.
-    tl.store(DK + kv, (dk * sm_scale).to(tl.float16), mask=keys)
+                        True, CAUSAL, DQ_BY)
+    # The stores drop rows past seq_len. The softmax saw s = scale * q.k,
+    # so dK carries the scale once.
+    desc_dv.store([bh, start_n, 0], dv.to(tl.float16).reshape(1, BLOCK_N, HEAD_DIM))
+    dk = (dk * sm_scale).to(tl.float16)
+    desc_dk.store([bh, start_n, 0], dk.reshape(1, BLOCK_N, HEAD_DIM))
 # end snippet
 
 
@@ -318,16 +329,25 @@ def attn_bwd_dq_kernel(Q, K, V, DO, DQ, L, Delta, seq_len, sm_scale, qk_scale,
 # -- Host side --------------------------------------------------------------------
 
 # snippet: configs
-# Block sizes, warps and pipeline stages per kernel and head dimension, for
-# Hopper: (BLOCK_M, BLOCK_N, num_warps, num_stages). The backward kernels
-# keep more on chip than the forward: a dK/dV program holds K, V and two
-# FP32 accumulators of BLOCK_N x D, and each step loads a Q and a dO tile
-# and computes two score-sized tiles ("atomic" adds the dQ tile).
+# Block sizes, warps and pipeline stages per kernel, head dimension and mask,
+# for Hopper: (BLOCK_M, BLOCK_N, num_warps, num_stages). A dK/dV program
+# keeps K, V and two FP32 accumulators of BLOCK_N x D on chip while it
+# streams Q and dO tiles; with 64 keys and one warpgroup (4 warps) that is
+# small enough for two or three programs to share an SM, whose matmuls and
+# exponentials then overlap. "dkdv" is the two-kernel method's dK/dV
+# kernel, "atomic" the same kernel adding dQ too. Raced on an H200 against
+# SDPA (NOTES.md); the benchmark below records what they reach.
+_DQ = (128, 64, 8, 3)
 GPU = {
-    64: {"fwd": (128, 64, 4, 3), "dkdv": (64, 128, 8, 3), "dq": (128, 64, 8, 3),
-         "atomic": (64, 128, 8, 3)},
-    128: {"fwd": (128, 64, 8, 3), "dkdv": (32, 128, 8, 3), "dq": (128, 64, 8, 3),
-          "atomic": (32, 128, 8, 3)},
+    # (D, causal)
+    (64, False): {"fwd": (128, 64, 4, 3), "dkdv": (64, 64, 4, 3),
+                  "atomic": (64, 64, 4, 3), "dq": _DQ},
+    (64, True): {"fwd": (128, 64, 4, 3), "dkdv": (64, 64, 4, 3),
+                 "atomic": (64, 64, 4, 3), "dq": _DQ},
+    (128, False): {"fwd": (128, 64, 8, 3), "dkdv": (64, 64, 4, 2),
+                   "atomic": (32, 64, 4, 3), "dq": _DQ},
+    (128, True): {"fwd": (128, 64, 8, 3), "dkdv": (32, 64, 4, 4),
+                  "atomic": (32, 64, 4, 3), "dq": _DQ},
 }
 # The interpreter runs one program at a time, block by block: small blocks.
 INTERPRETER = {"fwd": (16, 16, 4, 1), "dkdv": (16, 32, 4, 1), "dq": (32, 16, 4, 1),
@@ -336,8 +356,8 @@ METHODS = ("two-kernel", "atomic")
 # end snippet
 
 
-def configs_for(D: int, device: str) -> dict:
-    return INTERPRETER if device == "cpu" else GPU[D]
+def configs_for(D: int, causal: bool, device: str) -> dict:
+    return INTERPRETER if device == "cpu" else GPU[(D, causal)]
 
 
 COMPILED = {}  # (kernel name, its constexprs) -> the compiled kernel, for the PTX
@@ -373,18 +393,27 @@ def attention_backward(do, q, k, v, o, lse, causal: bool, sm_scale: float,
         o, do, delta, S, HEAD_DIM=D, BLOCK_M=128)
     # log2(e) folded into the scale once, here: the kernels use exp2 only.
     qk_scale = sm_scale * LOG2E
+    block_m, block_n = cfg[method if method == "atomic" else "dkdv"][:2]
+
+    def tiles(t, rows):  # a TMA descriptor: t as (B * H, S, D), tiles of rows x D
+        return TensorDescriptor.from_tensor(t.view(B * H, S, D), [1, rows, D])
+
+    descs = [tiles(q, block_m), tiles(k, block_n), tiles(v, block_n),
+             tiles(do, block_m), tiles(dk, block_n), tiles(dv, block_n)]
+    grid = (triton.cdiv(S, block_n), B * H)
     if method == "atomic":
         # dQ is summed over key blocks by atomic adds into FP32, then rounded.
+        # The interpreter has no TMA reduce: there the threads add.
         dq32 = torch.zeros(q.shape, device=q.device, dtype=torch.float32)
-        _launch(attn_bwd_dkdv_kernel, (triton.cdiv(S, cfg["atomic"][1]), B * H),
-                q, k, v, do, dk, dv, lse, delta, dq32, S, sm_scale, qk_scale,
-                cfg=cfg["atomic"], HEAD_DIM=D, CAUSAL=causal, ATOMIC_DQ=True)
+        by = "threads" if q.device.type == "cpu" else "tma"
+        _launch(attn_bwd_dkdv_kernel, grid, *descs, tiles(dq32, block_m), dq32,
+                lse, delta, S, sm_scale, qk_scale, cfg=cfg["atomic"], HEAD_DIM=D,
+                CAUSAL=causal, DQ_BY=by)
         dq.copy_(dq32)
         return dq, dk, dv
     # Two kernels: dK and dV by key blocks, then dQ by query blocks.
-    _launch(attn_bwd_dkdv_kernel, (triton.cdiv(S, cfg["dkdv"][1]), B * H),
-            q, k, v, do, dk, dv, lse, delta, lse, S, sm_scale, qk_scale,
-            cfg=cfg["dkdv"], HEAD_DIM=D, CAUSAL=causal, ATOMIC_DQ=False)
+    _launch(attn_bwd_dkdv_kernel, grid, *descs, None, None, lse, delta, S, sm_scale,
+            qk_scale, cfg=cfg["dkdv"], HEAD_DIM=D, CAUSAL=causal, DQ_BY="none")
     _launch(attn_bwd_dq_kernel, (triton.cdiv(S, cfg["dq"][0]), B * H),
             q, k, v, do, dq, lse, delta, S, sm_scale, qk_scale,
             cfg=cfg["dq"], HEAD_DIM=D, CAUSAL=causal)
@@ -418,7 +447,7 @@ def attention(q, k, v, causal: bool, sm_scale: float | None = None, cfg=None,
     assert D in (16, 32, 64, 128), "HEAD_DIM: a power of two the tensor cores take"
     q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
     sm_scale = 1.0 / math.sqrt(D) if sm_scale is None else sm_scale
-    cfg = cfg or configs_for(D, q.device.type)
+    cfg = cfg or configs_for(D, causal, q.device.type)
     return FlashAttention.apply(q, k, v, causal, sm_scale, cfg, method)
 # end snippet
 
@@ -465,7 +494,7 @@ def make_inputs(B, H, S, D, device, seed):
 def check_case(lesson, B, H, S, D, causal, device, seed, methods=METHODS):
     q, k, v, do = make_inputs(B, H, S, D, device, seed)
     sm_scale = 1.0 / math.sqrt(D)
-    cfg = configs_for(D, device)
+    cfg = configs_for(D, causal, device)
     o, lse = attention_forward(q, k, v, causal, sm_scale, cfg)
     want_o, *want = reference_grads(q, k, v, do, causal, sm_scale)
     name = f"{'causal' if causal else 'full'}-b{B}-h{H}-s{S}-d{D}"
@@ -482,6 +511,11 @@ def check_case(lesson, B, H, S, D, causal, device, seed, methods=METHODS):
 
 
 def check_correctness(lesson: Lesson, device: str) -> None:
+    lesson.not_on_interpreter(
+        "dQ added by TMA reduce (the atomic method's GPU path)",
+        "Triton's interpreter has no tensor-descriptor atomic_add; under it the "
+        "atomic method adds dQ with the threads' own atomic adds (DQ_BY=\"threads\")",
+    )
     # snippet: checks
     # Both head dimensions, causal and full, both ways of computing dQ, and
     # sequence lengths that are no multiple of any block (nor of 16), so
@@ -490,7 +524,7 @@ def check_correctness(lesson: Lesson, device: str) -> None:
     if lesson.interpret:
         cases = [(1, 2, 40, 64, METHODS), (1, 2, 37, 128, METHODS)]
     else:  # on the GPU, the methods the benchmark runs
-        cases = [(1, 2, 1000, 64, ("atomic",)), (2, 2, 1000, 128, METHODS),
+        cases = [(1, 2, 1000, 64, METHODS), (2, 2, 1000, 128, METHODS),
                  (1, 2, 256, 128, METHODS)]
     seed = 0
     for B, H, S, D, methods in cases:
@@ -531,7 +565,7 @@ def try_this(lesson: Lesson, device: str) -> None:
     D = 64 if device == "cpu" else 128
     S = 40 if device == "cpu" else 1000
     q, k, v, do = make_inputs(1, 2, S, D, device, 102)
-    cfg, scale = configs_for(D, device), 1.0 / math.sqrt(D)
+    cfg, scale = configs_for(D, False, device), 1.0 / math.sqrt(D)
     o, lse = attention_forward(q, k, v, False, scale, cfg)
     runs = {m: [attention_backward(do, q, k, v, o, lse, False, scale, cfg, m)[0]
                 for _ in range(2)] for m in METHODS}
@@ -592,7 +626,7 @@ def show_compiled_code(lesson: Lesson) -> None:
         if consts.get("CAUSAL"):
             continue
         if name == "attn_bwd_dkdv_kernel":
-            name += " (atomic dQ)" if consts["ATOMIC_DQ"] else " (two-kernel)"
+            name += " (two-kernel)" if consts["DQ_BY"] == "none" else " (atomic dQ)"
         ptx = compiled.asm["ptx"]
         rows.append([
             name, consts["HEAD_DIM"], "{}x{}, {} warps, {} stages".format(*cfg),
@@ -600,12 +634,13 @@ def show_compiled_code(lesson: Lesson) -> None:
             round(compiled.metadata.shared / 1024, 1),
             len(re.findall(r"wgmma\.mma_async", ptx)),
             len(re.findall(r"cp\.async\.c[ag]\.shared\.global", ptx)),
-            len(re.findall(r"atom\.global[\w.]*v4\.f32", ptx)),
+            len(re.findall(r"cp\.async\.bulk\.tensor", ptx)),
+            len(re.findall(r"cp\.reduce\.async\.bulk\.tensor", ptx)),
         ])
     lesson.table(
         "compiled",
         ["kernel", "D", "BLOCK_MxBLOCK_N", "registers / thread", "spilled registers",
-         "shared memory KiB", "wgmma", "cp.async", "atomic v4.f32"],
+         "shared memory KiB", "wgmma", "cp.async", "TMA copies", "TMA reduce-adds"],
         rows,
         "What Triton compiled for each kernel the benchmark ran (non-causal "
         "instances); instruction counts are static (in the PTX), not executions.",
@@ -617,9 +652,7 @@ def benchmark(lesson: Lesson) -> None:
     for D in (128, 64):
         for causal in (False, True):
             kind = "causal" if causal else "full"
-            methods = {"atomic": ("atomic", GPU[D])}
-            if D == 128:
-                methods["two-kernel"] = ("two-kernel", GPU[D])
+            methods = {m: (m, GPU[(D, causal)]) for m in ("atomic", "two-kernel")}
             # snippet: benchmark
             # B=4, H=16, S=4096, fp16: ours (forward done once, outside the
             # timing) against torch SDPA's backward, both through autograd on
@@ -644,7 +677,7 @@ def benchmark(lesson: Lesson) -> None:
                 f"backward vs torch SDPA backward, {kind}, D={D}",
                 ms, best, "sdpa", unit="TFLOP/s", work=flop,
                 baseline_name=f"torch SDPA backward ({backend})",
-                threshold=0.5, stretch=0.7,
+                threshold=0.6, stretch=0.7,
                 note=f"B={B_}, H={H_}, S={S_}, fp16; the faster of "
                      f"{', '.join(methods)}: {best}; FLOPs = 2.5x the forward's",
             )

@@ -609,9 +609,17 @@ def bench_inputs(D, causal, methods):
     q, k, v, do = make_inputs(B_, H_, S_, D, "cuda", 1234 + D)
     q, k, v = (t.requires_grad_() for t in (q, k, v))
     sdpa = torch.nn.functional.scaled_dot_product_attention
-    outs = {"sdpa": sdpa(q, k, v, is_causal=causal)}
-    for name, (method, cfg) in methods.items():
-        outs[name] = attention(q, k, v, causal, cfg=cfg, method=method)
+    # Autograd runs each backward op on the stream its forward op ran on, and
+    # a CUDA graph cannot capture work on the legacy default stream: the
+    # forwards run on a stream of their own, so the backwards can be timed
+    # as graph replays.
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())  # the inputs are ready first
+    with torch.cuda.stream(side):
+        outs = {"sdpa": sdpa(q, k, v, is_causal=causal)}
+        for name, (method, cfg) in methods.items():
+            outs[name] = attention(q, k, v, causal, cfg=cfg, method=method)
+    torch.cuda.current_stream().wait_stream(side)
     fns = {name: (lambda o=o: torch.autograd.grad(o, (q, k, v), do, retain_graph=True))
            for name, o in outs.items()}
     return (q, k, v, do), fns

@@ -91,9 +91,7 @@ def shard(lessons: list[Lesson], k: int, n: int, wall: Callable[[Lesson], float]
     agrees on the split; every lesson lands in exactly one shard. A lesson
     never recorded counts as the median of the others (or DEFAULT_WALL_S).
     """
-    known = [w for w in (wall(lesson) for lesson in lessons) if w > 0]
-    default = statistics.median(known) if known else DEFAULT_WALL_S
-    weights = {lesson.name: wall(lesson) or default for lesson in lessons}
+    weights = wall_weights(lessons, wall)
     bins: list[list[Lesson]] = [[] for _ in range(n)]
     loads = [0.0] * n
     for lesson in sorted(lessons, key=lambda x: (-weights[x.name], x.name)):
@@ -102,6 +100,15 @@ def shard(lessons: list[Lesson], k: int, n: int, wall: Callable[[Lesson], float]
         loads[target] += weights[lesson.name]
     order = {lesson.name: i for i, lesson in enumerate(lessons)}
     return sorted(bins[k - 1], key=lambda x: order[x.name])
+
+
+def wall_weights(lessons: list[Lesson], wall: Callable[[Lesson], float]) -> dict[str, float]:
+    """Each lesson's recorded wall time by name; one never recorded counts as the
+    median of the others (or DEFAULT_WALL_S when none is)."""
+    walls = {lesson.name: wall(lesson) for lesson in lessons}
+    known = [w for w in walls.values() if w > 0]
+    default = statistics.median(known) if known else DEFAULT_WALL_S
+    return {name: w or default for name, w in walls.items()}
 
 
 # -- running ------------------------------------------------------------------------------
@@ -190,11 +197,8 @@ def execute(todo: list[tuple[Lesson, str]], machine: Machine, evidence_dir: Path
 def longest_first(items: list[tuple[Lesson, str]], wall: Callable[[Lesson], float]) -> list[tuple[Lesson, str]]:
     """Longest recorded run first (the classic LPT order); a lesson never
     recorded counts as the median of the others; ties keep course order."""
-    known = [w for w in (wall(lesson) for lesson, _ in items) if w > 0]
-    default = statistics.median(known) if known else DEFAULT_WALL_S
-    weights = [wall(lesson) or default for lesson, _ in items]
-    order = sorted(range(len(items)), key=lambda i: (-weights[i], i))
-    return [items[i] for i in order]
+    weights = wall_weights([lesson for lesson, _ in items], wall)
+    return sorted(items, key=lambda item: -weights[item[0].name])  # a stable sort
 
 
 def _on_gpus(items: list[tuple[Lesson, str]], gpus: list[int], one) -> list[RunResult]:

@@ -8,8 +8,8 @@ repository root:
 Variants (ids: family|D|mask|config):
   ptr       the lesson's dK/dV kernel before TMA (commit f0e19b7, copied below),
             pointer loads, dQ^T by pointer atomics
-  tma-ptr   the same loop with Q, dO, K, V (and dK, dV) through TMA descriptors,
-            dQ^T still by pointer atomics
+  tma-ptr   the lesson's TMA dK/dV kernel with DQ_BY="threads" (its interpreter
+            path): TMA loads, dQ^T by pointer atomics
   tma-tma   TMA loads, and each dQ tile added into the FP32 buffer by one TMA
             reduce (cp.reduce.async.bulk.tensor.add), FlashAttention-3's choice
   two       the pointer two-kernel method (dK/dV, then dQ), each kernel's config
@@ -18,9 +18,9 @@ Variants (ids: family|D|mask|config):
 
 Phases: compile and check every variant at the benchmark shape in parallel worker
 processes (a compiler crash loses one variant only); race them against SDPA's
-backward, one process per GPU (CUDA-graph replays, each round ours then SDPA's);
-keep the best per case for more rounds; confirm the best three and the lesson's
-config with lessonkit.bench_interleaved through autograd, as the lesson times.
+backward, one process per GPU (do_bench medians, ours and SDPA's back to back,
+order alternating); confirm the best three per family and case, and the lesson's
+old config, with lessonkit.bench_interleaved, the lesson's timing.
 Writes $OUT/attn_bwd_variants.json (rewritten after each phase) and prints tables.
 """
 
@@ -59,84 +59,7 @@ def load_lesson():
     return mod
 
 
-# -- The kernels ----------------------------
-
-@triton.jit
-def _loop(dk, dv, k, v, desc_q, desc_do, desc_dq, L, Delta, DQ, bh, offs_n, lo, hi,
-          seq_len, sm_scale, qk_scale, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
-          MASKED: tl.constexpr, CAUSAL: tl.constexpr, DQ_MODE: tl.constexpr):
-    # DQ_MODE: 0 no dQ (two kernels), 1 pointer atomics, 2 TMA reduce
-    offs_d = tl.arange(0, HEAD_DIM)
-    for start_m in range(lo, hi, BLOCK_M):
-        start_m = tl.multiple_of(start_m, BLOCK_M)
-        offs_m = start_m + tl.arange(0, BLOCK_M)
-        q = desc_q.load([bh, start_m, 0]).reshape(BLOCK_M, HEAD_DIM)
-        do = desc_do.load([bh, start_m, 0]).reshape(BLOCK_M, HEAD_DIM)
-        if MASKED:
-            rows = offs_m < seq_len
-            lse = tl.load(L + offs_m, mask=rows, other=0.0)
-            delta = tl.load(Delta + offs_m, mask=rows, other=0.0)
-        else:
-            lse = tl.load(L + offs_m)
-            delta = tl.load(Delta + offs_m)
-        pT = tl.math.exp2(tl.dot(k, tl.trans(q)) * qk_scale - lse[None, :])
-        if MASKED:
-            keep = rows[None, :]
-            if CAUSAL:
-                keep = keep & (offs_m[None, :] >= offs_n[:, None])
-            pT = tl.where(keep, pT, 0.0)
-        dv = tl.dot(pT.to(tl.float16), do, dv)
-        dpT = tl.dot(v, tl.trans(do))
-        dsT = (pT * (dpT - delta[None, :])).to(tl.float16)
-        dk = tl.dot(dsT, q, dk)
-        if DQ_MODE == 2:
-            # dQ^T = K^T dS^T keeps D along the wgmma's rows for any BLOCK_M;
-            # transposed on its way to shared memory for the TMA reduce.
-            dq = tl.trans(tl.dot(tl.trans(k), dsT) * sm_scale)
-            desc_dq.atomic_add([bh, start_m, 0], dq.reshape(1, BLOCK_M, HEAD_DIM))
-        elif DQ_MODE == 1:
-            dqT = tl.dot(tl.trans(k), dsT) * sm_scale
-            dq_ptrs = DQ + offs_m[None, :] * HEAD_DIM + offs_d[:, None]
-            if MASKED:
-                tl.atomic_add(dq_ptrs, dqT, mask=rows[None, :], sem="relaxed")
-            else:
-                tl.atomic_add(dq_ptrs, dqT, sem="relaxed")
-    return dk, dv
-
-@triton.jit(do_not_specialize=["seq_len"])
-def dkdv_tma_kernel(desc_q, desc_k, desc_v, desc_do, desc_dk, desc_dv, desc_dq, DQ,
-                    L, Delta, seq_len, sm_scale, qk_scale, HEAD_DIM: tl.constexpr,
-                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                    CAUSAL: tl.constexpr, DQ_MODE: tl.constexpr):
-    tl.static_assert(BLOCK_N % BLOCK_M == 0)
-    start_n = tl.program_id(0) * BLOCK_N
-    bh = tl.program_id(1)
-    L = L + bh.to(tl.int64) * seq_len
-    Delta = Delta + bh.to(tl.int64) * seq_len
-    DQ = DQ + bh.to(tl.int64) * seq_len * HEAD_DIM
-    offs_n = start_n + tl.arange(0, BLOCK_N)
-    k = desc_k.load([bh, start_n, 0]).reshape(BLOCK_N, HEAD_DIM)
-    v = desc_v.load([bh, start_n, 0]).reshape(BLOCK_N, HEAD_DIM)
-    dk = tl.zeros([BLOCK_N, HEAD_DIM], dtype=tl.float32)
-    dv = tl.zeros([BLOCK_N, HEAD_DIM], dtype=tl.float32)
-    full = (seq_len // BLOCK_M) * BLOCK_M
-    if CAUSAL:
-        hi = tl.minimum(start_n + BLOCK_N, seq_len)
-        dk, dv = _loop(dk, dv, k, v, desc_q, desc_do, desc_dq, L, Delta, DQ, bh, offs_n,
-                       start_n, hi, seq_len, sm_scale, qk_scale, HEAD_DIM, BLOCK_M,
-                       True, True, DQ_MODE)
-        lo = start_n + BLOCK_N
-    else:
-        lo = 0
-    dk, dv = _loop(dk, dv, k, v, desc_q, desc_do, desc_dq, L, Delta, DQ, bh, offs_n,
-                   lo, full, seq_len, sm_scale, qk_scale, HEAD_DIM, BLOCK_M,
-                   False, CAUSAL, DQ_MODE)
-    dk, dv = _loop(dk, dv, k, v, desc_q, desc_do, desc_dq, L, Delta, DQ, bh, offs_n,
-                   tl.maximum(lo, full), seq_len, seq_len, sm_scale, qk_scale,
-                   HEAD_DIM, BLOCK_M, True, CAUSAL, DQ_MODE)
-    desc_dv.store([bh, start_n, 0], dv.to(tl.float16).reshape(1, BLOCK_N, HEAD_DIM))
-    desc_dk.store([bh, start_n, 0],
-                  (dk * sm_scale).to(tl.float16).reshape(1, BLOCK_N, HEAD_DIM))
+# -- The kernel the lesson no longer has ----------------------------------------------
 
 # The lesson's dK/dV kernel before TMA (commit f0e19b7), for the ptr and two
 # families: pointer loads, dQ^T by pointer atomics when ATOMIC_DQ.
@@ -293,9 +216,8 @@ class Ctx:
     def __init__(self):
         import torch
         from triton.tools.tensor_descriptor import TensorDescriptor
-        self.torch, self.triton, self.TD = torch, triton, TensorDescriptor
+        self.torch, self.TD = torch, TensorDescriptor
         self.m = load_lesson()
-        self.tma_kernel, self.ptr_kernel = dkdv_tma_kernel, dkdv_ptr_kernel
         self.inputs = {}
 
     def case(self, D, causal):
@@ -314,23 +236,30 @@ class Ctx:
         return self.inputs[key]
 
     def backward_fn(self, vid):
-        """A closure computing (dq, dk, dv) for this variant on its case's inputs."""
+        """A closure computing (dq, dk, dv) for this variant on its case's inputs.
+
+        tma-two and tma-tma are the lesson's own two methods with this variant's
+        config; ptr, two and tma-ptr are kernels or paths the lesson no longer
+        runs on a GPU, launched by `other_backward`."""
         fam, D, causal, cfg = parse(vid)
         c = self.case(D, causal)
         args = (c["do"], c["q"], c["k"], c["v"], c["o"], c["lse"], causal, c["scale"])
-        if fam == "ptr":
-            return lambda: self.ptr_backward(*args, tuple(map(int, cfg.split(","))), None)
         if fam == "two":
             which, vals = cfg.split("=")
             cfgs = {"dkdv": PTR_DKDV, "dq": DQ_CFG, which: tuple(map(int, vals.split(",")))}
-            return lambda: self.ptr_backward(*args, cfgs["dkdv"], cfgs["dq"])
-        bm, bn, w, s = map(int, cfg.split(","))
-        mode = {"tma-two": 0, "tma-ptr": 1, "tma-tma": 2}[fam]
-        return lambda: self.tma_backward(*args, bm, bn, w, s, mode, DQ_CFG)
+            return lambda: self.other_backward(*args, "ptr", cfgs["dkdv"], cfgs["dq"])
+        tile = tuple(map(int, cfg.split(",")))
+        if fam in ("ptr", "tma-ptr"):
+            return lambda: self.other_backward(*args, fam, tile, None)
+        method = {"tma-two": "two-kernel", "tma-tma": "atomic"}[fam]
+        cfgs = {"dkdv": tile, "atomic": tile, "dq": DQ_CFG}
+        return lambda: self.m.attention_backward(*args, cfgs, method)
 
-    def ptr_backward(self, do, q, k, v, o, lse, causal, sm_scale, dkdv_cfg, dq_cfg):
-        """The pre-TMA lesson: atomic dQ when dq_cfg is None, else two kernels."""
-        torch, triton, m = self.torch, self.triton, self.m
+    def other_backward(self, do, q, k, v, o, lse, causal, sm_scale, kernel, dkdv_cfg, dq_cfg):
+        """The pre-TMA kernel ("ptr") or the lesson's TMA kernel with the threads'
+        atomic adds ("tma-ptr"); dQ by atomics when dq_cfg is None, else by the
+        lesson's dQ kernel."""
+        torch, m = self.torch, self.m
         Bq, Hq, Sq, D = q.shape
         dq, dk, dv = (torch.empty_like(q) for _ in range(3))
         delta = torch.empty_like(lse)
@@ -339,41 +268,26 @@ class Ctx:
         qk_scale = sm_scale * m.LOG2E
         atomic = dq_cfg is None
         dq32 = torch.zeros(q.shape, device=q.device, dtype=torch.float32) if atomic else lse
-        m._launch(self.ptr_kernel, (triton.cdiv(Sq, dkdv_cfg[1]), Bq * Hq),
-                  q, k, v, do, dk, dv, lse, delta, dq32, Sq, sm_scale, qk_scale,
-                  cfg=dkdv_cfg, HEAD_DIM=D, CAUSAL=causal, ATOMIC_DQ=atomic)
+        grid = (triton.cdiv(Sq, dkdv_cfg[1]), Bq * Hq)
+        if kernel == "ptr":
+            m._launch(dkdv_ptr_kernel, grid, q, k, v, do, dk, dv, lse, delta, dq32, Sq,
+                      sm_scale, qk_scale, cfg=dkdv_cfg, HEAD_DIM=D, CAUSAL=causal,
+                      ATOMIC_DQ=atomic)
+        else:  # the lesson's kernel; only its interpreter path adds with the threads
+            bm, bn = dkdv_cfg[:2]
+
+            def tiles(t, rows):
+                return self.TD.from_tensor(t.view(Bq * Hq, Sq, D), [1, rows, D])
+
+            m._launch(m.attn_bwd_dkdv_kernel, grid, tiles(q, bm), tiles(k, bn), tiles(v, bn),
+                      tiles(do, bm), tiles(dk, bn), tiles(dv, bn), None, dq32, lse, delta,
+                      Sq, sm_scale, qk_scale, cfg=dkdv_cfg, HEAD_DIM=D, CAUSAL=causal,
+                      DQ_BY="threads")
         if atomic:
             dq.copy_(dq32)
         else:
             m._launch(m.attn_bwd_dq_kernel, (triton.cdiv(Sq, dq_cfg[0]), Bq * Hq),
                       q, k, v, do, dq, lse, delta, Sq, sm_scale, qk_scale,
-                      cfg=dq_cfg, HEAD_DIM=D, CAUSAL=causal)
-        return dq, dk, dv
-
-    def tma_backward(self, do, q, k, v, o, lse, causal, sm_scale, bm, bn, warps, stages,
-                     dq_mode, dq_cfg=None):
-        torch, triton, TD, m = self.torch, self.triton, self.TD, self.m
-        Bq, Hq, Sq, D = q.shape
-        dq, dk, dv = (torch.empty_like(q) for _ in range(3))
-        delta = torch.empty_like(lse)
-        m.attn_bwd_preprocess_kernel[(triton.cdiv(Sq, 128), Bq * Hq)](
-            o, do, delta, Sq, HEAD_DIM=D, BLOCK_M=128)
-        dq32 = (torch.zeros(q.shape, device=q.device, dtype=torch.float32) if dq_mode
-                else lse)
-
-        def desc(t, rows):
-            return TD.from_tensor(t.view(Bq * Hq, Sq, D), [1, rows, D])
-
-        self.tma_kernel[(triton.cdiv(Sq, bn), Bq * Hq)](
-            desc(q, bm), desc(k, bn), desc(v, bn), desc(do, bm), desc(dk, bn), desc(dv, bn),
-            desc(dq32, bm) if dq_mode else desc(dk, bn), dq32, lse, delta, Sq, sm_scale, sm_scale * m.LOG2E,
-            HEAD_DIM=D, BLOCK_M=bm, BLOCK_N=bn, CAUSAL=causal, DQ_MODE=dq_mode,
-            num_warps=warps, num_stages=stages)
-        if dq_mode:
-            dq.copy_(dq32)
-        else:
-            m._launch(m.attn_bwd_dq_kernel, (triton.cdiv(Sq, dq_cfg[0]), Bq * Hq),
-                      q, k, v, do, dq, lse, delta, Sq, sm_scale, sm_scale * m.LOG2E,
                       cfg=dq_cfg, HEAD_DIM=D, CAUSAL=causal)
         return dq, dk, dv
 

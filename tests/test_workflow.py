@@ -4,8 +4,8 @@ actionlint (when its binary is installed: beside this Python, or on PATH) checks
 GitHub reads it: syntax, expressions, job graph, action inputs, shell scripts. Whether or not it is
 there, the checks below parse the YAML and hold the project's structure:
 
-- every workflow: jobs with runners, a `needs` graph naming real jobs and free of cycles, every
-  `uses:` pinned to a major tag (or a commit), permissions declared for the workflow and each job;
+- every workflow: jobs with runners, a `needs` graph naming real jobs and free of cycles,
+  permissions declared for the workflow and each job;
 - test: on every push and pull request, Debian's Chromium installed, VT_REQUIRE_BROWSER=1,
   Python 3.11, then `bash tools/dev.sh test` (as .ci/run does);
 - record: by hand (inputs: shards, runners) and weekly, never on a pull request; GPU shards on
@@ -15,6 +15,29 @@ there, the checks below parse the YAML and hold the project's structure:
   all, `verify.py --check`, `mkdocs build --strict`, and only after those deploys to Pages (no step
   on that path may be skipped past or allowed to fail), with pages/id-token permissions, the
   github-pages environment and a concurrency group.
+
+And the supply chain (issue 21), one rule each:
+
+1. pinned: every `uses:` at a full commit with its release in a comment, every container image by
+   digest, and .github/dependabot.yml keeping actions and Python pins current;
+2. no token left behind: every checkout with `persist-credentials: false` and no token of its own;
+   a secret or github.token only in the env of the step that pushes / opens the pull request, or
+   of the import that asks `gh attestation verify`;
+3. hashed pins: a job that can write (contents, pull requests, Pages...) installs only
+   `pip install --require-hashes --no-deps -r requirements/site.txt` (tests/test_lock.py keeps the
+   lock in step with pyproject.toml);
+4. GPU runners out of reach: every job of a workflow that a pull request (or a merge queue) starts
+   runs on a GitHub-hosted label, never an expression or self-hosted; recording starts only by
+   hand, on a schedule or on a push to one branch; the GPU jobs only on the default branch. (A
+   pull request runs its own copy of the workflows, so this guards the default branch's files;
+   what keeps a pull request's edited copy off the GPU hosts is the runner group,
+   docs/verification.md "Trust model".)
+5. provenance: each record job attests its bundle (id-token and attestations write); publish
+   downloads without merge-multiple, checks one bundle per record job, and imports with
+   --require-attestation (record.yml on the default branch) and --expect-mode/--expect-gpu;
+   bundle artifacts are named by their matrix entry, only record jobs upload them, and no upload
+   may overwrite;
+9. static analysis: zizmor (offline) reports no medium or high finding; actionlint where installed.
 
 The negative tests mutate copies of the real workflows and show that each rule rejects them.
 """
@@ -35,8 +58,20 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 WORKFLOWS = ROOT / ".github" / "workflows"
 
-# owner/repo[/path]@vN, or a full commit; a local action (./path) needs no pin.
-PINNED = re.compile(r"^[\w.-]+/[\w./-]+@(v\d+|[0-9a-f]{40})$")
+# owner/repo[/path]@<full commit>; a local action (./path) needs no pin. A tag (even @v6) can move.
+PINNED = re.compile(r"^[\w.-]+/[\w./-]+@[0-9a-f]{40}$")
+# In the text: the commit, then its release in a comment (what Dependabot reads and updates).
+PINNED_LINE = re.compile(r"^\s*(?:-\s+)?uses:\s+[\w.-]+/[\w./-]+@[0-9a-f]{40}\s+#\s*v\d+(?:\.\d+)*\b")
+IMAGE_BY_DIGEST = re.compile(r"^[\w./:-]+@sha256:[0-9a-f]{64}$")
+DEPENDABOT = ROOT / ".github" / "dependabot.yml"
+LOCK = "requirements/site.txt"
+# The labels of GitHub's own runners (a fresh VM per job): what a pull request may run on.
+GITHUB_HOSTED = re.compile(r"^(ubuntu|windows|macos)-(latest|\d[\w.]*)(-arm|-arm64|-large|-xlarge)?$")
+PULL_REQUEST_EVENTS = ("pull_request", "pull_request_target", "pull_request_review", "pull_request_review_comment",
+                       "merge_group")
+TOKEN = re.compile(r"\$\{\{[^}]*\b(secrets\.|github\.token\b)")
+# Scopes a job can write without touching the repository, its pull requests or the site.
+ATTESTING_SCOPES = ("id-token", "attestations")
 BYPASS = re.compile(r"\b(always|failure|cancelled)\s*\(")  # an `if:` that runs a step after a failure
 MAX_RETENTION_DAYS = 7
 LESSONS = len(list(ROOT.glob("code/*/lesson.toml")))
@@ -150,9 +185,9 @@ def generic_problems(fname: str, wf: dict) -> list[str]:
         for i, step in enumerate(steps(job)):
             ref = step.get("uses")
             if ref and not ref.startswith("./") and not PINNED.match(ref):
-                problems.append(f"{where}, step {i + 1}: `uses: {ref}` is not pinned to a major tag (@vN)")
+                problems.append(f"{where}, step {i + 1}: `uses: {ref}` is not pinned to a full commit")
         if "uses" in job and not job["uses"].startswith("./") and not PINNED.match(job["uses"]):
-            problems.append(f"{where}: `uses: {job['uses']}` is not pinned to a major tag (@vN)")
+            problems.append(f"{where}: `uses: {job['uses']}` is not pinned to a full commit")
     # The needs graph is acyclic: depth-first search with three colours.
     state: dict[str, int] = {}
 
@@ -227,10 +262,18 @@ def record_problems(workflows: dict[str, dict]) -> list[str]:
                     problems.append(f"{where}: workflow_dispatch has no `{wanted}` input")
             if "schedule" not in on:
                 problems.append(f"{where}: recording is not scheduled")
-            for event in ("pull_request", "pull_request_target", "push"):
-                if event in on:
-                    problems.append(f"{where}: recording runs on {event} (a pull request must never reach "
-                                    f"the self-hosted GPU runners)")
+            for event in sorted(set(on) - {"workflow_dispatch", "schedule", "push"}):
+                problems.append(f"{where}: recording runs on {event} (only by hand, on a schedule or on a push to "
+                                f"the default branch: a pull request must never reach the self-hosted GPU runners)")
+            if "push" in on:
+                push = on["push"] or {}
+                branches = push.get("branches") if isinstance(push, dict) else None
+                if not (isinstance(branches, list) and len(branches) == 1 and set(push) == {"branches"}):
+                    problems.append(f"{where}: recording runs on a push to any branch or tag (push: branches: "
+                                    f"[the default branch] only)")
+            if mode == "gpu" and "default_branch" not in str(job.get("if", "")):
+                problems.append(f"{where}: the GPU jobs are not limited to the default branch (if: ... default_branch)"
+                                f", whose record.yml alone the GPU runners' group admits")
             if not (job.get("strategy") or {}).get("matrix"):
                 problems.append(f"{where}: no matrix of shards")
             pattern = GPU_RECORD if mode == "gpu" else INTERPRETER_RECORD
@@ -297,8 +340,11 @@ def publish_problems(workflows: dict[str, dict]) -> list[str]:
     download_at = index(job, wf, uses("actions/download-artifact"))
     if download_at is not None:
         got = steps(job)[download_at].get("with") or {}
-        if not str(got.get("pattern", "")).startswith("bundle-") or not is_true(got.get("merge-multiple")):
-            problems.append(f"{where}: bundles are not downloaded with `pattern: bundle-*` and `merge-multiple: true`")
+        if not str(got.get("pattern", "")).startswith("bundle-"):
+            problems.append(f"{where}: bundles are not downloaded with `pattern: bundle-*`")
+        if is_true(got.get("merge-multiple")):
+            problems.append(f"{where}: bundles are downloaded with merge-multiple, where same-named files of two "
+                            f"artifacts overwrite each other (one folder per artifact instead)")
     order = [
         ("download every bundle", download_at),
         ("verify.py --import of all bundles",
@@ -332,13 +378,20 @@ def publish_problems(workflows: dict[str, dict]) -> list[str]:
 
 
 def permission_problems(workflows: dict[str, dict]) -> list[str]:
-    """Only the deploying job may ask for pages or id-token."""
+    """Only the deploying job may ask for pages; id-token only it and the jobs that attest; attestations:
+    write only those."""
     problems = []
     for fname, wf, name, job in all_jobs(workflows):
         perms = job.get("permissions")
-        if isinstance(perms, dict) and ({"pages", "id-token"} & set(perms)):
-            if index(job, wf, uses("actions/deploy-pages")) is None:
-                problems.append(f"{fname}: job {name} asks for pages/id-token but does not deploy")
+        deploys = index(job, wf, uses("actions/deploy-pages")) is not None
+        attests = index(job, wf, uses("actions/attest-build-provenance")) is not None
+        if isinstance(perms, dict):
+            if "pages" in perms and not deploys:
+                problems.append(f"{fname}: job {name} asks for pages but does not deploy")
+            if "id-token" in perms and not (deploys or attests):
+                problems.append(f"{fname}: job {name} asks for id-token but neither deploys nor attests")
+            if perms.get("attestations") == "write" and not attests:
+                problems.append(f"{fname}: job {name} asks for attestations: write but attests nothing")
         for i, step in enumerate(steps(job)):
             if (step.get("uses") or "").startswith("actions/upload-artifact@"):
                 days = (step.get("with") or {}).get("retention-days")
@@ -348,10 +401,227 @@ def permission_problems(workflows: dict[str, dict]) -> list[str]:
     return problems
 
 
+# -- the supply chain (issue 21) ---------------------------------------------------------------
+
+def image_problems(workflows: dict[str, dict]) -> list[str]:
+    """Rule 1: every container and service image by digest (a tag can be moved to other bytes)."""
+    problems = []
+    for fname, _wf, name, job in all_jobs(workflows):
+        container = job.get("container")
+        images = [("container", container.get("image") if isinstance(container, dict) else container)]
+        images += [(f"service {k}", v.get("image") if isinstance(v, dict) else v)
+                   for k, v in (job.get("services") or {}).items()]
+        for what, image in images:
+            if image and not IMAGE_BY_DIGEST.match(str(image)):
+                problems.append(f"{fname}: job {name}: {what} image {image!r} is not pinned by digest (@sha256:...)")
+    return problems
+
+
+def pin_comment_problems(texts: dict[str, str]) -> list[str]:
+    """Rule 1, in the text: each `uses:` of a commit says which release it is (# vX.Y.Z)."""
+    return [f"{fname}:{number}: `{line.strip()}` does not name its release in a comment (# vX.Y.Z)"
+            for fname, text in texts.items() for number, line in enumerate(text.splitlines(), 1)
+            if re.match(r"^\s*(?:-\s+)?uses:\s+[\w.-]+/", line) and not PINNED_LINE.match(line)]
+
+
+def dependabot_problems(config: dict | None) -> list[str]:
+    """Rule 1: Dependabot keeps the actions and the Python pins current."""
+    if not isinstance(config, dict):
+        return [".github/dependabot.yml: missing or not a mapping"]
+    ecosystems = {u.get("package-ecosystem"): u for u in config.get("updates") or [] if isinstance(u, dict)}
+    problems = []
+    for ecosystem in ("github-actions", "pip"):
+        update = ecosystems.get(ecosystem)
+        if update is None:
+            problems.append(f".github/dependabot.yml: no update for {ecosystem}")
+        elif update.get("directory") != "/" or not (update.get("schedule") or {}).get("interval"):
+            problems.append(f".github/dependabot.yml: the {ecosystem} update is not for / on a schedule")
+    return problems
+
+
+def token_problems(workflows: dict[str, dict]) -> list[str]:
+    """Rule 2: no checkout keeps a token; a token only in the env of the step that needs it."""
+    problems = []
+    for fname, wf, name, job in all_jobs(workflows):
+        where = f"{fname}: job {name}"
+        for i, step in enumerate(steps(job)):
+            if (step.get("uses") or "").startswith("actions/checkout@"):
+                given = step.get("with") or {}
+                if given.get("persist-credentials") is not False and str(given.get("persist-credentials")) != "false":
+                    problems.append(f"{where}, step {i + 1}: checkout without `persist-credentials: false` leaves "
+                                    f"a token in .git/config for every later step")
+                if "token" in given or "ssh-key" in given:
+                    problems.append(f"{where}, step {i + 1}: checkout is given a token of its own")
+        for path, value in _strings(job):
+            if not TOKEN.search(value):
+                continue
+            if len(path) == 4 and path[0] == "steps" and path[2] == "env":
+                script = command(steps(job)[path[1]], job, wf)
+                if re.search(r"\bgit push\b|\bgh pr create\b|--require-attestation\b", script):
+                    continue
+            problems.append(f"{where}: a token ({value.strip()}) at {'.'.join(map(str, path))}, not in the env "
+                            f"of the one step that pushes, opens the pull request or verifies attestations")
+    for fname, wf in workflows.items():
+        for path, value in _strings({k: v for k, v in wf.items() if k != "jobs"}):
+            if TOKEN.search(value):
+                problems.append(f"{fname}: a token ({value.strip()}) at {'.'.join(map(str, path))}, where every "
+                                f"job and step sees it")
+    return problems
+
+
+def _strings(node, path=()):
+    """Every string in a parsed workflow, with its path of keys and indices."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            yield from _strings(value, (*path, key))
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            yield from _strings(value, (*path, i))
+    elif isinstance(node, str):
+        yield path, node
+
+
+def can_write(job: dict) -> bool:
+    """A job whose token can change the repository, its pull requests, releases or the site."""
+    perms = job.get("permissions")
+    if perms == "write-all":
+        return True
+    return isinstance(perms, dict) and any(v == "write" and k not in ATTESTING_SCOPES for k, v in perms.items())
+
+
+def install_problems(workflows: dict[str, dict]) -> list[str]:
+    """Rule 3: a job that can write installs only the hashed lock, and nothing it does not name."""
+    problems = []
+    for fname, wf, name, job in all_jobs(workflows):
+        if not can_write(job):
+            continue
+        for i, step in enumerate(steps(job)):
+            for line in command(step, job, wf).splitlines():
+                if not re.search(r"\b(pip3?|uv pip|pipx)\s+install\b", line):
+                    continue
+                words = line.split()
+                args = words[words.index("install") + 1:]
+                named = [a for j, a in enumerate(args) if not a.startswith("-") and not (j and args[j - 1] == "-r")]
+                lock = [args[j + 1] for j, a in enumerate(args[:-1]) if a == "-r"]
+                if ("--require-hashes" not in args or "--no-deps" not in args or lock != [LOCK] or named
+                        or "pipx" in line or "uv pip" in line):
+                    problems.append(f"{fname}: job {name} (can write), step {i + 1}: `{line.strip()}` is not "
+                                    f"`pip install --require-hashes --no-deps -r {LOCK}`")
+    return problems
+
+
+def runs_on_labels(job: dict) -> list[str] | None:
+    """The literal labels of a job's runs-on, or None when it is an expression, a group or missing."""
+    runs_on = job.get("runs-on")
+    labels = [runs_on] if isinstance(runs_on, str) else runs_on if isinstance(runs_on, list) else None
+    if not labels or not all(isinstance(x, str) and "${{" not in x for x in labels):
+        return None
+    return labels
+
+
+def pull_request_problems(workflows: dict[str, dict]) -> list[str]:
+    """Rule 4: what a pull request starts runs on GitHub-hosted runners only."""
+    problems = []
+    for fname, wf, name, job in all_jobs(workflows):
+        events = sorted(set(triggers(wf)) & set(PULL_REQUEST_EVENTS))
+        if not events:
+            continue
+        where = f"{fname} (on {', '.join(events)}): job {name}"
+        if "uses" in job:
+            problems.append(f"{where} calls a reusable workflow, whose runners this test cannot see")
+            continue
+        labels = runs_on_labels(job)
+        if labels is None:
+            problems.append(f"{where}: runs-on {job.get('runs-on')!r} is not a literal GitHub-hosted label, so it "
+                            f"could resolve to a self-hosted runner")
+        elif len(labels) != 1 or not GITHUB_HOSTED.match(labels[0]):
+            problems.append(f"{where}: runs-on {labels} can reach a self-hosted runner; a pull request may run "
+                            f"only on GitHub-hosted labels (ubuntu-latest, ...)")
+    return problems
+
+
+def attestation_problems(workflows: dict[str, dict]) -> list[str]:
+    """Rule 5: every record job attests its bundle; publish verifies every attestation and the job it names."""
+    problems = []
+    for mode, found in record_jobs(workflows).items():
+        for fname, wf, name, job in found:
+            where = f"{fname}: job {name}"
+            record_at = index(job, wf, runs(rf"tools/verify\.py --mode {mode}\b.*--bundle"))
+            attest_at = index(job, wf, uses("actions/attest-build-provenance"))
+            if attest_at is None or attest_at < record_at:
+                problems.append(f"{where}: the bundle is not attested (actions/attest-build-provenance) after it "
+                                f"is recorded")
+            elif "BUNDLE" not in str((steps(job)[attest_at].get("with") or {}).get("subject-path", "")):
+                problems.append(f"{where}: the attestation's subject-path is not the bundle")
+            perms = job.get("permissions") if isinstance(job.get("permissions"), dict) else {}
+            if perms.get("id-token") != "write" or perms.get("attestations") != "write":
+                problems.append(f"{where}: attesting needs `id-token: write` and `attestations: write`")
+    deploying = [(f, wf, n, j) for f, wf, n, j in all_jobs(workflows)
+                 if index(j, wf, uses("actions/deploy-pages")) is not None]
+    for fname, wf, name, job in deploying:
+        where = f"{fname}: job {name}"
+        imports = [(s, command(s, job, wf)) for s in steps(job) if "tools/verify.py --import" in command(s, job, wf)]
+        lines = [line for _s, cmd in imports for line in cmd.splitlines() if "tools/verify.py --import" in line]
+        if not lines:
+            problems.append(f"{where}: no verify.py --import")
+        for line in lines:
+            signer = r"(?:\$\{\{[^}]*\}\}|\S)*/\.github/workflows/record\.yml@refs/heads/"
+            if not re.search(rf"--require-attestation {signer}", line):
+                problems.append(f"{where}: `{line.strip()}` does not require an attestation by record.yml on the "
+                                f"default branch (--require-attestation OWNER/REPO/.github/workflows/record.yml@...)")
+            kind = "interpreter" if "bundle-interpreter-" in line else "gpu" if "bundle-gpu-" in line else None
+            if kind is None:
+                problems.append(f"{where}: `{line.strip()}` imports bundles of more than one kind of job at once")
+            elif f"--expect-mode {kind}" not in line or (kind == "gpu" and "--expect-gpu " not in line):
+                problems.append(f"{where}: `{line.strip()}` does not expect what its job records (--expect-mode "
+                                f"{kind}{' --expect-gpu MODEL' if kind == 'gpu' else ''})")
+        for step, _cmd in imports:
+            if "GH_TOKEN" not in (step.get("env") or {}):
+                problems.append(f"{where}: the import that verifies attestations has no GH_TOKEN for gh")
+        perms = job.get("permissions") if isinstance(job.get("permissions"), dict) else {}
+        if perms.get("attestations") != "read":
+            problems.append(f"{where}: reading attestations needs `attestations: read`")
+        download_at = index(job, wf, uses("actions/download-artifact"))
+        import_at = index(job, wf, runs(r"tools/verify\.py --import"))
+        counted = index(job, wf, lambda s, _cmd: all(w in (s.get("run") or "") for w in ("bundles", "GPU",
+                                                                                          "INTERPRETER")))
+        if counted is None or download_at is None or import_at is None or not download_at < counted < import_at:
+            problems.append(f"{where}: no step between the download and the import checks that each record job's "
+                            f"artifact holds its one bundle and nothing else came")
+    return problems
+
+
+def artifact_problems(workflows: dict[str, dict]) -> list[str]:
+    """Rule 5: bundle artifacts named by their matrix entry, uploaded by record jobs only, never overwritten."""
+    problems = []
+    record_names = {(f, n) for js in record_jobs(workflows).values() for f, _wf, n, _j in js}
+    gpu_names = {(f, n) for f, _wf, n, _j in record_jobs(workflows)["gpu"]}
+    for fname, _wf, name, job in all_jobs(workflows):
+        for i, step in enumerate(steps(job)):
+            if not (step.get("uses") or "").startswith("actions/upload-artifact@"):
+                continue
+            given = step.get("with") or {}
+            where = f"{fname}: job {name}, step {i + 1}"
+            if is_true(given.get("overwrite", False)):
+                problems.append(f"{where}: `overwrite: true` lets this upload replace another job's artifact")
+            artifact = str(given.get("name", ""))
+            if artifact.startswith("bundle-"):
+                if (fname, name) not in record_names:
+                    problems.append(f"{where}: uploads a bundle- artifact but records nothing")
+                wanted = ["matrix.shard", "matrix.shards"] + (["matrix.name"] if (fname, name) in gpu_names else [])
+                missing = [w for w in wanted if w not in artifact]
+                if missing:
+                    problems.append(f"{where}: the bundle artifact {artifact!r} is not unique per job (lacks "
+                                    f"{', '.join(missing)})")
+    return problems
+
+
 def problems_of(workflows: dict[str, dict]) -> list[str]:
     problems = [p for fname, wf in workflows.items() for p in generic_problems(fname, wf)]
     return (problems + stage_test_problems(workflows) + record_problems(workflows)
-            + publish_problems(workflows) + permission_problems(workflows))
+            + publish_problems(workflows) + permission_problems(workflows) + image_problems(workflows)
+            + token_problems(workflows) + install_problems(workflows) + pull_request_problems(workflows)
+            + attestation_problems(workflows) + artifact_problems(workflows))
 
 
 # -- actionlint -------------------------------------------------------------------------------
@@ -418,6 +688,98 @@ def test_publish_imports_checks_builds_then_deploys(workflows):
 
 def test_permissions_are_minimal_and_artifacts_short_lived(workflows):
     assert permission_problems(workflows) == []
+
+
+# -- the supply chain (issue 21), on the real files -----------------------------------------------
+
+def workflow_texts(folder: Path = WORKFLOWS) -> dict[str, str]:
+    return {p.name: p.read_text() for p in sorted([*folder.glob("*.yml"), *folder.glob("*.yaml")])}
+
+
+def test_1_every_action_and_image_is_pinned(workflows):
+    assert [p for fname, wf in workflows.items() for p in generic_problems(fname, wf) if "pinned" in p] == []
+    assert image_problems(workflows) == []
+    assert pin_comment_problems(workflow_texts()) == []
+
+
+def test_1_a_pin_without_its_release_is_rejected():
+    texts = workflow_texts()
+    first = next(line for line in texts["record.yml"].splitlines() if "uses: actions/" in line)
+    texts["record.yml"] = texts["record.yml"].replace(first, first.split("#")[0].rstrip(), 1)
+    assert any("does not name its release" in p for p in pin_comment_problems(texts))
+
+
+def test_1_dependabot_keeps_actions_and_python_pins_current():
+    config = yaml.safe_load(DEPENDABOT.read_text())
+    assert dependabot_problems(config) == []
+    without_actions = copy.deepcopy(config)
+    without_actions["updates"] = [u for u in config["updates"] if u["package-ecosystem"] != "github-actions"]
+    assert dependabot_problems(without_actions) == [".github/dependabot.yml: no update for github-actions"]
+    assert dependabot_problems(None) == [".github/dependabot.yml: missing or not a mapping"]
+
+
+def test_2_no_token_is_left_behind(workflows):
+    assert token_problems(workflows) == []
+
+
+def test_3_jobs_that_can_write_install_only_hashed_pins(workflows):
+    assert install_problems(workflows) == []
+    assert (ROOT / LOCK).is_file()  # tests/test_lock.py checks it against pyproject.toml
+    writers = [n for _f, _wf, n, j in all_jobs(workflows) if can_write(j)]
+    assert sorted(writers) == ["evidence-pr", "publish"]  # the rule looked at the jobs that matter
+
+
+def test_4_pull_requests_never_reach_a_self_hosted_runner(workflows):
+    assert pull_request_problems(workflows) == []
+    assert [f for f, wf in workflows.items() if set(triggers(wf)) & set(PULL_REQUEST_EVENTS)] == ["test.yml"]
+
+
+def test_5_bundles_are_attested_uniquely_named_and_verified(workflows):
+    assert attestation_problems(workflows) == []
+    assert artifact_problems(workflows) == []
+
+
+# -- zizmor ------------------------------------------------------------------------------------
+
+def zizmor(folder: Path) -> list[dict]:
+    """zizmor's findings of medium or high severity, offline (no GitHub API), every input checked."""
+    beside = Path(sys.executable).parent / "zizmor"
+    binary = str(beside) if beside.exists() else shutil.which("zizmor")
+    if binary is None:
+        pytest.fail("zizmor is not installed: pip install -e '.[dev]' (pyproject.toml pins it)")
+    result = subprocess.run([binary, "--offline", "--strict-collection", "--min-severity", "medium", "--format",
+                             "json", str(folder)], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert result.returncode in (0, 11, 12, 13, 14), result.stderr[-3000:]  # 1x: findings, by severity
+    return json.loads(result.stdout or "[]")
+
+
+def test_9_zizmor_finds_nothing_of_medium_or_high_severity():
+    findings = zizmor(ROOT / ".github")
+    assert [(f["ident"], f["determinations"]["severity"], f["desc"]) for f in findings] == []
+
+
+def test_9_zizmor_really_checks_a_mutated_copy(tmp_path):
+    """A copy whose checkout floats on a tag again: zizmor reports it (high)."""
+    folder = tmp_path / ".github" / "workflows"
+    folder.mkdir(parents=True)
+    text = (WORKFLOWS / "test.yml").read_text()
+    mutated = re.sub(r"actions/checkout@[0-9a-f]{40}\s+#[^\n]*", "actions/checkout@v6", text)
+    assert mutated != text
+    (folder / "test.yml").write_text(mutated)
+    assert ("unpinned-uses", "High") in {(f["ident"], f["determinations"]["severity"]) for f in zizmor(folder.parent)}
+
+
+# -- the page that explains it ----------------------------------------------------------------------
+
+def test_7_the_verification_page_gives_the_trust_model_and_the_runner_setup():
+    page = (ROOT / "docs" / "verification.md").read_text()
+    section = page[page.index("## Trust model"):]
+    section = section[:section.find("\n## ", 1)] if "\n## " in section[1:] else section
+    table = [line for line in section.splitlines() if line.startswith("|")]
+    assert len(table) >= 6, "the trust model is a table"
+    for words in ("fork", "crafted bundle", "compromised", "runner group", "ephemeral", "approval",
+                  "--require-attestation", "--accept-changes", "selected workflows"):
+        assert words.lower() in section.lower(), f"the trust model does not mention {words!r}"
 
 
 def test_the_plan_script_compiles(workflows):
@@ -572,9 +934,9 @@ def long_retention(wfs):
         "retention-days"] = 90
 
 
-def no_merge_multiple(wfs):
+def merge_multiple(wfs):
     job, i = _step(wfs, r"actions/download-artifact")
-    job["steps"][i]["with"].pop("merge-multiple")
+    job["steps"][i]["with"]["merge-multiple"] = True
 
 
 def job_without_permissions(wfs):
@@ -589,6 +951,200 @@ def publish_without_concurrency(wfs):
     _publish(wfs).pop("concurrency")
     for wf in wfs.values():
         wf.pop("concurrency", None)
+
+
+# -- mutations of the supply-chain rules (issue 21) -------------------------------------------
+
+def _job(wfs, name):
+    return next(j for _f, _wf, n, j in all_jobs(wfs) if n == name)
+
+
+def _step_of(job, pattern):
+    return next(s for s in steps(job) if re.search(pattern, (s.get("run") or s.get("uses") or s.get("name") or "")))
+
+
+def _evidence_pr(wfs):
+    return next(j for _f, wf, _n, j in all_jobs(wfs) if index(j, wf, runs(r"gh pr create")) is not None)
+
+
+def _interpreter_job(wfs):
+    return record_jobs(wfs)["interpreter"][0][3]
+
+
+def _record_wf(wfs):
+    return next(wf for f, wf, _n, j in all_jobs(wfs) if j is _gpu_job(wfs))
+
+
+def pinned_to_tag(wfs):  # 1
+    _step_of(_test_job(wfs), r"actions/checkout")["uses"] = "actions/checkout@v6"
+
+
+def pinned_to_short_commit(wfs):  # 1
+    _step_of(_publish(wfs), r"actions/deploy-pages")["uses"] = "actions/deploy-pages@cd2ce8f"
+
+
+def container_by_tag(wfs):  # 1
+    _test_job(wfs)["container"] = "python:3.11-bookworm"
+
+
+def service_by_tag(wfs):  # 1
+    _test_job(wfs)["services"] = {"db": {"image": "postgres:16"}}
+
+
+def checkout_keeps_the_token(wfs):  # 2: as evidence-pr was
+    checkout = _step_of(_evidence_pr(wfs), r"actions/checkout")
+    checkout["with"] = {"token": "${{ secrets.EVIDENCE_PR_TOKEN || github.token }}"}
+
+
+def token_for_the_whole_job(wfs):  # 2
+    job = _evidence_pr(wfs)
+    push = _step_of(job, r"gh pr create")
+    job["env"] = {"GH_TOKEN": push["env"].pop("GH_TOKEN")}
+
+
+def token_for_the_notebooks(wfs):  # 2: project code and pip run with the token
+    job = _evidence_pr(wfs)
+    _step_of(job, r"downloads\.py notebooks")["env"] = {"GH_TOKEN": "${{ github.token }}"}
+
+
+def token_for_the_workflow(wfs):  # 2
+    _record_wf(wfs)["env"] = {"GH_TOKEN": "${{ secrets.EVIDENCE_PR_TOKEN }}"}
+
+
+def publish_installs_the_extra(wfs):  # 3: as it was
+    _step_of(_publish(wfs), r"pip install")["run"] = 'python -m pip install --quiet ".[site]"'
+
+
+def evidence_pr_installs_by_name(wfs):  # 3: as it was
+    _step_of(_evidence_pr(wfs), r"pip install")["run"] = ('python -m pip install --quiet "nbformat==5.11.1"\n'
+                                                           "python tools/downloads.py notebooks")
+
+
+def publish_installs_one_more(wfs):  # 3
+    step = _step_of(_publish(wfs), r"pip install")
+    step["run"] += " mkdocs-redirects"
+
+
+def publish_installs_without_hashes(wfs):  # 3
+    step = _step_of(_publish(wfs), r"pip install")
+    step["run"] = step["run"].replace("--require-hashes ", "")
+
+
+def pull_request_reaches_a_gpu(wfs):  # 4: what issue 21 describes
+    _test_job(wfs)["runs-on"] = ["self-hosted", "gpu", "h200"]
+
+
+def pull_request_runner_from_an_expression(wfs):  # 4
+    _test_job(wfs)["runs-on"] = "${{ matrix.runner }}"
+
+
+def pull_request_runner_group(wfs):  # 4
+    _test_job(wfs)["runs-on"] = {"group": "gpu"}
+
+
+def pull_request_target_records(wfs):  # 4
+    _record_wf(wfs)["on"]["pull_request_target"] = None
+
+
+def record_on_workflow_run(wfs):  # 4
+    _record_wf(wfs)["on"]["workflow_run"] = {"workflows": ["Test"], "types": ["completed"]}
+
+
+def record_on_any_push(wfs):  # 4
+    _record_wf(wfs)["on"]["push"] = None
+
+
+def gpu_on_any_branch(wfs):  # 4
+    _gpu_job(wfs).pop("if")
+
+
+def gpu_not_attested(wfs):  # 5
+    job = _gpu_job(wfs)
+    job["steps"] = [s for s in steps(job) if "attest-build-provenance" not in (s.get("uses") or "")]
+
+
+def interpreter_not_attested(wfs):  # 5
+    job = _interpreter_job(wfs)
+    job["steps"] = [s for s in steps(job) if "attest-build-provenance" not in (s.get("uses") or "")]
+
+
+def attest_without_id_token(wfs):  # 5
+    _gpu_job(wfs)["permissions"].pop("id-token")
+
+
+def import_without_attestation(wfs):  # 5
+    step = _step_of(_publish(wfs), r"verify\.py --import")
+    step["run"] = step["run"].replace(' --require-attestation "$SIGNER"', "")
+
+
+def import_without_expectation(wfs):  # 5
+    step = _step_of(_publish(wfs), r"verify\.py --import")
+    step["run"] = step["run"].replace("--expect-mode interpreter ", "")
+
+
+def import_all_kinds_at_once(wfs):  # 5
+    _step_of(_publish(wfs), r"verify\.py --import")["run"] = (
+        'python tools/verify.py --import bundles/*/*.tar.gz --require-attestation "$SIGNER"')
+
+
+def publish_without_attestations_read(wfs):  # 5
+    _publish(wfs)["permissions"].pop("attestations")
+
+
+def publish_does_not_count_bundles(wfs):  # 5
+    job = _publish(wfs)
+    job["steps"] = [s for s in steps(job) if "INTERPRETER" not in (s.get("run") or "")]
+
+
+def upload_overwrites(wfs):  # 5
+    _step_of(_gpu_job(wfs), r"actions/upload-artifact")["with"]["overwrite"] = True
+
+
+def bundle_name_not_unique(wfs):  # 5: every shard would upload the same name
+    _step_of(_gpu_job(wfs), r"actions/upload-artifact")["with"]["name"] = "bundle-gpu-${{ matrix.name }}"
+
+
+def plan_uploads_a_bundle(wfs):  # 5: any job of the run could have posed as a record job
+    _job(wfs, "plan")["steps"].append({"uses": "actions/upload-artifact@bbbca2ddaa5d8feaa63e36b76fdaad77386f024f",
+                                       "with": {"name": "bundle-gpu-h200-1-of-2", "path": "x.tar.gz",
+                                                "retention-days": 1}})
+
+
+SUPPLY_CHAIN = [
+    (pinned_to_tag, "not pinned to a full commit"),
+    (pinned_to_short_commit, "not pinned to a full commit"),
+    (container_by_tag, "not pinned by digest"),
+    (service_by_tag, "not pinned by digest"),
+    (checkout_keeps_the_token, "persist-credentials: false"),
+    (checkout_keeps_the_token, "checkout is given a token of its own"),
+    (token_for_the_whole_job, "a token (${{ secrets.EVIDENCE_PR_TOKEN || github.token }}) at env.GH_TOKEN"),
+    (token_for_the_notebooks, "a token (${{ github.token }}) at steps."),
+    (token_for_the_workflow, "where every job and step sees it"),
+    (publish_installs_the_extra, "is not `pip install --require-hashes --no-deps -r requirements/site.txt`"),
+    (evidence_pr_installs_by_name, "is not `pip install --require-hashes --no-deps -r requirements/site.txt`"),
+    (publish_installs_one_more, "is not `pip install --require-hashes --no-deps -r requirements/site.txt`"),
+    (publish_installs_without_hashes, "is not `pip install --require-hashes --no-deps -r requirements/site.txt`"),
+    (pull_request_reaches_a_gpu, "can reach a self-hosted runner"),
+    (pull_request_runner_from_an_expression, "not a literal GitHub-hosted label"),
+    (pull_request_runner_group, "not a literal GitHub-hosted label"),
+    (pull_request_target_records, "recording runs on pull_request_target"),
+    (pull_request_target_records, "(on pull_request_target): job record-gpu: runs-on '${{ matrix.labels }}'"),
+    (record_on_workflow_run, "recording runs on workflow_run"),
+    (record_on_any_push, "push to any branch"),
+    (gpu_on_any_branch, "GPU jobs are not limited to the default branch"),
+    (gpu_not_attested, "the bundle is not attested"),
+    (interpreter_not_attested, "the bundle is not attested"),
+    (attest_without_id_token, "attesting needs `id-token: write`"),
+    (import_without_attestation, "does not require an attestation by record.yml"),
+    (import_without_expectation, "does not expect what its job records (--expect-mode interpreter)"),
+    (import_all_kinds_at_once, "more than one kind of job"),
+    (publish_without_attestations_read, "attestations: read"),
+    (publish_does_not_count_bundles, "holds its one bundle"),
+    (merge_multiple, "merge-multiple"),
+    (upload_overwrites, "overwrite: true"),
+    (bundle_name_not_unique, "not unique per job"),
+    (plan_uploads_a_bundle, "uploads a bundle- artifact but records nothing"),
+]
 
 
 @pytest.mark.parametrize("mutate, expected", [
@@ -609,10 +1165,11 @@ def publish_without_concurrency(wfs):
     (gpu_without_force, "no step runs"),
     (gpu_without_upload, "not uploaded"),
     (long_retention, "retention-days"),
-    (no_merge_multiple, "merge-multiple"),
+    (merge_multiple, "merge-multiple"),
     (job_without_permissions, "no permissions"),
     (publish_without_pages_permission, "id-token: write"),
     (publish_without_concurrency, "concurrency"),
+    *SUPPLY_CHAIN,
 ], ids=lambda v: v.__name__ if callable(v) else None)
 def test_a_mutated_copy_is_rejected(workflows, tmp_path, mutate, expected):
     mutated = copy.deepcopy(workflows)

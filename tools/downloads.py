@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import ast
 import io
+import os
 import re
+import subprocess
 import sys
 import zipfile
 from pathlib import Path
@@ -47,6 +49,23 @@ def colab_url(repo_url: str, branch: str, lesson: Lesson) -> str:
         return ""
     owner, repo = match.groups()
     return f"https://colab.research.google.com/github/{owner}/{repo}/blob/{branch}/{NOTEBOOKS}/{lesson.name}.ipynb"
+
+
+def built_commit(fallback: str, root: Path = ROOT) -> str:
+    """The commit the site is built from, so a page's links open exactly the code whose evidence it shows.
+
+    GITHUB_SHA in CI, else `git rev-parse HEAD`; each is taken only as 40 hex digits. Without
+    either (a copy that is no git checkout), `fallback`: the branch.
+    """
+    sha = os.environ.get("GITHUB_SHA", "").strip()
+    if not re.fullmatch(r"[0-9a-f]{40}", sha):
+        try:
+            head = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
+                                  timeout=20)
+            sha = head.stdout.strip() if head.returncode == 0 else ""
+        except (OSError, subprocess.TimeoutExpired):
+            sha = ""
+    return sha if re.fullmatch(r"[0-9a-f]{40}", sha) else fallback
 
 
 def lesson_files(lesson: Lesson, code_dir: Path) -> dict[str, bytes]:

@@ -169,6 +169,8 @@ def on_files(files: Files, config) -> Files:
 def _publish_downloads(out: _Output, site, docs_dir: Path, fingerprints: dict[str, tuple]) -> None:
     """Each lesson as a zip that runs alone and as a notebook; the requirements box links them."""
     links = site.extra.setdefault("downloads", {})
+    # The page shows the evidence of this build's commit: Colab opens that commit's notebook, not the branch's.
+    commit = downloads.built_commit(site.branch)
     for lesson in site.lessons:
         archive_uri = f"{downloads.ARCHIVES}/{lesson.name}.zip"
         notebook_uri = f"{downloads.NOTEBOOKS}/{lesson.name}.ipynb"
@@ -183,7 +185,7 @@ def _publish_downloads(out: _Output, site, docs_dir: Path, fingerprints: dict[st
             raise PluginError(f"docs/{lesson.page}:{exc.line}: {exc.error}") from None
         entry = [(":material-folder-zip-outline: Download the lesson (zip)", archive_uri),
                  (":material-notebook-outline: Jupyter notebook", notebook_uri)]
-        colab = downloads.colab_url(site.repo_url, site.branch, lesson)
+        colab = downloads.colab_url(site.repo_url, commit, lesson)
         if colab:
             entry.append(("Open in Colab", colab))
         links[lesson.name] = entry

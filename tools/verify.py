@@ -34,6 +34,7 @@ from evidence import EvidenceError, read_record, record_path  # noqa: E402
 from lessons import MODES, Lesson, LessonError, discover  # noqa: E402
 from machine import Machine, this_machine  # noqa: E402
 from plan import execute, parse_shard, plan_runs, recorded_wall, shard  # noqa: E402
+from provenance import Expectation, provenance_problems  # noqa: E402
 from report import (  # noqa: E402
     check_problems,
     print_status,
@@ -67,6 +68,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--bundle", type=Path, metavar="PATH", help="after running, write the records to PATH")
     p.add_argument("--import", dest="import_paths", type=Path, nargs="+", metavar="PATH",
                    help="merge one or more bundles")
+    p.add_argument("--expect-mode", choices=["interpreter", "gpu"],
+                   help="with --import: refuse bundles holding records of the other mode (tools/provenance.py)")
+    p.add_argument("--expect-gpu", metavar="MODEL",
+                   help="with --import: refuse GPU records of another model than MODEL (the runner label, e.g. h200)")
+    p.add_argument("--require-attestation", metavar="OWNER/REPO/.github/workflows/FILE@REF",
+                   help="with --import: refuse a bundle unless `gh attestation verify` vouches that this workflow "
+                        "made it")
     p.add_argument("--evidence-dir", type=Path, default=ROOT / "evidence", help=argparse.SUPPRESS)
     p.add_argument("--code-dir", type=Path, default=ROOT / "code", help=argparse.SUPPRESS)
     return p.parse_args(argv)
@@ -107,6 +115,15 @@ def do_import(args, every: list[Lesson], lessons: list[Lesson], evidence_dir: Pa
     """Merge bundles: records of the selected `lessons` only, checked against `every` lesson here."""
     selected = {lesson.name for lesson in lessons} if args.lesson else None
     by_name = {lesson.name: lesson for lesson in every}
+    expect = Expectation(args.expect_mode, args.expect_gpu, args.require_attestation)
+    if expect.any:
+        problems = provenance_problems(args.import_paths, by_name, expect, selected)
+        for problem in problems:
+            print(f"refused: {terminal_safe(problem)}", file=sys.stderr)
+        if problems:
+            print("import: nothing merged; a bundle that did not come from the job it should have may mean the run "
+                  "was tampered with, so no bundle of this import is taken", file=sys.stderr)
+            return 1
     report = import_bundles(args.import_paths, by_name, evidence_dir, selected)
     for rec in report.merged:
         print(f"imported {rec.lesson} {rec.key} ({rec.outcome}, {rec.started_utc})")
@@ -220,6 +237,8 @@ def main(argv: list[str]) -> int:
         lessons = select(every, args.lesson)
         if args.import_paths:
             return do_import(args, every, lessons, evidence_dir)
+        if args.expect_mode or args.expect_gpu or args.require_attestation:
+            raise UsageError("--expect-mode, --expect-gpu and --require-attestation go with --import")
         if args.status or args.check:
             return do_status(args, lessons, evidence_dir)
         return do_run(args, lessons, evidence_dir)

@@ -128,6 +128,9 @@ def classify(lesson: Lesson, mode: str, run: Captured, limit: float, results: ki
     if code in expected:
         return "by-design", expected[code]
     if code == kit.EXIT_BY_DESIGN and results is not None and results.declined:
+        failed = [f"check {c.name}" for c in results.checks if c.status == "fail"]
+        if failed:  # declining never hides a check that failed before it
+            return "failed", ", ".join(failed) + f" (then declined: {results.declined})"
         return "by-design", results.declined
     if code is not None and code < 0:
         return "crashed", f"killed by signal {_signal_name(-code)}"

@@ -1,0 +1,476 @@
+"""The Gluon kernels of the gluon-attention lesson (imported only on a GPU run).
+
+A FlashAttention-3-style forward pass for Hopper: one producer warp issues
+the TMA loads of Q, K and V; two consumer warpgroups each own 64 rows of a
+128-row query block. Inside a warpgroup the QK^T of key block j is issued
+before the softmax of block j - 1 has finished with the tensor cores (the
+P V product of block j - 1 runs while block j's softmax is computed), and
+between the two warpgroups an mbarrier pair can make them take turns at the
+tensor cores (ping-pong), so that one's softmax overlaps the other's
+products. Written against Triton 3.6's Gluon API; the lesson file checks the
+schedule and the online-softmax arithmetic in plain Python.
+"""
+
+import math
+
+import torch
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import (
+    fence_async_shared,
+    mbarrier,
+    tma,
+    warpgroup_mma,
+    warpgroup_mma_wait,
+)
+from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+LOG2E = 1.4426950408889634
+WG_ROWS = gl.constexpr(
+    64
+)  # query rows per consumer warpgroup (wgmma's M is 64 per warpgroup)
+
+
+# snippet: producer
+@gluon.jit
+def _producer(
+    q_desc,
+    k_desc,
+    v_desc,
+    q_smem,
+    k_bufs,
+    v_bufs,
+    q_bar,
+    k_ready,
+    k_empty,
+    v_ready,
+    v_empty,
+    seq_len,
+    where,
+    BLOCK_M: gl.constexpr,
+    CAUSAL: gl.constexpr,
+):
+    # One warp: Q once (both warpgroups' halves on one barrier), then K and V
+    # of each key block into a ring, each on its own barrier, so the QK^T of
+    # a block can start before its V has landed.
+    BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
+    STAGES: gl.constexpr = k_bufs.type.shape[0]
+    q_block, bh = where
+    row0 = bh * seq_len  # the first row of this (batch, head) in the 2-D views
+    m0 = q_block * BLOCK_M
+    mbarrier.expect(q_bar, 2 * q_desc.block_type.nbytes)
+    tma.async_copy_global_to_shared(q_desc, [row0 + m0, 0], q_bar, q_smem.index(0))
+    tma.async_copy_global_to_shared(
+        q_desc, [row0 + m0 + WG_ROWS, 0], q_bar, q_smem.index(1)
+    )
+    n_kv = _num_kv_blocks(m0, seq_len, BLOCK_M, BLOCK_N, CAUSAL)
+    for j in range(n_kv):
+        s = j % STAGES
+        lap = (j // STAGES) & 1
+        mbarrier.wait(k_empty.index(s), lap ^ 1)
+        mbarrier.expect(k_ready.index(s), k_desc.block_type.nbytes)
+        tma.async_copy_global_to_shared(
+            k_desc, [row0 + j * BLOCK_N, 0], k_ready.index(s), k_bufs.index(s)
+        )
+        mbarrier.wait(v_empty.index(s), lap ^ 1)
+        mbarrier.expect(v_ready.index(s), v_desc.block_type.nbytes)
+        tma.async_copy_global_to_shared(
+            v_desc, [row0 + j * BLOCK_N, 0], v_ready.index(s), v_bufs.index(s)
+        )
+
+
+# end snippet
+
+
+@gluon.jit
+def _num_kv_blocks(
+    m0, seq_len, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr
+):
+    # Causal: key blocks up to the one holding this query block's last row.
+    if CAUSAL:
+        return gl.cdiv(gl.minimum(m0 + BLOCK_M, seq_len), BLOCK_N)
+    else:
+        return gl.cdiv(seq_len, BLOCK_N)
+
+
+# snippet: softmax
+@gluon.jit
+def _softmax_step(
+    s,
+    m_i,
+    l_i,
+    qk_scale,
+    offs_m,
+    kv_start,
+    CAUSAL: gl.constexpr,
+    s_layout: gl.constexpr,
+    MASK_ALL: gl.constexpr,
+):
+    # One block of the online softmax, in base 2 (log2 e is in qk_scale):
+    # the new running max, the factor alpha that rescales what was summed
+    # under the old max, this block's probabilities and the new running sum.
+    s = s * qk_scale
+    if CAUSAL:
+        # Only a block that reaches past this warpgroup's first query row
+        # needs the mask; the blocks before it are entirely visible.
+        if MASK_ALL or kv_start + s.shape[1] > gl.min(offs_m, axis=0):
+            offs_n = kv_start + gl.arange(
+                0, s.shape[1], layout=gl.SliceLayout(0, s_layout)
+            )
+            s = gl.where(offs_m[:, None] >= offs_n[None, :], s, -float("inf"))
+    m_new = gl.maximum(m_i, gl.max(s, axis=1))
+    alpha = gl.exp2(m_i - m_new)
+    p = gl.exp2(s - m_new[:, None])
+    l_i = l_i * alpha + gl.sum(p, axis=1)
+    return p, m_new, l_i, alpha
+
+
+# end snippet
+
+
+# snippet: consumer
+@gluon.jit
+def _consumer(
+    o_desc,
+    q_smem,
+    k_bufs,
+    v_bufs,
+    o_smem,
+    q_bar,
+    k_ready,
+    k_empty,
+    v_ready,
+    v_empty,
+    turn,
+    seq_len,
+    qk_scale,
+    where,
+    WG: gl.constexpr,
+    BLOCK_M: gl.constexpr,
+    CAUSAL: gl.constexpr,
+    PINGPONG: gl.constexpr,
+    MASK_ALL: gl.constexpr,
+):
+    BLOCK_N: gl.constexpr = k_bufs.type.shape[1]
+    HEAD_DIM: gl.constexpr = k_bufs.type.shape[2]
+    STAGES: gl.constexpr = k_bufs.type.shape[0]
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_N, 16]
+    )
+    o_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, HEAD_DIM, 16]
+    )
+    # P goes into the second product from registers, as wgmma's A operand.
+    p_layout: gl.constexpr = gl.DotOperandLayout(
+        operand_index=0, parent=o_layout, k_width=2
+    )
+    row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
+    row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
+
+    q_block, bh = where
+    m0 = q_block * BLOCK_M
+    n_kv = _num_kv_blocks(m0, seq_len, BLOCK_M, BLOCK_N, CAUSAL)
+    offs_m = m0 + WG * WG_ROWS + gl.arange(0, WG_ROWS, layout=row_s)
+    m_i = gl.full([WG_ROWS], -float("inf"), gl.float32, layout=row_s)
+    l_i = gl.full([WG_ROWS], 0.0, gl.float32, layout=row_s)
+    acc = gl.zeros([WG_ROWS, HEAD_DIM], gl.float32, layout=o_layout)
+    s_zero = gl.zeros([WG_ROWS, BLOCK_N], gl.float32, layout=s_layout)
+    q = q_smem.index(WG)
+    mbarrier.wait(q_bar, 0)
+
+    # Block 0: S = Q K^T, then its softmax; nothing to overlap yet.
+    if PINGPONG:
+        mbarrier.wait(turn.index(WG), WG ^ 1)
+    mbarrier.wait(k_ready.index(0), 0)
+    s_tok = warpgroup_mma(
+        q, k_bufs.index(0).permute((1, 0)), s_zero, use_acc=False, is_async=True
+    )
+    if PINGPONG:
+        mbarrier.arrive(turn.index(1 - WG), count=1)
+    s = warpgroup_mma_wait(0, deps=(s_tok,))
+    mbarrier.arrive(k_empty.index(0), count=1)
+    p, m_i, l_i, alpha = _softmax_step(
+        s, m_i, l_i, qk_scale, offs_m, 0, CAUSAL, s_layout, MASK_ALL
+    )
+
+    for j in range(1, n_kv):
+        sj = j % STAGES
+        sp = (j - 1) % STAGES
+        if (
+            PINGPONG
+        ):  # my turn at the tensor cores: the other warpgroup issued its products
+            mbarrier.wait(turn.index(WG), (j & 1) ^ WG ^ 1)
+        # Issue S_j = Q K_j^T first, then O += P_{j-1} V_{j-1}: the softmax of
+        # block j can start as soon as the first is done, while the second runs.
+        mbarrier.wait(k_ready.index(sj), (j // STAGES) & 1)
+        s_tok = warpgroup_mma(
+            q, k_bufs.index(sj).permute((1, 0)), s_zero, use_acc=False, is_async=True
+        )
+        acc = acc * gl.convert_layout(alpha, row_o)[:, None]
+        mbarrier.wait(v_ready.index(sp), ((j - 1) // STAGES) & 1)
+        p16 = gl.convert_layout(p.to(gl.float16), p_layout)
+        o_tok = warpgroup_mma(p16, v_bufs.index(sp), acc, is_async=True)
+        if PINGPONG:
+            mbarrier.arrive(turn.index(1 - WG), count=1)
+        s = warpgroup_mma_wait(1, deps=(s_tok,))  # S_j is done; P V may still run
+        mbarrier.arrive(k_empty.index(sj), count=1)
+        p, m_i, l_i, alpha = _softmax_step(
+            s, m_i, l_i, qk_scale, offs_m, j * BLOCK_N, CAUSAL, s_layout, MASK_ALL
+        )
+        acc = warpgroup_mma_wait(0, deps=(o_tok,))
+        mbarrier.arrive(v_empty.index(sp), count=1)
+
+    # The last block's P V, then O / l, written through shared memory by TMA.
+    sl = (n_kv - 1) % STAGES
+    acc = acc * gl.convert_layout(alpha, row_o)[:, None]
+    mbarrier.wait(v_ready.index(sl), ((n_kv - 1) // STAGES) & 1)
+    p16 = gl.convert_layout(p.to(gl.float16), p_layout)
+    o_tok = warpgroup_mma(p16, v_bufs.index(sl), acc, is_async=True)
+    acc = warpgroup_mma_wait(0, deps=(o_tok,))
+    mbarrier.arrive(v_empty.index(sl), count=1)
+    o = acc / gl.convert_layout(l_i, row_o)[:, None]
+    o_smem.store(o.to(gl.float16))
+    fence_async_shared()
+    tma.async_copy_shared_to_global(
+        o_desc, [bh * seq_len + m0 + WG * WG_ROWS, 0], o_smem
+    )
+    tma.store_wait(0)
+
+
+# end snippet
+
+
+# snippet: schedule
+@gluon.jit
+def _schedule(
+    seq_len,
+    n_heads_total,
+    BLOCK_M: gl.constexpr,
+    CAUSAL: gl.constexpr,
+    GROUP_HEADS: gl.constexpr,
+):
+    # A 1-D grid of n_q * (batch * heads) programs, in groups of GROUP_HEADS
+    # heads: inside a group the query blocks of its heads come in turns, so
+    # the programs running together share K and V in L2. Causal: the longest
+    # query blocks (the last rows, which see every key before them) start
+    # first in each group, and the shortest fill the gaps at the end.
+    n_q = gl.cdiv(seq_len, BLOCK_M)
+    pid = gl.program_id(0)
+    per_group = GROUP_HEADS * n_q
+    group = pid // per_group
+    r = pid % per_group
+    heads_here = gl.minimum(n_heads_total - group * GROUP_HEADS, GROUP_HEADS)
+    bh = group * GROUP_HEADS + r % heads_here
+    q_block = r // heads_here
+    if CAUSAL:
+        q_block = n_q - 1 - q_block
+    return q_block, bh
+
+
+# end snippet
+
+
+# snippet: kernel
+@gluon.jit
+def attn_fwd_ws_kernel(
+    q_desc,
+    k_desc,
+    v_desc,
+    o_desc,
+    seq_len,
+    n_heads_total,
+    qk_scale,
+    CAUSAL: gl.constexpr,
+    STAGES: gl.constexpr,
+    PINGPONG: gl.constexpr,
+    CONSUMER_REGS: gl.constexpr,
+    PRODUCER_REGS: gl.constexpr,
+    GROUP_HEADS: gl.constexpr,
+    MASK_ALL: gl.constexpr,
+):
+    BLOCK_M: gl.constexpr = 2 * WG_ROWS
+    BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
+    HEAD_DIM: gl.constexpr = k_desc.block_type.shape[1]
+    q_smem = gl.allocate_shared_memory(
+        q_desc.dtype, [2, WG_ROWS, HEAD_DIM], q_desc.layout
+    )
+    k_bufs = gl.allocate_shared_memory(
+        k_desc.dtype, [STAGES, BLOCK_N, HEAD_DIM], k_desc.layout
+    )
+    v_bufs = gl.allocate_shared_memory(
+        v_desc.dtype, [STAGES, BLOCK_N, HEAD_DIM], v_desc.layout
+    )
+    o_smem = gl.allocate_shared_memory(
+        o_desc.dtype, [2, WG_ROWS, HEAD_DIM], o_desc.layout
+    )
+    q_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    k_ready = gl.allocate_shared_memory(
+        gl.int64, [STAGES, 1], mbarrier.MBarrierLayout()
+    )
+    k_empty = gl.allocate_shared_memory(
+        gl.int64, [STAGES, 1], mbarrier.MBarrierLayout()
+    )
+    v_ready = gl.allocate_shared_memory(
+        gl.int64, [STAGES, 1], mbarrier.MBarrierLayout()
+    )
+    v_empty = gl.allocate_shared_memory(
+        gl.int64, [STAGES, 1], mbarrier.MBarrierLayout()
+    )
+    turn = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    mbarrier.init(q_bar, count=1)
+    for k in gl.static_range(STAGES):
+        mbarrier.init(k_ready.index(k), count=1)
+        mbarrier.init(v_ready.index(k), count=1)
+        mbarrier.init(
+            k_empty.index(k), count=2
+        )  # both consumer warpgroups read each slot
+        mbarrier.init(v_empty.index(k), count=2)
+    for k in gl.static_range(2):
+        mbarrier.init(turn.index(k), count=1)
+    q_block, bh = _schedule(seq_len, n_heads_total, BLOCK_M, CAUSAL, GROUP_HEADS)
+    where = (q_block, bh)
+    gl.warp_specialize(
+        [
+            (
+                _consumer,
+                (
+                    o_desc,
+                    q_smem,
+                    k_bufs,
+                    v_bufs,
+                    o_smem.index(0),
+                    q_bar,
+                    k_ready,
+                    k_empty,
+                    v_ready,
+                    v_empty,
+                    turn,
+                    seq_len,
+                    qk_scale,
+                    where,
+                    0,
+                    BLOCK_M,
+                    CAUSAL,
+                    PINGPONG,
+                    MASK_ALL,
+                ),
+            ),
+            (
+                _consumer,
+                (
+                    o_desc,
+                    q_smem,
+                    k_bufs,
+                    v_bufs,
+                    o_smem.index(1),
+                    q_bar,
+                    k_ready,
+                    k_empty,
+                    v_ready,
+                    v_empty,
+                    turn,
+                    seq_len,
+                    qk_scale,
+                    where,
+                    1,
+                    BLOCK_M,
+                    CAUSAL,
+                    PINGPONG,
+                    MASK_ALL,
+                ),
+            ),
+            (
+                _producer,
+                (
+                    q_desc,
+                    k_desc,
+                    v_desc,
+                    q_smem,
+                    k_bufs,
+                    v_bufs,
+                    q_bar,
+                    k_ready,
+                    k_empty,
+                    v_ready,
+                    v_empty,
+                    seq_len,
+                    where,
+                    BLOCK_M,
+                    CAUSAL,
+                ),
+            ),
+        ],
+        [4, 1],
+        [CONSUMER_REGS, PRODUCER_REGS],
+    )
+
+
+# end snippet
+
+
+# -- launcher --------------------------------------------------------------------
+
+
+def attention_ws(
+    q,
+    k,
+    v,
+    causal,
+    sm_scale=None,
+    block_n=128,
+    stages=2,
+    pingpong=True,
+    consumer_regs=240,
+    producer_regs=24,
+    maxnreg=None,
+    group_heads=8,
+    mask_all=False,
+    with_kernel=False,
+):
+    """softmax(q k^T * sm_scale [+ causal mask]) v, fp16 (B, H, S, D), S % 128 == 0."""
+    B, H, S, D = q.shape
+    assert (
+        k.shape == v.shape == q.shape and q.dtype == k.dtype == v.dtype == torch.float16
+    )
+    assert S % (2 * WG_ROWS.value) == 0 and S % block_n == 0, (
+        "this kernel needs S % 128 == 0"
+    )
+    assert D in (64, 128)
+    for t in (q, k, v):
+        assert t.is_contiguous()
+    if sm_scale is None:
+        sm_scale = 1.0 / math.sqrt(D)
+    out = torch.empty_like(q)
+    f16 = gl.float16
+
+    rows_wg = WG_ROWS.value
+
+    def desc(t, rows):
+        block = [rows, D]
+        return TensorDescriptor.from_tensor(
+            t.view(B * H * S, D),
+            block,
+            gl.NVMMASharedLayout.get_default_for(block, f16),
+        )
+
+    kw = {"maxnreg": maxnreg} if maxnreg else {}
+    grid = (S // (2 * rows_wg) * B * H,)
+    kern = attn_fwd_ws_kernel[grid](
+        desc(q, rows_wg),
+        desc(k, block_n),
+        desc(v, block_n),
+        desc(out, rows_wg),
+        S,
+        B * H,
+        sm_scale * LOG2E,
+        causal,
+        stages,
+        pingpong,
+        consumer_regs,
+        producer_regs,
+        min(group_heads, B * H),
+        mask_all,
+        num_warps=4,
+        **kw,
+    )
+    return (out, kern) if with_kernel else out

@@ -1,0 +1,591 @@
+"""Gluon: a warp-specialized persistent FP16 matmul on Hopper.
+
+The course's persistent TMA lesson reached cuBLAS with `tl`: the compiler
+pipelined its loads and its wgmma for it, in one stream of instructions that
+every warp executes. Gluon lets the kernel split the work by role, the way
+cuBLAS and CUTLASS do on Hopper:
+
+* a *producer*: one warp that only issues TMA loads of A and B tiles into a
+  ring of shared-memory stages, and needs almost no registers;
+* *consumers*: two warpgroups (8 warps) that only wait for a stage, issue
+  wgmma on it, hand the stage back, and write each finished tile;
+* an *mbarrier ring* between them: per stage, `ready` (the loads landed,
+  counted in bytes) and `empty` (the consumers are done reading);
+* a *persistent tile scheduler*: one program per SM walking the output
+  tiles in grouped order, so the producer loads the next tile's operands
+  while the consumers still write the last one.
+
+The interpreter cannot run Gluon. The interpreter run checks the tile
+scheduler's arithmetic and runs the producer/consumer ring against a model
+of mbarriers and asynchronous wgmma under random timings; then it stops by
+design. The GPU run checks the kernel against float64 and times it against
+cuBLAS and against the `tl` persistent kernel, in the same run.
+
+Run it:
+    TRITON_INTERPRET=1 python gluon_matmul.py   # any machine: the CPU models
+    python gluon_matmul.py                      # Hopper, Triton 3.6: checks, TFLOP/s
+"""
+
+import random
+import re
+import sys
+from pathlib import Path
+
+# lessonkit.py sits beside this file in a download, one folder up in the repository.
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE), str(HERE.parent)]
+from lessonkit import Lesson, bench_interleaved, median_interval, scaled_rtol  # noqa: E402
+
+DECLINE = (
+    "Gluon kernels do not run under TRITON_INTERPRET (Gluon compiles straight to "
+    "GPU code and has no interpreter); the CPU models of the tile scheduler and of "
+    "the producer/consumer ring ran above, the kernel runs on the GPU only"
+)
+SMEM_LIMIT = 227 * 1024  # bytes of shared memory one Hopper thread block may have
+
+
+# -- The tile scheduler, in plain Python -----------------------------------------------
+
+
+# snippet: scheduler-model
+def tile_coords(
+    tile_id: int, num_pid_m: int, num_pid_n: int, group_m: int
+) -> tuple[int, int]:
+    """The kernel's grouped order, the same integer arithmetic in Python."""
+    num_pid_in_group = group_m * num_pid_n
+    group_id = tile_id // num_pid_in_group
+    first_pid_m = group_id * group_m
+    group_size_m = min(num_pid_m - first_pid_m, group_m)
+    return first_pid_m + tile_id % group_size_m, (
+        tile_id % num_pid_in_group
+    ) // group_size_m
+
+
+def schedule(M, N, bm, bn, group_m, programs) -> list[list[tuple[int, int]]]:
+    """The tiles each persistent program computes, in its order."""
+    num_pid_m, num_pid_n = -(-M // bm), -(-N // bn)
+    return [
+        [
+            tile_coords(t, num_pid_m, num_pid_n, group_m)
+            for t in range(p, num_pid_m * num_pid_n, programs)
+        ]
+        for p in range(programs)
+    ]
+
+
+# end snippet
+
+
+def check_scheduler(lesson: Lesson) -> list[list]:
+    rows = []
+    for M, N, programs, group_m in (
+        (4096, 4096, 132, 8),
+        (8192, 8192, 132, 8),
+        (1000, 1032, 132, 8),
+        (777, 520, 7, 8),
+        (4096, 2048, 66, 16),
+    ):
+        sched = schedule(M, N, 128, 256, group_m, programs)
+        tiles = [t for prog in sched for t in prog]
+        everyone = {(i, j) for i in range(-(-M // 128)) for j in range(-(-N // 256))}
+        lesson.check(
+            f"scheduler-{M}x{N}-p{programs}-g{group_m}",
+            len(tiles) == len(everyone) and set(tiles) == everyone,
+            f"{len(everyone)} tiles, each computed once by {programs} programs "
+            f"({min(map(len, sched))}-{max(map(len, sched))} per program)",
+        )
+        # The first wave (each program's first tile): how many distinct tile
+        # rows of A and tile columns of B it reads, grouped vs row-major.
+        first = [prog[0] for prog in sched if prog]
+        row_major = [(t // -(-N // 256), t % -(-N // 256)) for t in range(len(first))]
+        rows.append(
+            [
+                f"{M}x{N}",
+                programs,
+                len(everyone),
+                len({i for i, _ in first}) + len({j for _, j in first}),
+                len({i for i, _ in row_major}) + len({j for _, j in row_major}),
+            ]
+        )
+    return rows
+
+
+# -- The ring, as a model --------------------------------------------------------------
+
+
+class MBarrier:
+    """An mbarrier: a phase completes after `count` arrivals and every armed
+    byte; wait(parity) returns once the phase of that parity has completed."""
+
+    def __init__(self, count: int):
+        self.count, self.arrivals, self.bytes, self.completed = count, 0, 0, 0
+
+    def expect(self, nbytes: int) -> None:
+        self.bytes += nbytes
+        self.arrive()
+
+    def arrive(self) -> None:
+        self.arrivals += 1
+        self._advance()
+
+    def landed(self, nbytes: int) -> None:
+        self.bytes -= nbytes
+        self._advance()
+
+    def _advance(self) -> None:
+        if self.arrivals == self.count and self.bytes == 0:
+            self.completed += 1
+            self.arrivals = 0
+
+    def passed(self, parity: int) -> bool:
+        return self.completed % 2 != parity
+
+
+class Deadlock(Exception):
+    pass
+
+
+def run(actors: dict, events: list, rng: random.Random) -> None:
+    """Advance actors (generators yielding conditions) and asynchronous events
+    (copies, wgmma reads) in a random order until all are done."""
+    waits = dict.fromkeys(actors)
+    while actors or events:
+        ready = [n for n in actors if waits[n] is None or waits[n]()]
+        choices = ready + ["event"] * bool(events)
+        if not choices:
+            raise Deadlock(", ".join(sorted(actors)))
+        pick = rng.choice(choices)
+        if pick == "event":
+            events.pop(rng.randrange(len(events)))()
+            continue
+        try:
+            waits[pick] = next(actors[pick])
+        except StopIteration:
+            del actors[pick], waits[pick]
+
+
+# snippet: ring-model
+def producer(work, slots, ready, empty, events):
+    """_producer: wait for an empty slot, arm `ready`, start the TMA copy."""
+    stages = len(slots)
+    for it, item in enumerate(work):
+        s, lap = it % stages, (it // stages) & 1
+        yield (lambda s=s, p=lap ^ 1: empty[s].passed(p))
+        ready[s].expect(1)
+
+        def land(s=s, item=item):
+            slots[s] = item
+            ready[s].landed(1)
+
+        events.append(land)
+
+
+def consumer(work, slots, ready, empty, events, used, release_early=False):
+    """_mainloop: wgmma on slot s, wait until one is in flight, free slot s - 1."""
+    stages = len(slots)
+    in_flight = []  # wgmma groups not yet finished: [done]
+    for it in range(len(work)):
+        s, lap = it % stages, (it // stages) & 1
+        yield (lambda s=s, p=lap: ready[s].passed(p))
+        group = [False]
+        in_flight.append(group)
+
+        def mma_reads(s=s, it=it, group=group):  # the tensor cores read the slot later
+            used[it] = slots[s]
+            group[0] = True
+
+        events.append(mma_reads)
+        if (
+            release_early
+        ):  # the exercise's bug: hand the slot back before the wgmma read it
+            empty[s].arrive()
+            continue
+        yield lambda: all(g[0] for g in in_flight[:-1])  # warpgroup_mma_wait(1)
+        if it > 0:
+            empty[(it - 1) % stages].arrive()
+    yield lambda: all(g[0] for g in in_flight)  # warpgroup_mma_wait(0)
+    if not release_early and work:
+        empty[(len(work) - 1) % stages].arrive()
+
+
+# end snippet
+
+
+def ring_feeds_every_product(
+    stages: int, tiles, k_tiles: int, seed: int, release_early: bool = False
+) -> bool:
+    """One program's (tile, k) products, through the ring: did each wgmma read
+    the operands it was meant to?"""
+    rng = random.Random(seed)
+    work = [(t, k) for t in tiles for k in range(k_tiles)]
+    slots, events, used = [None] * stages, [], [None] * len(work)
+    ready, empty = (
+        [MBarrier(1) for _ in range(stages)],
+        [MBarrier(1) for _ in range(stages)],
+    )
+    run(
+        {
+            "producer": producer(work, slots, ready, empty, events),
+            "consumer": consumer(
+                work, slots, ready, empty, events, used, release_early
+            ),
+        },
+        events,
+        rng,
+    )
+    return used == work
+
+
+def check_ring(lesson: Lesson, seeds: int) -> None:
+    # snippet: ring-checks
+    # Three tiles of five K steps each, for one program: with 3 and 4 stages
+    # the laps and tile boundaries fall at different steps. Every wgmma must
+    # read the A and B tiles of its own (tile, k), whatever the timing.
+    for stages in (2, 3, 4):
+        ok = sum(
+            ring_feeds_every_product(stages, [0, 132, 264], 5, seed)
+            for seed in range(seeds)
+        )
+        lesson.check(
+            f"ring-model-s{stages}",
+            ok == seeds,
+            f"{ok} of {seeds} random schedules: each of 15 products read its own "
+            "operands",
+        )
+    # end snippet
+
+
+def smem_bytes(bm, bn, bk, stages, epi_split, elem=2) -> int:
+    """Shared memory of matmul_ws_kernel: the ring, the epilogue tile, the barriers."""
+    return (
+        stages * (bm * bk + bk * bn) * elem
+        + bm * (bn // epi_split) * elem
+        + 2 * stages * 8
+    )
+
+
+def check_smem_budget(lesson: Lesson) -> list:
+    rows = []
+    for stages, epi in ((3, 1), (4, 1), (4, 2)):
+        need = smem_bytes(128, 256, 64, stages, epi)
+        rows.append(
+            [stages, "whole tile" if epi == 1 else "halves", need, need <= SMEM_LIMIT]
+        )
+    fits = [r[3] for r in rows]
+    lesson.check(
+        "smem-budget",
+        fits == [True, False, True],
+        "128x256x64 tiles: 3 stages + whole-tile epilogue fit, 4 stages only with the "
+        f"epilogue in halves ({', '.join(str(r[2]) for r in rows)} bytes "
+        f"vs {SMEM_LIMIT})",
+    )
+    return rows
+
+
+# -- try this (CPU half) ---------------------------------------------------------------
+
+
+def exercise_release_early(lesson: Lesson, seeds: int) -> None:
+    # snippet: solution-release-early
+    # Exercise: hand a slot back as soon as its wgmma is issued, without
+    # warpgroup_mma_wait(1). The producer may then overwrite the stage while
+    # the tensor cores have not read it yet: some product reads the wrong K step.
+    wrong = sum(
+        not ring_feeds_every_product(3, [0, 132, 264], 5, seed, release_early=True)
+        for seed in range(seeds)
+    )
+    # end snippet
+    lesson.check(
+        "exercise-release-early",
+        wrong > 0,
+        f"releasing before the wgmma wait: {wrong} of {seeds} schedules fed a "
+        "product the wrong operands",
+    )
+
+
+# -- The GPU part ----------------------------------------------------------------------
+
+CONFIGS = {  # name -> matmul_ws keyword arguments
+    "ws-3stage": dict(block=(128, 256, 64), stages=3, epi_split=1),
+    "ws-4stage": dict(block=(128, 256, 64), stages=4, epi_split=2),
+}
+LABELS = {
+    "ws-3stage": "Gluon WS, 128x256x64, 3 stages, whole-tile epilogue",
+    "ws-4stage": "Gluon WS, 128x256x64, 4 stages, epilogue in halves",
+    "tl": "tl persistent TMA (persistent-tma-matmul lesson)",
+    "cublas": "cuBLAS (torch.matmul)",
+}
+
+
+def reference(a, b):
+    import torch
+
+    want = a.to(torch.float64) @ b.to(torch.float64)
+    rtol, why = scaled_rtol(1e-3, 2.0**-23, a.shape[1])
+    return want, rtol, rtol * float(want.abs().max()), why
+
+
+def check_kernel(lesson: Lesson, mk, num_sms: int) -> None:
+    import torch
+
+    # snippet: gpu-checks
+    # Ragged shapes (M, N, K not multiples of the tile; fewer tiles than SMs;
+    # a K tail the copy engine zero-fills) and the benchmark shape. The
+    # output starts as NaN: a tile no program writes fails the check.
+    for M, N, K in ((1000, 1032, 776), (777, 520, 4104), (4096, 4096, 4096)):
+        torch.manual_seed(M + N + K)
+        a = torch.randn(M, K, device="cuda", dtype=torch.float16)
+        b = torch.randn(K, N, device="cuda", dtype=torch.float16)
+        want, rtol, atol, why = reference(a, b)
+        for name, cfg in CONFIGS.items():
+            c = torch.full((M, N), float("nan"), device="cuda", dtype=torch.float16)
+            mk.matmul_ws(a, b, num_sms, out=c, **cfg)
+            lesson.close(f"{name}-{M}x{N}x{K}", c, want, rtol, atol, why)
+    # end snippet
+
+
+def show_compiled(lesson: Lesson, mk, num_sms: int) -> None:
+    import torch
+
+    a = torch.randn(4096, 4096, device="cuda", dtype=torch.float16)
+    rows = []
+    for name, cfg in CONFIGS.items():
+        _, k = mk.matmul_ws(a, a, num_sms, with_kernel=True, **cfg)
+        ptx = k.asm["ptx"]
+        regs = sorted(
+            {
+                int(r)
+                for r in re.findall(r"setmaxnreg\.\w+\.sync\.aligned\.u32\s+(\d+)", ptx)
+            }
+        )
+        rows.append(
+            [
+                LABELS[name],
+                getattr(k, "n_regs", None),
+                getattr(k, "n_spills", None),
+                round(k.metadata.shared / 1024, 1),
+                " ".join(map(str, regs)),
+                len(re.findall(r"wgmma\.mma_async", ptx)),
+                " ".join(
+                    sorted(
+                        set(
+                            re.findall(r"wgmma\.wait_group\.sync\.aligned\s+(\d+)", ptx)
+                        )
+                    )
+                ),
+                len(re.findall(r"cp\.async\.bulk\.tensor\.2d\.shared\S*\.global", ptx)),
+            ]
+        )
+    lesson.table(
+        "compiled",
+        [
+            "kernel",
+            "registers / thread at launch",
+            "spilled",
+            "shared memory KiB",
+            "setmaxnreg targets",
+            "wgmma",
+            "wgmma.wait_group depths",
+            "TMA loads",
+        ],
+        rows,
+        "What Triton 3.6 compiled at 4096^3 (counts are static, in the PTX); "
+        "setmaxnreg moves registers between the producer and the consumers",
+    )
+
+
+# snippet: measure
+def measure(n, mk, pt, num_sms, rounds):
+    """Both Gluon configurations, the tl persistent kernel and cuBLAS, in turns."""
+    import torch
+
+    a = torch.randn(n, n, device="cuda", dtype=torch.float16)
+    b = torch.randn(n, n, device="cuda", dtype=torch.float16)
+    fns = {
+        name: (lambda cfg=cfg: mk.matmul_ws(a, b, num_sms, **cfg))
+        for name, cfg in CONFIGS.items()
+    }
+    fns["tl"] = lambda: pt.matmul_persistent_tma(a, b, num_sms)
+    fns["cublas"] = lambda: torch.matmul(a, b)
+    return bench_interleaved(fns, rounds=rounds, warm_s=0.5)
+
+
+# end snippet
+
+
+def benchmark(lesson: Lesson, mk, pt, num_sms: int) -> None:
+    sizes = {2048: 3, 4096: 15, 8192: 10}
+    rates, ratios = {}, {}
+    for n, rounds in sizes.items():
+        ms = measure(n, mk, pt, num_sms, rounds)
+        flop = 2.0 * n**3
+        rates[n] = {name: flop / ms.median(name) * 1e-9 for name in ms}
+        ratios[n] = {
+            name: median_interval(
+                [c / k for k, c in zip(ms[name], ms["cublas"], strict=True)]
+            )
+            for name in ms
+        }
+        if n < 4096:
+            continue
+        for name in CONFIGS:
+            lesson.benchmark(
+                f"{name}-vs-cublas-{n}",
+                f"{LABELS[name]} vs cuBLAS, {n}^3 fp16",
+                ms,
+                name,
+                "cublas",
+                unit="TFLOP/s",
+                work=flop,
+                baseline_name="torch.matmul (cuBLAS)",
+                threshold=0.95,
+                stretch=1.05,
+                note=LABELS[name],
+            )
+            lesson.benchmark(
+                f"{name}-vs-tl-{n}",
+                f"{LABELS[name]} vs the tl persistent kernel, {n}^3 fp16",
+                ms,
+                name,
+                "tl",
+                unit="TFLOP/s",
+                work=flop,
+                baseline_name="tl persistent TMA kernel",
+                gate=False,
+                note="informational: the same tiles, scheduled by the compiler",
+            )
+    rows = [
+        [
+            f"{n}^3",
+            *(round(r[k], 1) for k in ("ws-3stage", "ws-4stage", "tl", "cublas")),
+            round(ratios[n]["ws-4stage"][0], 3),
+            sizes[n],
+        ]
+        for n, r in rates.items()
+    ]
+    lesson.table(
+        "sweep",
+        [
+            "size",
+            "Gluon WS 3 stages TFLOP/s",
+            "Gluon WS 4 stages TFLOP/s",
+            "tl persistent TFLOP/s",
+            "cuBLAS TFLOP/s",
+            "WS 4 stages / cuBLAS",
+            "rounds",
+        ],
+        rows,
+        "Square FP16 matmuls, medians of interleaved rounds (CUDA-graph replays); the "
+        "ratio is the median of the per-round ratios",
+    )
+    plot(lesson, ratios)
+
+
+def plot(lesson: Lesson, ratios) -> None:
+    sizes = [n for n in ratios if n >= 4096]
+    names = ["ws-3stage", "ws-4stage", "tl"]
+
+    def draw(fig):
+        ax = fig.subplots()
+        for i, name in enumerate(names):
+            xs = [j + 0.2 * (i - 1) for j in range(len(sizes))]
+            mid = [ratios[n][name][0] for n in sizes]
+            err = [
+                [m - ratios[n][name][1] for n, m in zip(sizes, mid, strict=True)],
+                [ratios[n][name][2] - m for n, m in zip(sizes, mid, strict=True)],
+            ]
+            ax.errorbar(xs, mid, yerr=err, fmt="o", capsize=4, label=LABELS[name])
+        ax.axhline(1.0, color="grey", linewidth=1, linestyle="--")
+        ax.axhline(0.95, color="grey", linewidth=1, linestyle=":")
+        ax.set_xticks(range(len(sizes)), [f"{n}^3" for n in sizes])
+        ax.set_ylabel("TFLOP/s / cuBLAS, per-round median")
+        ax.legend(fontsize=8)
+
+    lesson.plot(
+        "ratios",
+        "Each kernel's speed relative to cuBLAS in the same rounds: the "
+        "median of the per-round ratios with its 95 % interval; dotted: the 0.95 gate",
+        draw,
+    )
+
+
+def exercise_fewer_programs(lesson: Lesson, mk, num_sms: int) -> None:
+    import torch
+
+    # snippet: solution-fewer-programs
+    # Exercise: launch 33 programs instead of one per SM. The scheduler steps
+    # by gl.num_programs(0), so every tile is still computed, by fewer
+    # programs (predicted: 512 tiles / 33 = 15 or 16 each); only the speed changes.
+    a = torch.randn(4096, 2048, device="cuda", dtype=torch.float16)
+    b = torch.randn(2048, 4096, device="cuda", dtype=torch.float16)
+    c = torch.full((4096, 4096), float("nan"), device="cuda", dtype=torch.float16)
+    mk.matmul_ws(a, b, num_sms, out=c, programs=33, **CONFIGS["ws-4stage"])
+    per_program = sorted({len(p) for p in schedule(4096, 4096, 128, 256, 8, 33)})
+    # end snippet
+    want, rtol, atol, why = reference(a, b)
+    lesson.close(
+        "exercise-fewer-programs",
+        c,
+        want,
+        rtol,
+        atol,
+        f"33 programs, {per_program} tiles each; {why}",
+    )
+
+
+def tl_lesson():
+    """The persistent-tma-matmul lesson's module (its kernel is the tl baseline):
+    beside this folder in the repository, absent from a download of this lesson."""
+    sys.path.insert(0, str(HERE.parent / "persistent-tma-matmul"))
+    try:
+        import persistent_tma_matmul
+    except ImportError as exc:
+        sys.exit(
+            "gluon-matmul compares with the persistent-tma-matmul lesson's kernel; put "
+            f"that lesson's folder beside this one ({exc})"
+        )
+    return persistent_tma_matmul
+
+
+def main() -> int:
+    lesson = Lesson("gluon-matmul")
+    device = lesson.device()  # declines below compute capability 9.0 (lesson.toml)
+    seeds = 30 if lesson.interpret else 8
+    locality = check_scheduler(lesson)
+    lesson.table(
+        "scheduler",
+        [
+            "output",
+            "programs",
+            "tiles",
+            "A rows + B columns, first wave (grouped)",
+            "the same, row-major order",
+        ],
+        locality,
+        "The persistent scheduler in plain Python: the first wave's distinct operand "
+        "tiles (fewer = more reuse in L2)",
+    )
+    check_ring(lesson, seeds)
+    lesson.table(
+        "smem",
+        ["stages", "epilogue", "bytes", "fits in 227 KiB"],
+        check_smem_budget(lesson),
+        "Shared memory of the 128x256x64 kernel",
+    )
+    exercise_release_early(lesson, seeds)
+    if device == "cpu":
+        lesson.decline(DECLINE)
+    import matmul_kernels as mk  # Gluon: only here, on a Hopper GPU
+    import torch
+
+    pt = tl_lesson()
+    num_sms = torch.cuda.get_device_properties(0).multi_processor_count
+    check_kernel(lesson, mk, num_sms)
+    exercise_fewer_programs(lesson, mk, num_sms)
+    show_compiled(lesson, mk, num_sms)
+    benchmark(lesson, mk, pt, num_sms)
+    return lesson.finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

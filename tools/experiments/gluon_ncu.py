@@ -1,0 +1,30 @@
+"""One launch of each kernel worth profiling, for Nsight Compute (H200).
+
+    ncu --clock-control none -k regex:'attn_fwd_ws|matmul_ws|flash|fmha|sm90' \
+        --section ComputeWorkloadAnalysis --section WarpStateStats --csv --page details \
+        python3 tools/experiments/gluon_ncu.py > $OUT/ncu.csv
+
+The Gluon attention kernel (full D=128, causal D=64: the best and the worst
+case against SDPA), SDPA itself at the same shapes, and the Gluon matmul at
+8192^3. Each runs once; the lessons' evidence has the timings.
+"""
+
+import sys
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(ROOT / "code" / "gluon-attention"), str(ROOT / "code" / "gluon-matmul")]
+import attention_kernels as ak  # noqa: E402
+import matmul_kernels as mk  # noqa: E402
+
+sdpa = torch.nn.functional.scaled_dot_product_attention
+for D, causal in ((128, False), (64, True)):
+    q, k, v = (torch.randn(4, 32, 4096, D, device="cuda", dtype=torch.float16) for _ in range(3))
+    ak.attention_ws(q, k, v, causal, pingpong=False)
+    sdpa(q, k, v, is_causal=causal)
+a = torch.randn(8192, 8192, device="cuda", dtype=torch.float16)
+mk.matmul_ws(a, a, torch.cuda.get_device_properties(0).multi_processor_count, stages=3,
+             epi_split=1)
+torch.cuda.synchronize()

@@ -33,7 +33,7 @@ def test_publish_gate_fails_without_gpu_evidence_and_plain_check_says_so_in_one_
     check = project.verify("--check")
     assert check.returncode == 0, check.stderr
     lines = check.stdout.strip().splitlines()
-    assert len(lines) == 1 and "1 still wait for a GPU run (good)" in lines[0] and "--publish" in lines[0]
+    assert len(lines) == 1 and "1 still waits for a GPU run (good): --check --publish refuses it" in lines[0]
 
     gate = project.verify("--check", "--publish")
     assert gate.returncode == 1

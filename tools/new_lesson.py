@@ -261,10 +261,11 @@ NEXT = """
 next:
   .venv/bin/python tools/verify.py --lesson {name}      # interpreter run, recorded under evidence/{name}/
   bash tools/dev.sh serve                               # http://127.0.0.1:8000/lessons/{name}/
+  .venv/bin/python tools/downloads.py notebooks         # its notebook: CI checks each one is current
 on a GPU machine (stock python3), then back here:
   python3 tools/verify.py --lesson {name} --mode gpu --bundle {name}.tar.gz
   .venv/bin/python tools/verify.py --import {name}.tar.gz
-  .venv/bin/python tools/downloads.py notebooks         # the notebook carries the new output
+  .venv/bin/python tools/downloads.py notebooks         # again: the notebook shows the GPU run
 before publishing:
   .venv/bin/python tools/verify.py --check --publish    # fails until the GPU run is recorded
 (.venv: bash tools/dev.sh author; the guide: docs/writing-a-lesson.md)"""

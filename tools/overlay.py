@@ -41,7 +41,7 @@ def report(message: str) -> None:
         if message in _errors:
             return
         _errors.append(message)
-    print(f"ERROR    -  {message}\nINFO     -  mkdocs serve keeps answering: the error shows on the pages; "
+    print(f"ERROR   -  {message}\nINFO    -  mkdocs serve keeps answering: the error shows on the pages; "
           "save a fix and the next build replaces it", file=sys.stderr, flush=True)
 
 

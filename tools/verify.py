@@ -206,8 +206,9 @@ def do_status(args, lessons: list[Lesson], evidence_dir: Path) -> int:
                 print(f"publish: all {len(statuses)} lessons are VERIFIED or PARTIALLY VERIFIED by design")
         elif not problems:
             print(f"check: all {len(statuses)} lessons have current, usable evidence"
-                  + (f"; {len(waiting)} still wait for a GPU run ({', '.join(waiting)}): --check --publish "
-                     "refuses them until it is recorded" if waiting else ""))
+                  + (f"; {len(waiting)} still {'waits' if len(waiting) == 1 else 'wait'} for a GPU run "
+                     f"({', '.join(waiting)}): --check --publish refuses {'it' if len(waiting) == 1 else 'them'} "
+                     "until it is recorded" if waiting else ""))
         return 1 if problems else 0
     return 0
 

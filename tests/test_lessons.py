@@ -141,7 +141,9 @@ def test_discover_orders_lessons_and_skips_folders_without_toml(project):
     ('title = = "t"\n', "lesson.toml:"),
     ('title = "t"\nmain = "x.py"\npage = "p.md"\n[gpu.expected_exits]\n"one" = "why"\n', "expected_exits"),
     ('title = "t"\nmain = "x.py"\npage = "p.md"\ntitel = "typo"\n', "unknown field 'titel'"),
-    ('title = "t"\nmain = "x.py"\npage = "p.md"\norder = "first"\n', "order: expected a whole number"),
+    ('title = "t"\nmain = "x.py"\npage = "p.md"\norder = "first"\n', "order: expected a number"),
+    ('title = "t"\nmain = "x.py"\npage = "p.md"\norder = 2\nafter = "x"\n', "either order = N or after"),
+    ('title = "t"\nmain = "x.py"\npage = "p.md"\nafter = "broken"\n', "must name another lesson"),
     ('title = "t"\nmain = "x.py"\npage = "p.md"\n[requires]\ncapability = "nine"\n', "is not a version"),
     ('title = "t"\nmain = "x.py"\npage = "p.md"\ntimeout = 99999\n', "timeout must be between"),
 ])
@@ -168,6 +170,50 @@ def test_a_syntax_error_does_not_stop_finding_and_hashing_the_sources(project):
     before = lesson.source_hash()
     (project.code / "broken" / "helper.py").write_text("def f():\n    pass\n")
     assert project.lesson("broken").source_hash() != before
+
+
+def _placed(project, name: str, placement: str, part: str = "") -> None:
+    """A lesson whose lesson.toml says only `placement` (order = N or after = "x") about its place."""
+    folder = project.add(name, PASSING)
+    toml = folder / "lesson.toml"
+    text = toml.read_text().replace("order = 1\n", placement + "\n")
+    toml.write_text(text + (f'part = "{part}"\n' if part else ""))
+
+
+def test_a_fractional_order_goes_between_two_lessons_without_renumbering_them(project):
+    for name, order in (("one", "1"), ("two", "2"), ("three", "3")):
+        _placed(project, name, f"order = {order}")
+    _placed(project, "between", "order = 2.5")
+    assert [lesson.name for lesson in discover(project.code)] == ["one", "two", "between", "three"]
+
+
+def test_after_places_a_lesson_right_behind_another(project):
+    """after = "x": no number to choose; several after one lesson by name, a chain in its order."""
+    for name, order in (("one", "1"), ("two", "2"), ("three", "3")):
+        _placed(project, name, f"order = {order}")
+    _placed(project, "b-after-one", 'after = "one"')
+    _placed(project, "a-after-one", 'after = "one"')
+    _placed(project, "c-after-b", 'after = "b-after-one"')
+    _placed(project, "last-after-three", 'after = "three"')
+    lessons = discover(project.code)
+    assert [lesson.name for lesson in lessons] == [
+        "one", "a-after-one", "b-after-one", "c-after-b", "two", "three", "last-after-three"]
+    # a lesson placed by `after` takes its anchor's order, so sorting by order agrees with the course
+    assert [lesson.order for lesson in lessons] == [1, 1, 1, 1, 2, 3, 3]
+
+
+@pytest.mark.parametrize("placements, expect", [
+    ({"a": 'after = "nope"'}, "after = 'nope' is not a lesson"),
+    ({"a": 'after = "b"', "b": 'after = "a"'}, "makes a loop"),
+])
+def test_after_that_cannot_be_placed_names_the_file(project, placements, expect):
+    _placed(project, "anchor", "order = 1")
+    for name, placement in placements.items():
+        _placed(project, name, placement)
+    with pytest.raises(LessonError) as info:
+        discover(project.code)
+    assert str(info.value).startswith(str(project.code.absolute() / "a" / "lesson.toml"))
+    assert expect in str(info.value)
 
 
 @pytest.mark.parametrize("prerequisites, expect", [

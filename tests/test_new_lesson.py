@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import html
+import io
+import json
 import os
 import re
 import shutil
@@ -10,7 +12,9 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -21,6 +25,7 @@ sys.path.insert(0, str(ROOT / "tools"))
 import new_lesson  # noqa: E402
 from evidence import read_record  # noqa: E402
 from lessons import discover  # noqa: E402
+from mkdocs_hooks import course_nav  # noqa: E402
 from status import PARTIAL, judge  # noqa: E402
 
 
@@ -29,6 +34,7 @@ def project(tmp_path) -> Path:
     """A copy of the project an author works in: lessons, evidence, pages and mkdocs.yml."""
     for name in ("code", "evidence", "docs"):
         shutil.copytree(ROOT / name, tmp_path / name, ignore=shutil.ignore_patterns("_output", "__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path)  # code/ruff.toml extends it
     config = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
     config = config.replace("  - tools/mkdocs_hooks.py", f"  - {ROOT / 'tools' / 'mkdocs_hooks.py'}")
     config = config.replace("  - tools\n", f"  - {ROOT / 'tools'}\n")  # the watch list
@@ -46,15 +52,21 @@ def test_scaffold_creates_a_lesson_that_verifies_and_builds(project):
     assert (project / "mkdocs.yml").read_bytes() == config_before
 
     lessons = {lesson.name: lesson for lesson in discover(project / "code")}
-    assert lessons["row-sum"].order == max(lesson.order for lesson in lessons.values())
-    assert list(lessons)[-1] == "row-sum"
+    assert list(lessons)[-1] == "row-sum" and lessons["row-sum"].part == ""
+    # it keeps to the lessons' 88 columns and the project's rules as generated
+    lint = subprocess.run([str(ROOT / ".venv/bin/ruff"), "check", str(project / "code/row-sum")],
+                          capture_output=True, text=True, cwd=project)
+    assert lint.returncode == 0, lint.stdout + lint.stderr
 
     run = subprocess.run([sys.executable, str(ROOT / "tools/verify.py"), "--code-dir", str(project / "code"),
                           "--evidence-dir", str(project / "evidence"), "--lesson", "row-sum", "--mode", "interpreter"],
                          capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stdout + run.stderr
     record = read_record(project / "evidence/row-sum/interpreter.json")
-    assert record.outcome == "passed" and [c.status for c in record.checks] == ["pass"]
+    # its checks and the exercise's solution pass; the benchmark is skipped, and the record says so
+    assert record.outcome == "passed" and {c.status for c in record.checks} == {"pass"}
+    assert "exercise-negative-factor" in {c.name for c in record.checks}
+    assert [p.part for p in record.skipped_parts] == ["benchmark"] and not record.benchmarks
     assert judge(lessons["row-sum"], project / "evidence").status == PARTIAL
 
     env = dict(os.environ, NO_MKDOCS_2_WARNING="1", VT_CODE_DIR=str(project / "code"),
@@ -66,11 +78,63 @@ def test_scaffold_creates_a_lesson_that_verifies_and_builds(project):
     text = html.unescape(re.sub(r"<[^>]+>", "", page))
     assert "def scale_kernel(x_ptr, out_ptr, n, factor, BLOCK: tl.constexpr):" in text
     assert "PARTIALLY VERIFIED" in text
+    # the exercise's solution is in the site's collapsed block, cut from the checked region
+    assert re.search(r'<details class="success">\s*<summary>Solution \(checked by the lesson\)</summary>', page)
+    assert "ok = torch.equal(scale(x, -0.5), x * -0.5)" in text
+    # nothing on the page claims what no run has shown: no Triton version, no list of GPUs it runs on
+    assert "Triton:" not in text and "Colab's GPUs (T4" not in text
+    assert "lesson.toml states no minimum compute capability" in text
     # it joined the Lessons section of the navigation, last: the lesson before it now leads to it
     before = list(lessons.values())[-2]
     previous_page = (project / "site" / before.page.removesuffix(".md") / "index.html").read_text(encoding="utf-8")
     assert re.search(r'<a href="\.\./row-sum/" class="md-footer__link md-footer__link--next"', previous_page)
     assert "Row sums" in (project / "site/lessons/row-sum/index.html").read_text(encoding="utf-8")
+
+
+def _parts(lessons) -> list[str]:
+    return [next(iter(item)) for item in course_nav(lessons) if isinstance(item, dict)]
+
+
+@pytest.mark.parametrize("part", ["Foundations", "Transformer kernels"])
+def test_the_scaffolds_lesson_lands_at_the_end_of_its_part(project, part):
+    """Before: --part gave order = max + 1, after the Blackwell lesson of another part, so the part showed
+    twice in the navigation. Now the lesson goes after its part's last lesson; no lesson is renumbered."""
+    tomls = {p: p.read_bytes() for p in (project / "code").glob("*/lesson.toml")}
+    before = discover(project / "code")
+    last_of_part = [lesson for lesson in before if lesson.part == part][-1]
+    new_lesson.create("adamw", "AdamW in one kernel", root=project, part=part)
+    assert all(p.read_bytes() == data for p, data in tomls.items())  # nobody renumbered
+    lessons = discover(project / "code")
+    names = [lesson.name for lesson in lessons]
+    assert names[names.index(last_of_part.name) + 1] == "adamw"
+    assert _parts(lessons) == _parts(before)  # each part once, in the same order
+    section = next(item[part] for item in course_nav(lessons) if isinstance(item, dict) and part in item)
+    assert section[-1] == "lessons/adamw.md"
+
+
+def test_the_scaffold_opens_a_new_part_at_the_end_and_says_where_it_went(project, capsys, monkeypatch):
+    monkeypatch.setattr(new_lesson, "ROOT", project)
+    assert new_lesson.main(["adamw", "--part", "Optimizers"]) == 0
+    out = capsys.readouterr().out
+    assert 'in a new part "Optimizers" at the end of the course' in out
+    # the next commands: verify, serve, record on a GPU, bring it back, regenerate the notebook, publish
+    for command in ("tools/verify.py --lesson adamw", "bash tools/dev.sh serve", "--mode gpu --bundle",
+                    "--import adamw.tar.gz", "tools/downloads.py notebooks", "--check --publish"):
+        assert command in out
+    lessons = discover(project / "code")
+    assert lessons[-1].name == "adamw" and _parts(lessons)[-1] == "Optimizers"
+
+
+def test_a_part_that_would_show_twice_fails_the_build_naming_the_lesson(project):
+    """The scaffold's old placement: a Transformer-kernels lesson after the Beyond-Hopper one."""
+    new_lesson.create("adamw", "AdamW", root=project)  # the end of the course, in no part
+    toml = project / "code/adamw/lesson.toml"
+    toml.write_text(toml.read_text().replace("main =", 'part = "Transformer kernels"\nmain ='))
+    with pytest.raises(Exception) as info:
+        course_nav(discover(project / "code"))
+    message = str(info.value)
+    assert message.startswith(str(toml)) and 'part "Transformer kernels" would appear twice' in message
+    assert 'after = "attention-backward"' in message
 
 
 def test_scaffold_refuses_bad_names_and_existing_lessons(project):
@@ -121,3 +185,117 @@ def test_mkdocs_serve_rerenders_a_page_when_its_lesson_file_changes(project):
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+# -- an author's `mkdocs serve` (bash tools/dev.sh serve: --dirty --no-strict) ----------------------
+
+class _Serve:
+    """`mkdocs serve` as tools/dev.sh runs it, on the project, with its terminal output kept."""
+
+    def __init__(self, project: Path):
+        self.project, self.port = project, _free_port()
+        self.log = project / "serve.log"
+        env = dict(os.environ, NO_MKDOCS_2_WARNING="1", VT_CODE_DIR=str(project / "code"),
+                   VT_EVIDENCE_DIR=str(project / "evidence"))
+        with open(self.log, "wb") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "mkdocs", "serve", "--dirty", "--no-strict", "-f", str(project / "mkdocs.yml"),
+                 "-a", f"127.0.0.1:{self.port}"], env=env, cwd=project, stdout=log, stderr=subprocess.STDOUT)
+
+    def get(self, path: str, limit: float = 10) -> tuple[float, bytes]:
+        """(seconds the answer took, its body); fails the test past `limit`: the server must never hang.
+        (A request during a rebuild waits for it, by MkDocs' design: on two busy cores that can take a while.)"""
+        start = time.monotonic()
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=limit) as response:
+                body = response.read()
+        except urllib.error.HTTPError as exc:
+            body = exc.read()
+        except TimeoutError:
+            pytest.fail(f"GET {path} got no answer within {limit:g} s; log:\n{self.log.read_text()[-3000:]}")
+        return time.monotonic() - start, body
+
+    def wait_for(self, path: str, predicate, what: str, limit: float = 240) -> str:
+        deadline = time.monotonic() + limit
+        while True:
+            assert self.process.poll() is None, f"mkdocs serve exited; log:\n{self.log.read_text()[-3000:]}"
+            try:
+                body = self.get(path, limit=180)[1]
+            except urllib.error.URLError:  # not listening yet
+                body = b""
+            text = body.decode("utf-8", "replace")
+            if predicate(text):
+                return text
+            assert time.monotonic() < deadline, f"{what}; log:\n{self.log.read_text()[-3000:]}"
+            time.sleep(0.5)
+
+    def close(self) -> None:
+        self.process.terminate()
+        self.process.wait(timeout=30)
+
+
+def _plain(page: str) -> str:
+    return html.unescape(re.sub(r"<[^>]+>", "", page))
+
+
+def test_serve_with_a_broken_page_answers_within_10_s_with_file_line(project):
+    """Before: the first build failed and `mkdocs serve` exited; a later failed rebuild held every request
+    (one waited 600 s), and a repeated error printed only "Aborted with a BuildError!"."""
+    page = project / "docs/lessons/vector-add.md"
+    good = page.read_text(encoding="utf-8")
+    directive = "::snippet code/vector-add/vector_add.py "
+    broken = good.replace(directive + "launch", directive + "lunch")
+    line = broken.splitlines().index(directive + "lunch") + 1
+    where = f"docs/lessons/vector-add.md:{line}: "
+    page.write_text(broken, encoding="utf-8")
+    server = _Serve(project)
+    try:
+        shown = server.wait_for("/lessons/vector-add/", lambda t: where in _plain(t), "the error never showed")
+        assert "no region named 'lunch'" in _plain(shown)  # FILE:LINE and the message, on the failing page
+        took, again = server.get("/lessons/vector-add/")  # within 10 s (get fails the test past that)
+        assert where.encode() in again
+        took, other = server.get("/lessons/dropout/")  # and as an overlay on every other page
+        assert b'id="vt-build-error"' in other and where.encode() in other
+
+        page.write_text(good, encoding="utf-8")  # the next good build replaces it
+        fixed = server.wait_for("/lessons/vector-add/", lambda t: "def add(x: torch.Tensor" in _plain(t),
+                                "the fixed page never came back")
+        assert "vt-build-error" not in fixed
+        assert b"vt-build-error" not in server.get("/lessons/dropout/")[1]
+
+        page.write_text(broken, encoding="utf-8")  # the same error again: printed again
+        server.wait_for("/lessons/vector-add/", lambda t: where in _plain(t), "the repeated error never showed")
+        assert server.log.read_text().count(where) == 2
+
+        toml = project / "code/dropout/lesson.toml"  # an error no page owns: every page shows it
+        page.write_text(good, encoding="utf-8")
+        toml.write_text(toml.read_text().replace("order = 2", 'order = "second"'))
+        shown = server.wait_for("/lessons/vector-add/", lambda t: "order: expected a number" in _plain(t),
+                                "the lesson.toml error never showed")
+        assert str(toml) in _plain(shown)
+    finally:
+        server.close()
+
+
+def test_serve_refreshes_navigation_archive_and_notebook_when_a_lesson_moves(project):
+    """Before: with --dirty, pages kept the navigation of the first build and the archive and notebook
+    kept the old title until the server was restarted."""
+    server = _Serve(project)
+    try:
+        server.wait_for("/lessons/dropout/", lambda t: "Vector add: programs" in t, "mkdocs serve did not come up")
+        toml = project / "code/vector-add/lesson.toml"  # the first lesson: a part of its own stays in one piece
+        text = toml.read_text()
+        title = re.search(r'^title = "(.*)"$', text, re.M).group(1)
+        toml.write_text(text.replace(f'title = "{title}"', 'title = "Vector add, renamed"')
+                        .replace('part = "Foundations"', 'part = "First steps"'))
+        # another lesson's page: the new part is a section of its own (before: the first build's navigation)
+        nav = server.wait_for("/lessons/dropout/", lambda t: "First steps" in t, "the navigation never changed")
+        assert "vt-build-error" not in nav
+        assert "Vector add, renamed" in server.get("/", limit=180)[1].decode()  # the home page's course path
+        notebook = json.loads(server.get("/notebooks/vector-add.ipynb", limit=180)[1])
+        assert notebook["metadata"]["title"] == "Vector add, renamed"
+        with zipfile.ZipFile(io.BytesIO(server.get("/downloads/vector-add.zip", limit=180)[1])) as archive:
+            readme = next(archive.read(n) for n in archive.namelist() if n.endswith("README.md"))
+        assert b"Vector add, renamed" in readme
+    finally:
+        server.close()

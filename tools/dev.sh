@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
-# Set up the project's virtual environment, then serve the site or run the tests.
-#   bash tools/dev.sh serve    site on http://127.0.0.1:8000, rebuilt when a lesson or its evidence changes
-#   bash tools/dev.sh test     ruff, evidence check, fresh interpreter runs, pytest (site build + browser)
+# One virtual environment, .venv, in three sizes; each command installs what it needs (pyproject.toml's extras):
+#   bash tools/dev.sh serve            the site's: MkDocs, Material, nbformat (no torch); serves
+#                                      http://127.0.0.1:8000, rebuilt when a page, lesson or its evidence changes
+#   bash tools/dev.sh author [CMD...]  the author's: the site's + torch (CPU build), Triton, numpy, matplotlib,
+#                                      ruff (no browser); runs CMD with .venv/bin first on PATH, e.g.
+#                                      bash tools/dev.sh author python tools/verify.py --lesson row-sum
+#   bash tools/dev.sh test             the tests': the author's + pytest, Playwright, nbclient; runs ruff,
+#                                      verify --check and --compare, and pytest (site build and browser)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export NO_MKDOCS_2_WARNING=1
@@ -24,7 +29,25 @@ case "${1:-}" in
         setup site
         # --dirty: after the first build, re-render only what an edit changed (tools/incremental.py);
         # warnings are shown, not fatal, while writing (the test command builds with --strict).
+        # A page that fails to build shows its error in the browser until the next good build (tools/overlay.py).
         exec .venv/bin/mkdocs serve --dirty --no-strict "${@:2}"
+        ;;
+    author)
+        setup author
+        if [ $# -gt 1 ]; then
+            PATH="$PWD/.venv/bin:$PATH" exec "${@:2}"
+        fi
+        .venv/bin/python - <<'EOF'
+import mkdocs, torch, triton
+print(f"== the author's environment is .venv: torch {torch.__version__}, Triton {triton.__version__}, "
+      f"MkDocs {mkdocs.__version__}")
+EOF
+        cat <<'EOF'
+   .venv/bin/python tools/new_lesson.py NAME --part "PART"   a new lesson, at the end of its part
+   .venv/bin/python tools/verify.py --lesson NAME            its interpreter run, recorded under evidence/
+   bash tools/dev.sh serve                                   the site, with its badge
+   the rest: docs/writing-a-lesson.md
+EOF
         ;;
     test)
         setup dev
@@ -38,7 +61,8 @@ case "${1:-}" in
         .venv/bin/python -m pytest "${@:2}"
         ;;
     *)
-        echo "usage: bash tools/dev.sh serve|test" >&2
+        echo "usage: bash tools/dev.sh serve | author [CMD...] | test [PYTEST ARGS...]" >&2
+        echo "  serve: the site (no torch); author: + torch, Triton (run and verify lessons); test: + the tests" >&2
         exit 2
         ;;
 esac

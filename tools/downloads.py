@@ -294,10 +294,30 @@ def _config() -> tuple[str, str]:
     return (repo.group(1).strip() if repo else ""), (branch.group(1) if branch else "main")
 
 
+def parse_args(argv: list[str]):
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog="downloads.py", description="Every lesson as a zip archive and as a Jupyter notebook.",
+        formatter_class=lambda prog: argparse.RawDescriptionHelpFormatter(prog, max_help_position=20),
+        epilog="exit codes: 0 done (check: every notebook is current); 1 check found stale or extra notebooks; "
+               "2 a bad command line\n"
+               "examples:\n"
+               "  .venv/bin/python tools/downloads.py notebooks   # after recording or importing evidence\n"
+               "  .venv/bin/python tools/downloads.py check       # what CI runs\n"
+               "needs nbformat: bash tools/dev.sh author (or serve) installs it into .venv")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    commands.add_parser("notebooks", help="write notebooks/<lesson>.ipynb, what \"Open in Colab\" opens")
+    commands.add_parser("check", help="exit 1 unless the committed notebooks match the generated ones")
+    build = commands.add_parser("build", help="write every archive and notebook into DIR")
+    build.add_argument("dir", nargs="?", type=Path, default=ROOT / "site-downloads", metavar="DIR",
+                       help="where to write them (default: site-downloads/)")
+    return parser.parse_args(argv)
+
+
 def main(argv: list[str]) -> int:
-    if not argv or argv[0] not in ("notebooks", "check", "build"):
-        print(__doc__.strip().split("\n\n")[0], file=sys.stderr)
-        return 2
+    args = parse_args(argv)
+    argv = [args.command] + ([str(args.dir)] if args.command == "build" else [])  # the checked command line
     repo, branch = _config()
     site = directives.Site.load(ROOT / "code", ROOT / "evidence", repo_url=repo, branch=branch)
     docs = ROOT / "docs"

@@ -10,7 +10,9 @@ pages whose files are newer than their output. The hook writes generated files
 into a cache folder only when their content changed, and marks the output of a
 lesson page (and of the site-wide pages) out of date when the lesson's
 fingerprint changed, so an edit to a lesson shows in seconds whatever the
-size of the course.
+size of the course. A change to the course's shape (a lesson's title, summary,
+order or part, a lesson added or removed) shows in every page's navigation:
+every page is rendered again.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import os
 from pathlib import Path
 
 _fingerprints: dict[str, tuple] = {}
+_course: tuple | None = None
 _memo: dict[tuple, object] = {}
 
 
@@ -33,7 +36,13 @@ def fingerprint(lesson, evidence_dir: Path, docs_dir: Path) -> tuple:
         page = os.stat(docs_dir / lesson.page).st_mtime_ns
     except OSError:
         page = 0
-    return (lesson.source_hash(), tuple(evidence), page)
+    return (lesson.source_hash(), tuple(evidence), page, placement(lesson))
+
+
+def placement(lesson) -> tuple:
+    """What lesson.toml says about the lesson's place on the site: the navigation, the home page's
+    course path, the archive's README and the notebook show it, but the source hash leaves it out."""
+    return (lesson.title, lesson.summary, lesson.order, lesson.part, lesson.after, lesson.prerequisites)
 
 
 def changed(lessons, evidence_dir: Path, docs_dir: Path) -> tuple[set[str], dict[str, tuple]]:
@@ -44,6 +53,17 @@ def changed(lessons, evidence_dir: Path, docs_dir: Path) -> tuple[set[str], dict
     _fingerprints.clear()
     _fingerprints.update(now)
     return different, now
+
+
+def course_changed(lessons) -> bool:
+    """Whether the course's shape differs from the previous build's (True the first time).
+    None (the course could not be read) changes nothing: the next good build compares with the last."""
+    global _course
+    if lessons is None:
+        return False
+    shape = tuple((lesson.name, lesson.page, placement(lesson)) for lesson in lessons)
+    different, _course = shape != _course, shape
+    return different
 
 
 def memo(key: tuple, make):

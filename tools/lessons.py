@@ -16,7 +16,7 @@ import json
 import os
 import re
 import tomllib
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 
@@ -30,6 +30,7 @@ MODES = ("interpreter", "gpu")
 LESSON_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
 VERSION = re.compile(r"^\d+(\.\d+){0,2}$")
 DEFAULT_TIMEOUT = 300.0
+UNPLACED = 999.0  # the order of a lesson.toml that gives neither `order` nor `after`: the end of the course
 
 
 class LessonError(Exception):
@@ -56,7 +57,8 @@ class LessonToml:
     title: str
     main: str
     page: str
-    order: int = 999
+    order: float | None = None  # position in the course: any number, so 16.5 goes between 16 and 17
+    after: str = ""  # or: right after this lesson (its folder name), with no number to choose
     part: str = ""  # the part of the course it belongs to, a section of the site's navigation
     summary: str = ""
     prerequisites: list[str] = field(default_factory=list)
@@ -79,7 +81,7 @@ class Lesson:
     name: str
     root: Path  # the project root that paths in evidence are relative to
     title: str
-    order: int
+    order: float
     part: str
     folder: Path
     main: Path
@@ -89,6 +91,7 @@ class Lesson:
     modes: dict[str, ModeSpec]
     requires: Requires
     run_spec: str  # canonical JSON of lesson.toml's run keys: what its hash covers
+    after: str = ""  # lesson.toml's `after`: discover() places it right after that lesson
 
     def source_files(self) -> list[Path]:
         """The main file, lesson.toml, and every local module the main file imports, transitively."""
@@ -216,6 +219,10 @@ def load_lesson(folder: Path, code_dir: Path | None = None) -> Lesson:
         raise LessonError(f"{toml_path}: {exc}") from None
     if not LESSON_NAME.match(folder.name):
         raise LessonError(f"{folder}: a lesson folder's name uses lower-case letters, digits and '-'")
+    if spec.after and spec.order is not None:
+        raise LessonError(f"{toml_path}: give either order = N or after = \"<lesson>\", not both")
+    if spec.after and (spec.after == folder.name or not LESSON_NAME.match(spec.after)):
+        raise LessonError(f"{toml_path}: after = '{spec.after}' must name another lesson's folder")
     main = folder / spec.main
     if "/" in spec.main or "\\" in spec.main or not spec.main.endswith(".py") or not main.is_file():
         raise LessonError(f"{toml_path}: main = '{spec.main}' is not a .py file in {folder.name}/")
@@ -238,14 +245,15 @@ def load_lesson(folder: Path, code_dir: Path | None = None) -> Lesson:
                            "interpreter": asdict(spec.interpreter), "gpu": asdict(spec.gpu),
                            "timeout": spec.timeout}, sort_keys=True)
     return Lesson(
-        name=folder.name, root=code_dir.parent, title=spec.title, order=spec.order, part=spec.part, folder=folder,
+        name=folder.name, root=code_dir.parent, title=spec.title, part=spec.part, folder=folder,
+        order=UNPLACED if spec.order is None else spec.order,
         main=main, page=spec.page, summary=spec.summary, prerequisites=tuple(spec.prerequisites),
-        modes=modes, requires=spec.requires, run_spec=run_spec,
+        modes=modes, requires=spec.requires, run_spec=run_spec, after=spec.after,
     )
 
 
 def discover(code_dir: Path = CODE_DIR) -> list[Lesson]:
-    """Every lesson under code/, in course order (lesson.toml's `order`, then name).
+    """Every lesson under code/, in course order (lesson.toml's `order`, then name; see course_order).
 
     A prerequisite that names no lesson, or one that comes later in the
     course, is an error naming the lesson.toml.
@@ -261,7 +269,7 @@ def discover(code_dir: Path = CODE_DIR) -> list[Lesson]:
             continue
         if (folder / "lesson.toml").exists() or (folder / "lesson.toml").is_symlink():
             lessons.append(load_lesson(folder, code_dir))
-    lessons.sort(key=lambda lesson: (lesson.order, lesson.name))
+    lessons = course_order(lessons)
     position = {lesson.name: i for i, lesson in enumerate(lessons)}
     for i, lesson in enumerate(lessons):
         for pre in lesson.prerequisites:
@@ -269,5 +277,36 @@ def discover(code_dir: Path = CODE_DIR) -> list[Lesson]:
                 raise LessonError(f"{lesson.folder / 'lesson.toml'}: prerequisite '{pre}' is not a lesson")
             if position[pre] >= i:
                 raise LessonError(f"{lesson.folder / 'lesson.toml'}: prerequisite '{pre}' comes later in the "
-                                  "course; give it a smaller order")
+                                  "course; place it earlier (a smaller order, or after = an earlier lesson)")
     return lessons
+
+
+def course_order(lessons: list[Lesson]) -> list[Lesson]:
+    """The one course order: lessons sorted by `order` (then name), each followed by the lessons that
+    name it in `after` (several after one lesson: by name; a chain keeps its order).
+
+    A lesson placed by `after` takes its anchor's order, so anything that sorts by order agrees.
+    An `after` that names no lesson, or a loop of them, is an error naming the lesson.toml.
+    """
+    names = {lesson.name for lesson in lessons}
+    followers: dict[str, list[Lesson]] = {}
+    for lesson in sorted(lessons, key=lambda lesson: lesson.name):
+        if lesson.after:
+            if lesson.after not in names:
+                raise LessonError(f"{lesson.folder / 'lesson.toml'}: after = '{lesson.after}' is not a lesson "
+                                  f"(a folder under code/ with a lesson.toml)")
+            followers.setdefault(lesson.after, []).append(lesson)
+    placed: list[Lesson] = []
+    for root in sorted((lesson for lesson in lessons if not lesson.after), key=lambda x: (x.order, x.name)):
+        stack = [root]
+        while stack:
+            lesson = stack.pop()
+            if lesson.after:
+                lesson = replace(lesson, order=root.order)
+            placed.append(lesson)
+            stack.extend(reversed(followers.pop(lesson.name, [])))
+    if followers:  # every lesson left names one that is itself placed by `after`, in a loop
+        stuck = min((lesson for group in followers.values() for lesson in group), key=lambda x: x.name)
+        raise LessonError(f"{stuck.folder / 'lesson.toml'}: after = '{stuck.after}' makes a loop of `after` "
+                          f"keys; give one lesson of the loop an order = N instead")
+    return placed

@@ -6,17 +6,19 @@ The hook is thin; each job lives elsewhere:
 - every usable record and the figures it names are published, read through the schema and safefs;
 - `::NAME ARGS` lines are expanded by the directive registry (tools/directives/).
 Any error (a bad directive, a missing file or region, unusable evidence, a link
-under code/ or evidence/) fails the build with the page's FILE:LINE or the file's path.
+under code/ or evidence/) fails the build with the page's FILE:LINE or the file's path;
+under `mkdocs serve` it shows in the browser instead, until the next good build (overlay.py).
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import sys
 from pathlib import Path
 
-from mkdocs.exceptions import PluginError
+from mkdocs.exceptions import Abort, PluginError
 from mkdocs.structure.files import File, Files
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -24,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import directives  # noqa: E402
 import downloads  # noqa: E402
 import incremental  # noqa: E402
+import overlay  # noqa: E402
 import render  # noqa: E402
 import sources  # noqa: E402
 from evidence import EvidenceError, figure_files, read_figure  # noqa: E402
@@ -54,6 +57,36 @@ class _QuietCodeLineAnchors(logging.Filter):
 def on_startup(command, dirty) -> None:
     logging.getLogger("mkdocs.structure.pages").addFilter(_QuietCodeLineAnchors())
     os.environ["VT_DIRTY_SERVE"] = "1" if (dirty and command == "serve") else ""
+    overlay.serving = command == "serve"
+
+
+def on_serve(server, config, builder):
+    """The server answers whatever a build does: failures are shown (overlay.py), never left to stall it."""
+    server.builder = overlay.guard(server.builder)
+    server.set_app(overlay.wrap_app(server.get_app()))
+    return server
+
+
+def on_build_error(error) -> None:
+    if overlay.serving and not isinstance(error, Abort):  # another plugin's error: MkDocs prints it once at most
+        overlay.report(str(error))
+
+
+def _shown_while_serving(fallback):
+    """Under `mkdocs serve`, a hook's error is reported to the overlay and the build goes on with
+    `fallback(*args)`; a failed build would leave every request waiting. `mkdocs build` fails as before."""
+    def wrap(hook):
+        @functools.wraps(hook)
+        def safe(*args, **kwargs):
+            try:
+                return hook(*args, **kwargs)
+            except PluginError as exc:
+                if not overlay.serving:
+                    raise
+                overlay.report(str(exc))
+                return fallback(*args, **kwargs)
+        return safe
+    return wrap
 
 
 class _Output:
@@ -74,14 +107,22 @@ class _Output:
                                use_directory_urls=self.config["use_directory_urls"]))
 
 
+def _keep_config(config):
+    global _lessons
+    _lessons = None  # the course could not be read: the later hooks show the error instead
+    return config
+
+
+@_shown_while_serving(_keep_config)
 def on_config(config):
     """Fill the Lessons section of the navigation from the lessons' own order and parts."""
     global _lessons
+    overlay.start_build()
     try:
         _lessons = lessons = discover(CODE_DIR)
+        pages = course_nav(lessons)
     except (LessonError, UnsafePathError) as exc:
         raise PluginError(str(exc)) from None
-    pages = course_nav(lessons)
     nav = config.get("nav") or []
     for i, item in enumerate(nav):
         if isinstance(item, dict) and LESSONS_SECTION in item:
@@ -100,18 +141,44 @@ def course_nav(lessons) -> list:
     building a course of hundreds of lessons costs per page what a few dozen do.
     """
     nav: list = []
+    previous = None
     for lesson in lessons:
         if not lesson.part:
             nav.append(lesson.page)
         elif nav and isinstance(nav[-1], dict) and lesson.part in nav[-1]:
             nav[-1][lesson.part].append(lesson.page)
         else:
+            _refuse_a_second_section(lesson, previous, lessons)
             nav.append({lesson.part: [lesson.page]})
+        previous = lesson
     return nav
 
 
+def _refuse_a_second_section(lesson, previous, lessons) -> None:
+    """A part's lessons must be consecutive in the course, or its section would show twice."""
+    earlier = [other for other in lessons[:lessons.index(lesson)] if other.part == lesson.part]
+    if not earlier:
+        return
+    last = earlier[-1]
+    following = lessons[lessons.index(last) + 1]
+    raise LessonError(
+        f"{lesson.folder / 'lesson.toml'}: part \"{lesson.part}\" would appear twice in the navigation: "
+        f"'{previous.name}' ({previous.part or 'no part'}) comes between '{last.name}' and '{lesson.name}'. "
+        f"Keep a part's lessons together: after = \"{last.name}\" (or an order between "
+        f"{last.order:g} and {following.order:g}) puts '{lesson.name}' at the end of its part")
+
+
+def _no_site(config) -> None:
+    global _site
+    _site = None
+
+
+@_shown_while_serving(_no_site)
 def on_pre_build(config) -> None:
     global _site
+    _site = None
+    if _lessons is None:  # on_config reported why
+        return
     repo = (config.get("repo_url") or "").rstrip("/")
     extra = dict(config.get("extra") or {})
     try:
@@ -123,9 +190,22 @@ def on_pre_build(config) -> None:
         raise PluginError("unusable evidence (fix or re-record it):\n  " + "\n  ".join(problems))
 
 
+def _files_as_they_are(files: Files, config) -> Files:
+    return files  # the pages still render; the overlay on each says what is missing
+
+
+@_shown_while_serving(_files_as_they_are)
 def on_files(files: Files, config) -> Files:
     site = _site
     out = _Output(files, config)
+    if out.dirty:  # pages last rendered as an error, or with another course's navigation: render again
+        pages = overlay.take_error_pages()
+        if incremental.course_changed(site.lessons if site else None):
+            pages += [file.abs_dest_path for file in files.documentation_pages()]
+        for dest in pages:
+            incremental.mark_stale(dest)
+    if site is None:
+        return files
     imports = {lesson.name: [p for p in lesson.source_files() if p.suffix == ".py" and p != lesson.main]
                for lesson in site.lessons}
     try:
@@ -172,23 +252,34 @@ def _publish_downloads(out: _Output, site, docs_dir: Path, fingerprints: dict[st
     # The page shows the evidence of this build's commit: Colab opens that commit's notebook, not the branch's.
     commit = downloads.built_commit(site.branch)
     for lesson in site.lessons:
-        archive_uri = f"{downloads.ARCHIVES}/{lesson.name}.zip"
-        notebook_uri = f"{downloads.NOTEBOOKS}/{lesson.name}.ipynb"
-        key = (lesson.name, fingerprints[lesson.name], site.repo_url, site.branch)
         try:
-            out.add(archive_uri, incremental.memo(("zip", *key), lambda lesson=lesson: downloads.archive(lesson, site)))
-            out.add(notebook_uri, incremental.memo(
-                ("ipynb", *key), lambda lesson=lesson: downloads.notebook_bytes(lesson, site, docs_dir)))
-        except (SnippetError, EvidenceError, UnsafePathError, LessonError, ValueError) as exc:
-            raise PluginError(f"{lesson.folder / lesson.main.name}: cannot make its download: {exc}") from None
-        except directives.PageError as exc:
-            raise PluginError(f"docs/{lesson.page}:{exc.line}: {exc.error}") from None
-        entry = [(":material-folder-zip-outline: Download the lesson (zip)", archive_uri),
-                 (":material-notebook-outline: Jupyter notebook", notebook_uri)]
-        colab = downloads.colab_url(site.repo_url, commit, lesson)
-        if colab:
-            entry.append(("Open in Colab", colab))
-        links[lesson.name] = entry
+            links[lesson.name] = _publish_lesson_downloads(out, site, docs_dir, fingerprints, lesson, commit)
+        except PluginError as exc:
+            if not overlay.serving:
+                raise
+            overlay.report(str(exc))  # the other lessons' downloads are still published
+
+
+def _publish_lesson_downloads(out: _Output, site, docs_dir: Path, fingerprints: dict[str, tuple],
+                              lesson, commit: str) -> list[tuple[str, str]]:
+    """One lesson's zip and notebook; the links its requirements box shows."""
+    archive_uri = f"{downloads.ARCHIVES}/{lesson.name}.zip"
+    notebook_uri = f"{downloads.NOTEBOOKS}/{lesson.name}.ipynb"
+    key = (lesson.name, fingerprints[lesson.name], site.repo_url, site.branch)
+    try:
+        out.add(archive_uri, incremental.memo(("zip", *key), lambda lesson=lesson: downloads.archive(lesson, site)))
+        out.add(notebook_uri, incremental.memo(
+            ("ipynb", *key), lambda lesson=lesson: downloads.notebook_bytes(lesson, site, docs_dir)))
+    except (SnippetError, EvidenceError, UnsafePathError, LessonError, ValueError) as exc:
+        raise PluginError(f"{lesson.folder / lesson.main.name}: cannot make its download: {exc}") from None
+    except directives.PageError as exc:
+        raise PluginError(f"docs/{lesson.page}:{exc.line}: {exc.error}") from None
+    entry = [(":material-folder-zip-outline: Download the lesson (zip)", archive_uri),
+             (":material-notebook-outline: Jupyter notebook", notebook_uri)]
+    colab = downloads.colab_url(site.repo_url, commit, lesson)
+    if colab:
+        entry.append(("Open in Colab", colab))
+    return entry
 
 
 def _import_links(path: Path, site, imports: dict, up: str) -> list[tuple[str, str]]:
@@ -203,7 +294,14 @@ def _import_links(path: Path, site, imports: dict, up: str) -> list[tuple[str, s
     return links
 
 
+def _error_page(markdown: str, page, config, files) -> str:
+    return overlay.error_page_markdown(page.file.abs_dest_path)
+
+
+@_shown_while_serving(_error_page)
 def on_page_markdown(markdown: str, page, config, files) -> str:
+    if _site is None:  # the site could not be read (only while serving): every page shows why
+        return _error_page(markdown, page, config, files)
     src = page.file.src_uri
     where = f"docs/{src}"
     offset = _front_matter_lines(page, markdown)

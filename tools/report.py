@@ -81,7 +81,11 @@ def changed_files(lesson: Lesson, record) -> list[str]:
     return sorted(k for k in now.keys() | record.source_files.keys() if now.get(k) != record.source_files.get(k))
 
 
+STDERR_TAIL_LINES = 15
+
+
 def print_summary(results) -> None:
+    results, folded = _fold_not_run_here(results)
     print("\nlesson                         mode         outcome     time    note")
     for r in sorted(results, key=lambda r: (r.lesson.order, r.lesson.name, MODES.index(r.mode))):
         ran = r.record is not None and not r.skipped
@@ -90,6 +94,39 @@ def print_summary(results) -> None:
         note = r.skipped or (r.record.reason if r.record else "")
         where = f" GPU {r.gpu}" if r.gpu is not None else ""
         print(f"{r.lesson.name:<30} {r.mode + where:<12} {outcome:<10} {wall}  {terminal_safe(note)}")
+    for line in folded:
+        print(line)
+    print_failure_tails(results)
+
+
+def _fold_not_run_here(results) -> tuple[list, list[str]]:
+    """Rows this machine could not run ("not run: no CUDA device ...") become one line per reason."""
+    kept, groups = [], {}
+    for r in results:
+        if r.record is None and r.skipped.startswith("not run"):
+            groups.setdefault((r.mode, r.skipped), []).append(r.lesson.name)
+        else:
+            kept.append(r)
+    lines = []
+    for (mode, why), names in groups.items():
+        hint = (" (record it on a GPU machine: python3 tools/verify.py --mode gpu --bundle gpu.tar.gz, "
+                "then --import gpu.tar.gz here)" if mode == "gpu" else "")
+        lines.append(f"{len(names)} lesson{'s' if len(names) > 1 else ''}, {mode} mode: "
+                     f"{terminal_safe(why)}{hint}")
+    return kept, lines
+
+
+def print_failure_tails(results) -> None:
+    """For each run that failed, the last lines of what the lesson wrote to stderr (the traceback)."""
+    for r in results:
+        rec = r.record
+        if rec is None or r.skipped or not rec.failed:
+            continue
+        tail = rec.stderr.rstrip().splitlines()[-STDERR_TAIL_LINES:]
+        print(f"\n{r.lesson.name} [{r.mode}] {rec.outcome}" + (f": {terminal_safe(rec.reason)}" if rec.reason else "")
+              + ("; the last lines of its stderr:" if tail else "; it wrote nothing to stderr"))
+        for line in tail:
+            print(f"    {terminal_safe(line)}")
 
 
 def quiet_broken_pipe() -> None:

@@ -45,8 +45,9 @@ class Requirements:
 
     @property
     def colab_sentence(self) -> str:
-        if not self.capability:
-            return "Runs on any of Colab's GPUs (T4, L4, A100)."
+        if not self.capability:  # nothing declared: claim nothing a run has not shown
+            return ("lesson.toml states no minimum compute capability; its recorded runs say which "
+                    "GPUs it has run on.")
         if len(self.colab) == len(COLAB_GPUS):
             return "Runs on any of Colab's GPUs (T4, L4, A100)."
         if self.colab:

@@ -4,6 +4,7 @@
     python tools/verify.py --lesson fp16-matmul --mode gpu --force
     python tools/verify.py --status [--json]    each lesson's badge and summary; runs nothing
     python tools/verify.py --check              fail unless every lesson's evidence is current and usable
+    python tools/verify.py --check --publish    ... and every lesson VERIFIED, or PARTIALLY VERIFIED by design
     python tools/verify.py --compare            re-run the interpreter mode and compare with the record
     python tools/verify.py --mode gpu --gpus 0,1 --shard 1/2 --bundle out.tar.gz   (on GPU machines)
     python tools/verify.py --import a.tar.gz b.tar.gz   merge bundles recorded elsewhere
@@ -50,16 +51,55 @@ from status import judge  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 
 
+EPILOG = """\
+what it does (one of):
+  (no action)   run each lesson whose evidence is missing or for another source, in each mode
+                this machine can run, and record it under evidence/
+  --status      print each lesson's badge and why; run nothing (--json: for scripts)
+  --check       exit 1 unless every lesson's evidence is current and usable (every push);
+                a lesson still waiting for its GPU run passes, and the last line says so
+  --check --publish
+                also exit 1 unless every lesson is VERIFIED, or PARTIALLY VERIFIED by design
+                (a GPU below [requires] capability declined it): what the publish job runs
+  --compare     re-run the interpreter mode in a scratch folder, exit 1 where it disagrees
+  --import      merge bundles recorded on other machines
+
+modes (--mode):
+  interpreter   TRITON_INTERPRET=1 on the CPU: checks, no timings (any machine with torch and Triton)
+  gpu           on a CUDA GPU: checks and benchmarks; a machine without one never touches GPU evidence
+  all           both, where this machine can (the default)
+
+exit codes:
+  0  everything asked for passed
+  1  a run failed, or --check/--compare found a problem (each printed with the lesson's name)
+  2  a bad command line, or input verify cannot use (a broken lesson.toml, an unknown lesson)
+
+examples:
+  .venv/bin/python tools/verify.py --lesson row-sum            # after editing one lesson
+  .venv/bin/python tools/verify.py --status
+  .venv/bin/python tools/verify.py --check --publish           # before publishing
+  python3 tools/verify.py --mode gpu --bundle gpu.tar.gz       # on a GPU machine
+  .venv/bin/python tools/verify.py --import gpu.tar.gz         # back here
+  python3 tools/verify.py --mode gpu --gpus 0,1 --shard 1/2 --bundle s1.tar.gz
+
+.venv: bash tools/dev.sh author (torch, Triton, MkDocs); see README.md and docs/writing-a-lesson.md."""
+
+
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="verify.py", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="verify.py", description=__doc__.split("\n")[0], epilog=EPILOG,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--lesson", action="append", default=[], metavar="NAME", help="only this lesson (repeatable)")
-    p.add_argument("--mode", choices=["interpreter", "gpu", "all"], default="all")
-    p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="interpreter runs in parallel")
+    p.add_argument("--mode", choices=["interpreter", "gpu", "all"], default="all",
+                   help="which runs: interpreter (CPU), gpu, or all that this machine can (default: all)")
+    p.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
+                   help="interpreter runs in parallel (default: the number of CPUs)")
     p.add_argument("--timeout", type=float, help="seconds per run, overriding each lesson's own")
     p.add_argument("--force", action="store_true", help="re-run even when the evidence is current")
     p.add_argument("--status", action="store_true", help="print each lesson's status; run nothing")
     p.add_argument("--json", action="store_true", help="with --status: JSON output")
     p.add_argument("--check", action="store_true", help="exit 1 unless every lesson's evidence is current")
+    p.add_argument("--publish", action="store_true",
+                   help="with --check: also exit 1 unless every lesson is VERIFIED or PARTIALLY VERIFIED by design")
     p.add_argument("--compare", action="store_true",
                    help="re-run the interpreter mode and exit 1 where it disagrees with the record")
     p.add_argument("--shard", metavar="K/N", help="run shard K of N (balanced by recorded wall time)")
@@ -77,7 +117,31 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         "made it")
     p.add_argument("--evidence-dir", type=Path, default=ROOT / "evidence", help=argparse.SUPPRESS)
     p.add_argument("--code-dir", type=Path, default=ROOT / "code", help=argparse.SUPPRESS)
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    problem = invalid_combination(args)
+    if problem:
+        p.error(problem)  # exit 2 with the usage line
+    return args
+
+
+RUN_OPTIONS = ("force", "timeout", "shard", "gpus", "bundle")  # what only a run uses (--compare: --timeout)
+
+
+def invalid_combination(args: argparse.Namespace) -> str:
+    """Options that would be silently ignored together are an error instead ('' when none)."""
+    if args.json and not args.status:
+        return "--json shapes the output of --status: use --status --json"
+    if args.publish and not args.check:
+        return "--publish is a stricter --check: use --check --publish"
+    actions = [flag for flag, on in (("--check" if args.check else "--status", args.status or args.check),
+                                     ("--compare", args.compare), ("--import", bool(args.import_paths))) if on]
+    if len(actions) > 1:
+        return f"{actions[0]} and {actions[1]} are separate jobs: run them one at a time"
+    allowed = {"--compare": {"timeout"}}.get(actions[0], set()) if actions else set(RUN_OPTIONS)
+    ignored = [f"--{name}" for name in RUN_OPTIONS if name not in allowed and getattr(args, name) not in (None, False)]
+    if ignored:
+        return f"{ignored[0]} applies to a run of the lessons, which {actions[0]} does not start"
+    return ""
 
 
 class UsageError(Exception):
@@ -150,10 +214,35 @@ def do_status(args, lessons: list[Lesson], evidence_dir: Path) -> int:
         problems = check_problems(statuses)
         for problem in problems:
             print(f"check: {terminal_safe(problem)}", file=sys.stderr)
-        if not problems:
-            print(f"check: all {len(statuses)} lessons have current, usable evidence")
+        waiting = waiting_for_gpu(statuses)
+        if args.publish:
+            for problem in publish_problems(statuses):
+                print(f"publish: {terminal_safe(problem)}", file=sys.stderr)
+                problems.append(problem)
+            if not problems:
+                print(f"publish: all {len(statuses)} lessons are VERIFIED or PARTIALLY VERIFIED by design")
+        elif not problems:
+            print(f"check: all {len(statuses)} lessons have current, usable evidence"
+                  + (f"; {len(waiting)} still {'waits' if len(waiting) == 1 else 'wait'} for a GPU run "
+                     f"({', '.join(waiting)}): --check --publish refuses {'it' if len(waiting) == 1 else 'them'} "
+                     "until it is recorded" if waiting else ""))
         return 1 if problems else 0
     return 0
+
+
+def waiting_for_gpu(statuses) -> list[str]:
+    """Lessons whose interpreter half is done and whose GPU run is not recorded for this source.
+    (A GPU run declined by [requires] is by design: PARTIALLY VERIFIED, and publishable.)"""
+    return [st.lesson.name for st in statuses if st.modes["interpreter"].state == "passed"
+            and st.modes["gpu"].state in ("none", "stale")]
+
+
+def publish_problems(statuses) -> list[str]:
+    """What --check accepts but publishing does not: a lesson still waiting for its GPU run.
+    Each names the lesson and the commands that fix it."""
+    return [f"{name}: PARTIALLY VERIFIED, not by design: its GPU run is not recorded for this source; "
+            f"record it on a GPU machine (python3 tools/verify.py --lesson {name} --mode gpu --bundle {name}.tar.gz) "
+            f"and bring it here (python tools/verify.py --import {name}.tar.gz)" for name in waiting_for_gpu(statuses)]
 
 
 def compare_fresh(lessons: list[Lesson], evidence_dir: Path, machine: Machine, jobs: int,

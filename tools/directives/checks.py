@@ -1,9 +1,9 @@
 """::checks — every recorded check, one column per run; long tables fold, failures never do.
 
-Checks that every run made share one table. Checks only some runs made (the
-GPU's larger shapes, the interpreter's smaller ones) are one line each group,
-with their count and their results, the list folded below it: a column of
-"not run" per check says nothing a reader needs. A check's `why`, when the
+Checks that every run made share one table. In a long list, checks only some
+runs made (the GPU's larger shapes, the interpreter's smaller ones) are one
+line per group, with their count and their results, the list folded below
+it: a column of "not run" per check says nothing a reader needs. A check's `why`, when the
 lesson gave one, stands under its name.
 """
 
@@ -35,6 +35,8 @@ def checks_markdown(page: Page) -> str:
                 runs.append(i)
     if not ran_in:
         return "_No checks recorded._"
+    if len(ran_in) <= COLLAPSE_ROWS_OVER:  # a short table reads best whole, a few "not run" cells and all
+        return check_table(st, records, list(ran_in))
     groups: dict[tuple[int, ...], list[str]] = {}
     for name, runs in ran_in.items():
         groups.setdefault(tuple(runs), []).append(name)

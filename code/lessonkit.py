@@ -815,7 +815,7 @@ def _name(name: str) -> str:
 def _shown(p: Prediction, value: float) -> str:
     """A predicted or measured value with its unit, for the lesson's output."""
     if p.quantity == "ratio":
-        return f"{value:.3g}x"
+        return f"{value:.2f}x"
     return f"{value:.4g}{' ' + p.unit if p.unit else ''}"
 
 

@@ -82,7 +82,7 @@ def test_the_kit_records_predictions_before_the_measurement_and_the_record_carri
     assert by_name["speed-ms"].unit == "ms"  # the benchmark's unit, filled in when it was recorded
     assert by_name["peak"].measured == pytest.approx(3.02) and by_name["peak"].of == ""
     # The lesson's output says how each fared, as it was measured.
-    assert "prediction speed: predicted 1.6x, measured 2x: +25% (missed, tolerance 15%)" in rec.stdout
+    assert "prediction speed: predicted 1.60x, measured 2.00x: +25% (missed, tolerance 15%)" in rec.stdout
     assert "prediction speed-ms: predicted 1.5 ms, measured 1.55 ms: +3% (held" in rec.stdout
     # made twice, made after its benchmark, a value of 0, no basis, a measurement of a ratio prediction
     assert rec.stdout.count("refused:") == 5
@@ -123,7 +123,7 @@ def test_a_prediction_that_held_shows_predicted_measured_and_the_gap(project):
     md = prediction(page_of(project), "speed")
     assert md.startswith('!!! success "Prediction speed"')
     html = unescape(markdown.markdown(md, extensions=EXTENSIONS))
-    assert "<strong>1.6×</strong>" in html and "<strong>1.7×</strong>" in html and "(1.67–1.73)" in html
+    assert "<strong>1.60×</strong>" in html and "<strong>1.70×</strong>" in html and "(1.67–1.73)" in html
     assert "+6 %: held" in html and "±15 %" in html
     assert "Predicts the ratio of kernel vs torch. Model: bytes: 8 passes over 5" in html
 
@@ -134,7 +134,7 @@ def test_a_miss_without_an_explanation_fails_with_what_to_do(project):
     with pytest.raises(directives.DirectiveError) as err:
         prediction(page_of(project), "speed")
     message = str(err.value)
-    assert "prediction 'speed' missed: predicted 1.6×, measured 2.02× (+26 %, tolerance ±15 %)" in message
+    assert "prediction 'speed' missed: predicted 1.60×, measured 2.02× (+26 %, tolerance ±15 %)" in message
     assert "indent the author's explanation under the directive line" in message
 
 
@@ -145,6 +145,18 @@ def test_a_miss_with_an_explanation_shows_it(project):
     assert md.startswith('!!! warning "Prediction speed"')
     assert "**Why the model is off.** PyTorch reads each row *three* times." in md
     assert "+26 %: **missed**" in md
+
+
+def test_the_benchmarks_page_lists_every_lessons_predictions(project):
+    from directives.predictions import prediction_table
+
+    project.add("good", "lesson = Lesson('good')\n")
+    assert "No predictions recorded yet" in prediction_table(page_of(project))
+    predicted_record(project, 2.02)
+    html = unescape(markdown.markdown(prediction_table(page_of(project)), extensions=EXTENSIONS))
+    assert '<a href="../lessons/good.md">Fake lesson good</a>' in html
+    assert "<code>speed</code>" in html and "bytes: 8 passes over 5" in html
+    assert "<strong>2.02×</strong>" in html and "+26 %: <strong>missed</strong>" in html
 
 
 def test_an_explanation_is_shown_only_for_a_miss(project):

@@ -15,7 +15,6 @@ import pytest
 
 import prose_lint
 from conftest import REPO, build_output
-from evidence import lesson_records
 from glossary import ABBREVIATIONS, Entry, GlossaryError, lesson_for, read
 from lessons import discover
 from prose_lint import lint, paragraphs, timing_kinds
@@ -31,9 +30,7 @@ def findings(text: str, recorded: set[str] | None = None, entries=ENTRIES) -> li
 
 def recorded_methods(lesson) -> set[str]:
     """The timing kinds the lesson's GPU records name: "graph" and/or "events"."""
-    records, _ = lesson_records(REPO / "evidence", lesson.name)
-    text = " ".join(b.method for r in records if r.mode == "gpu" for b in r.benchmarks)
-    return {kind for kind in timing_kinds(text) if kind in ("graph", "events")}
+    return prose_lint.recorded_methods((DOCS / lesson.page).read_text(encoding="utf-8"), REPO / "evidence") or set()
 
 
 # -- every lesson page ------------------------------------------------------------------------------
@@ -141,8 +138,8 @@ def test_a_credits_line_introduces_the_notebook_once():
         The target is the notebook's.
         """
     assert findings(text) == []
-    assert findings(textwrap.dedent(text) + "\n**Credits.** Again.\n") == ["page.md:1: [unseen] more than one credits line: say "
-                                                           "it once"]
+    twice = textwrap.dedent(text) + "\n**Credits.** Again.\n"
+    assert findings(twice) == ["page.md:1: [unseen] more than one credits line: say it once"]
 
 
 def test_an_allowed_paragraph_needs_a_reason_and_covers_only_itself():

@@ -268,6 +268,18 @@ def rule_glossary(page: str, paras: list[Paragraph], entries: list[Entry]) -> li
     return out
 
 
+def recorded_methods(markdown: str, evidence_dir: Path) -> set[str] | None:
+    """The timing kinds ("graph", "events") the GPU records of the page's lesson name; None without any."""
+    from evidence import lesson_records
+
+    found = re.search(r"^lesson:\s*(\S+)\s*$", markdown.split("\n---", 1)[0], re.M)
+    if not found:
+        return None
+    records, _ = lesson_records(evidence_dir, found.group(1))
+    text = " ".join(b.method for r in records if r.mode == "gpu" for b in r.benchmarks)
+    return {kind for kind in timing_kinds(text) if kind in ("graph", "events")} or None
+
+
 def main(argv: list[str]) -> int:
     docs = ROOT / "docs"
     entries = glossary_entries(docs)
@@ -275,7 +287,8 @@ def main(argv: list[str]) -> int:
     findings = []
     for path in pages:
         rel = path.resolve().relative_to(ROOT).as_posix() if path.resolve().is_relative_to(ROOT) else str(path)
-        findings += lint(rel, path.read_text(encoding="utf-8"), entries)
+        text = path.read_text(encoding="utf-8")
+        findings += lint(rel, text, entries, recorded_methods(text, ROOT / "evidence"))
     for f in findings:
         print(f)
     return 1 if findings else 0

@@ -53,8 +53,11 @@ def unit_of(found: Found) -> str:
 
 
 def value(x: float, unit: str) -> str:
+    """A ratio with two decimals, as the benchmarks table shows ratios; anything else to 3 digits."""
+    if unit == "×":
+        return f"{x:.2f}×" if abs(x) < 1000 else f"{x:,.0f}×"
     shown = f"{x:.3g}" if abs(x) < 1000 else f"{x:,.0f}"
-    return f"{shown}×" if unit == "×" else f"{shown} {unit}".rstrip()
+    return f"{shown} {unit}".rstrip()
 
 
 def what(found: Found) -> str:

@@ -1,7 +1,7 @@
 """The small kit every lesson uses to report what it found.
 
-A lesson calls `check`, `close`, `skip`, `benchmark`, `table` and `plot` as it
-goes and ends with `sys.exit(lesson.finish())`. Run alone with plain
+A lesson calls `check`, `close`, `skip`, `predict`, `benchmark`, `table` and
+`plot` as it goes and ends with `sys.exit(lesson.finish())`. Run alone with plain
 `python`, the kit only prints. Run by `tools/verify.py`, it also writes every
 result to the JSON file named by VT_RESULTS (rewritten after each call, so a
 crash keeps what was found before it) and saves figures into VT_FIGURES.
@@ -60,6 +60,7 @@ class Check:
     name: str
     status: Literal["pass", "fail", "skip"]
     message: str = ""
+    why: str = ""  # what the check shows, in one line, where its name does not say
 
 
 @dataclass
@@ -117,6 +118,41 @@ class SkippedPart:
     reason: str
 
 
+Quantity = Literal["ratio", "kernel", "value"]
+
+
+@dataclass
+class Prediction:
+    """What a lesson expects before it measures, and the model the number comes from.
+
+    `of` names the benchmark it predicts: its ratio (quantity "ratio") or the
+    kernel's own median in the benchmark's unit ("kernel"). A quantity that
+    is no benchmark ("value") is reported with `lesson.measured`, which
+    fills `measured`. The prediction holds when the measurement lies within
+    `tolerance` of `value`, relatively; the page shows both and the gap, and
+    a miss needs the author's explanation there (see `prediction_outcome`).
+    """
+
+    name: str  # a stable key: the page shows it with ::prediction NAME
+    value: float
+    basis: str  # the model, in one line: bytes moved, FLOPs, a measured ceiling
+    tolerance: float  # relative: 0.15 holds the prediction within value * (1 +- 0.15)
+    of: str = ""  # the benchmark it predicts ("" for quantity "value")
+    quantity: Quantity = "ratio"
+    unit: str = ""  # for "value": the unit of the quantity
+    measured: float | None = None  # for "value": what the lesson measured
+
+
+@dataclass
+class FilteredWarning:
+    """A Python warning the lesson expects, kept out of stderr and counted instead."""
+
+    text: str  # a part of the warning's message that identifies it
+    why: str  # why it is expected and harmless, in one line
+    count: int = 0  # how many times it was raised in this run
+    example: str = ""  # the first one, as the category and message
+
+
 @dataclass
 class Device:
     name: str = ""  # "CPU" under the interpreter
@@ -141,6 +177,8 @@ class Results:
     declined: str = ""  # why the lesson stopped by design, when it did
     device: Device = field(default_factory=Device)
     format: int = RESULTS_FORMAT
+    predictions: list[Prediction] = field(default_factory=list)
+    filtered_warnings: list[FilteredWarning] = field(default_factory=list)
 
 
 def failures(checks: list[Check], benchmarks: list[Benchmark]) -> list[str]:
@@ -153,6 +191,40 @@ def failures(checks: list[Check], benchmarks: list[Benchmark]) -> list[str]:
     return [f"check {c.name}" for c in checks if c.status == "fail"] + [
         f"target {b.name}" for b in benchmarks if b.gate and b.verdict == "not met"
     ]
+
+
+@dataclass
+class PredictionOutcome:
+    measured: float  # in the unit of the prediction
+    gap: float  # measured / predicted - 1
+    held: bool  # |gap| <= tolerance
+    low: float | None = None  # the measurement's 95 % interval, for a ratio
+    high: float | None = None
+
+
+def prediction_outcome(
+    p: Prediction, benchmarks: list[Benchmark]
+) -> PredictionOutcome | None:
+    """How a prediction fared against one run's benchmarks; None when not measured.
+
+    Only a GPU run measures: under the interpreter nothing is timed, so a
+    prediction there stays unmeasured.
+    """
+    low = high = None
+    if p.quantity == "value":
+        measured = p.measured
+    else:
+        bench = next((b for b in benchmarks if b.name == p.of), None)
+        if bench is None:
+            return None
+        if p.quantity == "ratio":
+            measured, low, high = bench.ratio, bench.ratio_low, bench.ratio_high
+        else:
+            measured = bench.measured
+    if measured is None or not p.value:
+        return None
+    gap = measured / p.value - 1
+    return PredictionOutcome(measured, gap, abs(gap) <= p.tolerance, low, high)
 
 
 def verdict(low: float, high: float, target: float) -> Verdict:
@@ -281,9 +353,10 @@ class Lesson:
 
     # -- checks ------------------------------------------------------------
 
-    def check(self, name: str, ok: bool, message: str = "") -> bool:
+    def check(self, name: str, ok: bool, message: str = "", why: str = "") -> bool:
+        """A pass or a fail; `why` says in a line what it shows, if the name cannot."""
         status = "pass" if ok else "fail"
-        self.results.checks.append(Check(_name(name), status, message))
+        self.results.checks.append(Check(_name(name), status, message, why))
         self._save()
         print(
             f"  check {name}: {status.upper()}" + (f" ({message})" if message else ""),
@@ -335,6 +408,120 @@ class Lesson:
                 f"want {float(want64[worst]):.6g}; {bound}",
             )
         return self.check(name, True, f"max error / max|want| = {rel:.2e}; {bound}")
+
+    # -- predictions -------------------------------------------------------
+
+    def predict(
+        self,
+        name: str,
+        value: float,
+        basis: str,
+        tolerance: float,
+        *,
+        of: str | None = None,
+        quantity: Quantity = "ratio",
+        unit: str = "",
+    ) -> Prediction:
+        """Say what a measurement should show before it is made, and why.
+
+        `value` comes from a model (the bytes a kernel must move, its FLOPs,
+        the machine's measured ceilings), written in `basis`; `tolerance` is
+        relative. `of` names the benchmark predicted (default: `name`); its
+        ratio is compared, or, with quantity="kernel", the kernel's own
+        median in the benchmark's unit. With quantity="value" the lesson
+        reports the measurement itself with `measured(name, value)`. A
+        prediction made after its benchmark is an error: it would be a
+        description, not a prediction.
+        """
+        name = _name(name)
+        if quantity not in ("ratio", "kernel", "value"):
+            raise ValueError(
+                f"prediction {name}: quantity {quantity!r} is not "
+                "'ratio', 'kernel' or 'value'"
+            )
+        if not (math.isfinite(value) and value != 0):
+            raise ValueError(f"prediction {name}: the value must be finite and not 0")
+        if not (math.isfinite(tolerance) and 0 < tolerance < 10):
+            raise ValueError(f"prediction {name}: the tolerance is relative, above 0")
+        if not basis.strip():
+            raise ValueError(f"prediction {name}: say what the number comes from")
+        if any(p.name == name for p in self.results.predictions):
+            raise ValueError(f"prediction {name}: made twice")
+        target = "" if quantity == "value" else _name(of or name)
+        if any(b.name == target for b in self.results.benchmarks):
+            raise ValueError(
+                f"prediction {name}: benchmark {target} is already measured; "
+                "predict before measuring"
+            )
+        prediction = Prediction(
+            name, float(value), basis, float(tolerance), target, quantity, unit
+        )
+        self.results.predictions.append(prediction)
+        self._save()
+        print(
+            f"  predict {name}: {_shown(prediction, value)} "
+            f"(within {tolerance:.0%}): {basis}"
+        )
+        return prediction
+
+    def measured(self, name: str, value: float) -> None:
+        """The measurement of a quantity predicted with quantity="value"."""
+        found = next((p for p in self.results.predictions if p.name == name), None)
+        if found is None or found.quantity != "value":
+            raise ValueError(
+                f"measured {name}: no prediction of that name with quantity "
+                "'value' (call lesson.predict first)"
+            )
+        if not math.isfinite(value):
+            raise ValueError(f"measured {name}: the value must be finite")
+        found.measured = float(value)
+        self._save()
+        self._report_prediction(found, [])
+
+    def _report_prediction(self, p: Prediction, benchmarks: list[Benchmark]) -> None:
+        outcome = prediction_outcome(p, benchmarks)
+        if outcome is None:
+            return
+        print(
+            f"  prediction {p.name}: predicted {_shown(p, p.value)}, measured "
+            f"{_shown(p, outcome.measured)}: {outcome.gap:+.0%} "
+            f"({'held' if outcome.held else 'missed'}, tolerance {p.tolerance:.0%})"
+        )
+
+    # -- expected warnings -------------------------------------------------
+
+    def expect_warning(self, text: str, why: str) -> None:
+        """Count a Python warning the lesson expects instead of printing it.
+
+        Every warning whose message contains `text` is kept out of stderr;
+        the record holds how many there were, with `why` they are expected,
+        and the page shows both: nothing is dropped silently.
+        """
+        import re
+        import warnings
+
+        if not text or not why.strip():
+            raise ValueError("expect_warning: give the text to match and why")
+        self.results.filtered_warnings.append(FilteredWarning(text, why))
+        self._save()
+        # "always": every occurrence reaches showwarning, so every one is counted.
+        warnings.filterwarnings("always", message=".*" + re.escape(text))
+        if getattr(warnings.showwarning, "_lesson", None) is self:
+            return
+        original = warnings.showwarning
+
+        def show(message, category, filename, lineno, file=None, line=None):
+            for expected in self.results.filtered_warnings:
+                if expected.text in str(message):
+                    expected.count += 1
+                    if not expected.example:
+                        expected.example = f"{category.__name__}: {message}"[:300]
+                    self._save()
+                    return
+            original(message, category, filename, lineno, file, line)
+
+        show._lesson = self
+        warnings.showwarning = show
 
     # -- benchmarks --------------------------------------------------------
 
@@ -436,6 +623,12 @@ class Lesson:
             f"{base:.4g} {unit} = "
             f"{ratio:.2f}x [{low:.2f}, {high:.2f}], {len(ratios)} rounds{target}"
         )
+        for p in self.results.predictions:
+            if p.of == bench.name:
+                if p.quantity == "kernel" and not p.unit:
+                    p.unit = bench.unit
+                    self._save()
+                self._report_prediction(p, [bench])
         return bench
 
     # -- tables and figures ------------------------------------------------
@@ -504,6 +697,8 @@ class Lesson:
             f"{skipped} skipped; {len(benches)} benchmarks, "
             f"{sum(b.gate and b.verdict == 'not met' for b in benches)} below target"
         )
+        for w in self.results.filtered_warnings:
+            print(f"expected warning filtered {w.count} time(s): {w.text!r} ({w.why})")
         if problems:
             for what in problems:
                 print(f"FAILED {what}", file=sys.stderr)
@@ -615,6 +810,13 @@ def _name(name: str) -> str:
             f"result name {name!r}: use up to 120 printable characters, no '/'"
         )
     return name
+
+
+def _shown(p: Prediction, value: float) -> str:
+    """A predicted or measured value with its unit, for the lesson's output."""
+    if p.quantity == "ratio":
+        return f"{value:.2f}x"
+    return f"{value:.4g}{' ' + p.unit if p.unit else ''}"
 
 
 def _plain(value):
@@ -748,7 +950,7 @@ def _graph_timer(fn, rep_ms: float):
 
 
 def scaled_rtol(rtol_table: float, eps: float, terms: int) -> tuple[float, str]:
-    """Seed 004's length-dependent bound: rtol_K = max(rtol_table, 4*eps*sqrt(K)).
+    """The length rule for a sum of K terms: rtol_K = max(rtol_table, 4*eps*sqrt(K)).
 
     A sum of K rounded terms drifts like sqrt(K) roundings, so a flat rtol is
     too tight for long reductions and too loose for short ones.

@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import schema
-from kit import UNITS, Benchmark, Check, Figure, SkippedPart, Table
+from kit import UNITS, Benchmark, Check, Figure, FilteredWarning, Prediction, SkippedPart, Table
 from limits import LIMITS
 from safefs import UnsafePathError, read_bytes, walk_files
 
@@ -90,6 +90,8 @@ class Record:
     skipped_parts: list[SkippedPart] = field(default_factory=list)  # parts the interpreter cannot run
     history: dict[str, list[HistoryPoint]] = field(default_factory=dict)  # benchmark name -> earlier results
     format_version: int = FORMAT_VERSION
+    predictions: list[Prediction] = field(default_factory=list)  # what the lesson expected before it measured
+    filtered_warnings: list[FilteredWarning] = field(default_factory=list)  # expected warnings, counted
 
     @property
     def date(self) -> str:
@@ -191,6 +193,16 @@ def _value_rules(r: Record) -> None:
                 f"{value[:60]!r} is not a plain PNG file name ([A-Za-z0-9._-], ending .png)")
             req(value not in names, f"{where}.{attr}", "names a file another figure names")
             names.add(value)
+    seen = set()
+    for i, p in enumerate(r.predictions):
+        where = f"predictions[{i}]"
+        _name_rule(p.name, f"{where}.name")
+        req(p.name not in seen, f"{where}.name", "a second prediction of that name")
+        seen.add(p.name)
+        req(p.value != 0, f"{where}.value", "a prediction of 0 has no relative gap")
+        req(0 < p.tolerance < 10, f"{where}.tolerance", "a relative tolerance, above 0")
+        req((p.quantity == "value") == (not p.of), f"{where}.of",
+            "names the benchmark predicted, except for quantity 'value'")
     for name, points in r.history.items():
         _name_rule(name, f"history.{name[:60]}")
         for j, p in enumerate(points):

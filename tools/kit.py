@@ -38,6 +38,8 @@ EXIT_PASSED, EXIT_FAILED, EXIT_CANNOT_RUN, EXIT_BY_DESIGN = (
 EXIT_MEANINGS = kit.EXIT_MEANINGS
 Check, Benchmark, Table, Figure, SkippedPart, Device, Results = (
     kit.Check, kit.Benchmark, kit.Table, kit.Figure, kit.SkippedPart, kit.Device, kit.Results)
+Prediction, PredictionOutcome, FilteredWarning = kit.Prediction, kit.PredictionOutcome, kit.FilteredWarning
+prediction_outcome = kit.prediction_outcome
 failures, verdict, median_interval = kit.failures, kit.verdict, kit.median_interval
 UNITS = kit.UNITS
 VERDICTS = typing.get_args(kit.Verdict)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -185,6 +186,7 @@ def on_pre_build(config) -> None:
         _site = directives.Site.load(CODE_DIR, EVIDENCE_DIR, _lessons, repo, extra.get("branch", "main"), extra)
     except (LessonError, EvidenceError, UnsafePathError) as exc:
         raise PluginError(str(exc)) from None
+    _site.docs_dir = Path(config["docs_dir"]).absolute()
     problems = [p for st in _site.statuses.values() for p in st.problems]
     if problems:
         raise PluginError("unusable evidence (fix or re-record it):\n  " + "\n  ".join(problems))
@@ -219,7 +221,7 @@ def on_files(files: Files, config) -> Files:
             up = "../" * page_uri.count("/")
             links = _import_links(path, site, imports, up)
             content = sources.source_page(rel, text, regions, f"{up}{rel}", links)
-            out.add(page_uri, content)
+            out.add(page_uri, render.snippet_safe(content))
         for st in site.statuses.values():
             for record in st.records:
                 rec_uri = f"evidence/{record.lesson}/{record.key}.json"
@@ -320,6 +322,18 @@ def on_page_markdown(markdown: str, page, config, files) -> str:
                                   directives.DirectiveError)):
             raise PluginError(f"{where}:{exc.line}: {exc.error}") from None
         raise exc.error from None
+
+
+_CODE = re.compile(r"<code\b[^>]*>.*?</code>", re.S)
+_ABBR = re.compile(r'<abbr title="[^"]*">(.*?)</abbr>', re.S)
+
+
+def on_page_content(html: str, page, config, files) -> str:
+    """The glossary's abbreviations stay out of code: the `abbr` extension skips Markdown code spans but
+    not the text between the raw <code> tags that directives write around recorded names and commands."""
+    if "<abbr" not in html:
+        return html
+    return _CODE.sub(lambda m: _ABBR.sub(r"\1", m.group(0)) if "<abbr" in m.group(0) else m.group(0), html)
 
 
 def _front_matter_lines(page, markdown: str) -> int:

@@ -58,6 +58,32 @@ def text(value: object) -> str:
     return s.translate(_ESCAPES)
 
 
+def snippet_safe(markdown: str) -> str:
+    """Markdown from code or evidence with pymdownx.snippets' markers escaped.
+
+    The snippets extension (which appends the glossary's abbreviations to
+    every page) reads every line of a page, inside code blocks too: a line
+    `--8<-- "file"` pulls a file in, a line `--8<--` starts a list of files,
+    and a `--8<-- [start:name]` marker is deleted. Its own escape, a `;`
+    before the marker, is removed again when the page is converted, so the
+    reader sees the line as it was recorded.
+    """
+    if "8<-" not in markdown:
+        return markdown
+    from pymdownx.snippets import SnippetPreprocessor as Snippets
+
+    lines = markdown.split("\n")
+    for i, line in enumerate(lines):
+        if "8<-" not in line:
+            continue
+        whole = Snippets.RE_ALL_SNIPPETS.match(line)
+        section = None if whole else Snippets.RE_SNIPPET_SECTION.match(line)
+        at = whole.end("space") if whole else section.start("escape") if section else -1
+        if at >= 0:
+            lines[i] = line[:at] + ";" + line[at:]
+    return "\n".join(lines)
+
+
 def code(value: object) -> str:
     """Inline code of `text(value)`: HTML <code>, because a Markdown code span would show the
     character references literally (`&#45;` for '-')."""

@@ -90,6 +90,8 @@ def run_lesson(lesson: Lesson, mode: str, machine: Machine, evidence_dir: Path, 
             checks=results.checks if results else [], benchmarks=results.benchmarks if results else [],
             tables=results.tables if results else [], figures=figures,
             skipped_parts=results.skipped_parts if results else [],
+            predictions=results.predictions if results else [],
+            filtered_warnings=results.filtered_warnings if results else [],
         )
         path = record_path(evidence_dir, lesson.name, record.key)
         previous = _previous(path, evidence_dir)

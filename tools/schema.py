@@ -38,6 +38,8 @@ LIST_LIMITS = {
     ("Table", "rows[]"): LIMITS.table_columns,
     ("Benchmark", "kernel_ms"): LIMITS.samples, ("Benchmark", "baseline_ms"): LIMITS.samples,
     ("Record", "history[]"): LIMITS.history,
+    ("Record", "predictions"): LIMITS.benchmarks, ("Results", "predictions"): LIMITS.benchmarks,
+    ("Record", "filtered_warnings"): 50, ("Results", "filtered_warnings"): 50,
 }
 STRING_LIMITS = {
     "name": LIMITS.name, "stdout": LIMITS.stream_kept + 200, "stderr": LIMITS.stream_kept + 200,

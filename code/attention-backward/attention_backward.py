@@ -47,6 +47,7 @@ Run it:
 
 import math
 import re
+import statistics
 import sys
 from pathlib import Path
 
@@ -571,8 +572,11 @@ def try_this(lesson: Lesson, device: str) -> None:
                 for _ in range(2)] for m in METHODS}
     same = {m: torch.equal(*runs[m]) for m in METHODS}
     # end snippet
+    atomic = "the same bits" if same["atomic"] else "different bits"
     lesson.check("exercise-deterministic", same["two-kernel"],
-                 f"two-kernel dQ bit-identical across runs; atomic: {same['atomic']}")
+                 f"two runs, two-kernel dQ: the same bits; atomic dQ: {atomic}",
+                 why="two kernels must repeat dQ bit for bit; the atomic method "
+                 "need not, and the message says what it did")
 
 
 # -- On the GPU -----------------------------------------------------------------
@@ -661,6 +665,12 @@ def benchmark(lesson: Lesson) -> None:
         for causal in (False, True):
             kind = "causal" if causal else "full"
             methods = {m: (m, GPU[(D, causal)]) for m in ("atomic", "two-kernel")}
+            compare = (D, causal) == (128, False)
+            if compare:  # 5 matmuls per block pair against 7, the adds hidden
+                lesson.predict("atomic-vs-two-kernel-full-d128", 7 / 5,
+                               "matmuls per (key block, query block): 7 for two "
+                               "kernels, 5 for the atomic method, whose adds stay "
+                               "hidden", 0.15, quantity="value", unit="×")
             # snippet: benchmark
             # B=4, H=16, S=4096, fp16: ours (forward done once, outside the
             # timing) against torch SDPA's backward, both through autograd on
@@ -669,6 +679,9 @@ def benchmark(lesson: Lesson) -> None:
             flop = backward_flops(B_, H_, S_, D, causal)
             ms = bench_interleaved(fns, rounds=10)
             # end snippet
+            if compare:
+                lesson.measured("atomic-vs-two-kernel-full-d128", statistics.median(
+                    t / a for t, a in zip(ms["two-kernel"], ms["atomic"], strict=True)))
             backend = sdpa_backend(q, k, v, causal)
             check_bench_shape(lesson, D, causal, q, k, v, do, fns)
             best = min(methods, key=ms.median)
@@ -742,6 +755,15 @@ def plot(lesson: Lesson, bars: dict) -> None:
 def main() -> int:
     lesson = Lesson("attention-backward")
     device = lesson.device()
+    if not lesson.interpret:
+        # Autograd runs CUDA backward ops on a thread of its own, where the
+        # first cuBLAS call finds no CUDA context current and PyTorch makes
+        # the device's primary context current, with a warning. Counted.
+        lesson.expect_warning(
+            "there was no current CUDA context",
+            "autograd's backward thread starts without a current CUDA context; "
+            "PyTorch makes the primary context, the one all other work uses, "
+            "current there: harmless")
     check_correctness(lesson, device)
     try_this(lesson, device)
     if lesson.interpret:

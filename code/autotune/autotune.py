@@ -222,6 +222,15 @@ def tune_and_benchmark(lesson: Lesson) -> None:
         # Later calls: a cache lookup, then the winner. It and cuBLAS take
         # turns: fifteen rounds at the target shape, three (a table) elsewhere.
         target = (M, N, K) == TARGET_SHAPE
+        if target:  # predicted before it is timed: the previous lesson's model
+            sms = torch.cuda.get_device_properties(0).multi_processor_count
+            steps, waves = K // 64 + 3, M // 128 * (N // 256) / sms
+            kept = (steps - 3) / steps * waves / math.ceil(waves)
+            lesson.predict(
+                "autotuned-vs-cublas-4096", kept,
+                "at least the previous lesson's 128x256x64 tile, one of the configs: "
+                f"cuBLAS's rate less 3 of {steps} K steps per tile and the idle part "
+                f"of {waves:.2f} waves of {sms} SMs", 0.10)
         ms = bench_interleaved({"tuned": partial(matmul, a, b),
                                 "cublas": partial(torch.matmul, a, b)},
                                rounds=15 if target else 3,

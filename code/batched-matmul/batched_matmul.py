@@ -30,6 +30,7 @@ Run it:
     python batched_matmul.py                      # a Hopper GPU: checks and TFLOP/s
 """
 
+import math
 import re
 import sys
 from pathlib import Path
@@ -498,6 +499,25 @@ def benchmark(lesson: Lesson, device: str, tiled: dict, persistent: dict):
     # turns, round after round, so clock drift under load treats them alike.
     # Each product is 2 * 1024^3 FLOP (a multiply and an add per term).
     flop = 2.0 * batch * 1024**3
+    # Predictions, before the rounds. Step 2 is the previous lesson's
+    # persistent kernel, which matched cuBLAS on one matrix, with the batch as
+    # one more index of its tile loop. Step 1 pays, per tile, the pipeline's
+    # fill and epilogue (about 3 K steps) and idles in a part-empty last wave.
+    # The host loop: 64 launches of one matrix's waves against one launch.
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    per_matrix = (triton.cdiv(1024, tiled["BLOCK_M"])
+                  * triton.cdiv(1024, tiled["BLOCK_N"]))
+    steps, waves = 1024 // tiled["BLOCK_K"], batch * per_matrix / sms
+    loop_waves = batch * math.ceil(per_matrix / sms)
+    lesson.predict("bmm-vs-torch-64x1024", 1.0, "the persistent kernel that matched "
+                   "cuBLAS on one matrix; the batch is one more tile index", 0.05)
+    lesson.predict("tiled-bmm-vs-torch-64x1024",
+                   steps / (steps + 3) * waves / math.ceil(waves),
+                   f"cuBLAS's rate less 3 of {steps + 3} K steps per tile and the "
+                   f"idle part of {waves:.1f} waves of {sms} SMs", 0.10)
+    lesson.predict("one-launch-vs-host-loop-64x1024", loop_waves / math.ceil(waves),
+                   f"GPU time in waves: {loop_waves} for 64 launches of one matrix, "
+                   f"{math.ceil(waves)} for one launch", 0.25)
     ms = bench_interleaved({
         "persistent": lambda: bmm_persistent(a, b, config=persistent),
         "tiled": lambda: bmm(a, b, out=c, config=tiled),

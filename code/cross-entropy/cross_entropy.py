@@ -429,6 +429,22 @@ def benchmark(lesson: Lesson) -> None:
         leaf.grad = None  # a fresh gradient tensor, as in a training step
         F.cross_entropy(leaf, t).backward()
 
+    # Predictions from the bytes, before the rounds, in passes over the
+    # logits: PyTorch at least 6, the kernel 3 (two reads, one write), the
+    # restore 2. At one bandwidth, time is proportional to passes; the
+    # kernel's own time is 3 passes at a copy's rate (4.3 TB/s on an H200).
+    by_torch, by_fused, by_copy = 6, 3, 2
+    size = x0.numel() * x0.element_size()
+    lesson.predict("fused-vs-torch-8192x131072-bf16",
+                   (by_torch + by_copy) / (by_fused + by_copy),
+                   "passes over the logits at one bandwidth: (6 + 2) / (3 + 2), "
+                   "the restore's 2 on both sides", 0.15)
+    lesson.predict("fused-vs-torch-net-of-copy", by_torch / by_fused,
+                   "passes over the logits at one bandwidth: 6 for PyTorch, 3 for "
+                   "the kernel", 0.15)
+    lesson.predict("fused-ms-net-of-copy", by_fused * size / 4.3e9,
+                   "3 passes over 2 GiB of logits at 4.3 TB/s, an H200's copy rate",
+                   0.15, of="fused-vs-torch-net-of-copy", quantity="kernel")
     ms = bench_interleaved({"fused": fused, "torch": torch_ce, "copy": restore})
     # end snippet
     lesson.benchmark(

@@ -390,6 +390,11 @@ def benchmark(lesson: Lesson) -> None:
     dy = torch.randn(n, device="cuda")
     scale = 1.0 / (1.0 - p)
     _, mask = torch.ops.aten.native_dropout(x, p, True)
+    # The prediction from those counts: memory-bound at one bandwidth, the
+    # tl.rand4x kernel takes 8/9 of PyTorch's time.
+    lesson.predict("dropout-rand4x-vs-torch-2^27-fp32", 9 / 8,
+                   "bytes per element at one bandwidth: PyTorch's 9 (with the "
+                   "mask) over the kernel's 8", 0.15)
     ms = bench_interleaved(
         {
             "rand4x": lambda: dropout(x, p, SEED),

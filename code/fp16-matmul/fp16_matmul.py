@@ -23,6 +23,7 @@ Run it:
     python fp16_matmul.py                      # a CUDA GPU: checks, TFLOP/s, sweep
 """
 
+import math
 import re
 import statistics
 import sys
@@ -305,6 +306,21 @@ def benchmark(lesson: Lesson, device: str) -> None:
     a = random_fp16(size, size, device)
     b = random_fp16(size, size, device)
     flop = 2 * size**3
+    # The prediction, from the roofline and the tile count: compute-bound like
+    # cuBLAS, on the same tensor cores, the kernel loses the pipeline's fill
+    # and the epilogue of each tile (about 3 of 64 + 3 K steps) and the idle
+    # part of its last wave (512 tiles of 128 x 256 are 3.9 waves of 132 SMs).
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    tiles = (size // RECOMMENDED["BLOCK_M"]) * (size // RECOMMENDED["BLOCK_N"])
+    steps = size // RECOMMENDED["BLOCK_K"]
+    waves = tiles / sms
+    lesson.predict(
+        "recommended-vs-cublas-4096",
+        steps / (steps + 3) * waves / math.ceil(waves),
+        f"cuBLAS's rate, less 3 of {steps + 3} K steps per tile (fill, epilogue) "
+        f"and the idle part of {waves:.2f} waves of {sms} SMs",
+        0.10,
+    )
     # All five take turns in each of ten rounds, so that clock drift under
     # sustained load does not favour whichever is timed first. The last two
     # swap the kernels' configurations: is the difference the code or the tile?

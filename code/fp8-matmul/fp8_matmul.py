@@ -541,8 +541,15 @@ def benchmark(lesson: Lesson, best: Config) -> None:
     operands = target_operands(n)
     # snippet: benchmark
     # The five paths on the same inputs, taking turns round after round so
-    # that clock drift hits them alike; each round is a do_bench median (CUDA
-    # events, L2 flushed). Quantization is not timed. 2 * n^3 FLOP per call.
+    # that clock drift hits them alike. Quantization is not timed. 2 * n^3
+    # FLOP per call. Predicted first: like for like, the same tensor-core
+    # instructions as cuBLAS's fp8 kernel; against fp16, the datasheet's 2x.
+    lesson.predict("fp8-vs-scaled-mm-fast-4096", 1.0,
+                   "cuBLAS's rate: the same fp8 tensor-core instructions, both "
+                   "accumulating in the tensor core", 0.10)
+    lesson.predict("fp8-vs-fp16-cublas-4096", 1979 / 989,
+                   "dense tensor-core rates of an H200's datasheet: 1979 TFLOP/s "
+                   "fp8 over 989 fp16", 0.15)
     ms = bench_interleaved(paths(best, *operands))
     flop = 2.0 * n**3
     # end snippet

@@ -259,13 +259,15 @@ def check_correctness(lesson: Lesson, device: str) -> None:
                   (4096, 512, 1024), (33, 200, 8), (129, 1032, 4104)]
     groups = make_groups(shapes, device, seed=1)
     table = grouped(groups)
-    lesson.check("fast-path-taken", aligned(table), "all groups aligned")
+    lesson.check("fast-path-taken", aligned(table), "all groups aligned",
+                 why="groups whose rows start on 16 bytes take the fast path")
     check_groups(lesson, "aligned", groups)
     # K = 17 and N = 13 break the promise: rows no longer start on 16
     # bytes, and the launch takes the general path (ALIGNED=False).
     groups = make_groups([(20, 13, 17), (5, 30, 9), (70, 40, 48)], device, seed=2)
     table = grouped(groups)
-    lesson.check("general-path-taken", not aligned(table), "K=17, N=13: unaligned")
+    lesson.check("general-path-taken", not aligned(table), "K=17, N=13: unaligned",
+                 why="one unaligned group sends the launch down the general path")
     check_groups(lesson, "unaligned", groups)
     # end snippet
     if lesson.interpret:

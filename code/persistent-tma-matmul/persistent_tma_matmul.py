@@ -27,6 +27,7 @@ Run it:
     python persistent_tma_matmul.py                      # Hopper: checks, TFLOP/s
 """
 
+import math
 import re
 import sys
 from functools import partial
@@ -328,6 +329,21 @@ def benchmark_and_sweep(lesson, device, num_sms):
     sizes = {1024: 3, 2048: 3, 4096: 15, 8192: 10}
     rates, ratios = {}, {}
     for n, rounds in sizes.items():
+        # Predictions, before the rounds. The tiled kernel pays, per tile, the
+        # pipeline's fill and its epilogue (about 3 K steps) and idles in the
+        # part-empty last wave: the previous lesson's model. The persistent
+        # kernel overlaps both, so it should match cuBLAS on the same cores.
+        if n == 4096:
+            steps, waves = n // BLOCK_K, (n // BLOCK_M) * (n // BLOCK_N) / num_sms
+            lesson.predict(
+                "tiled-vs-cublas-4096", steps / (steps + 3) * waves / math.ceil(waves),
+                f"cuBLAS's rate, less 3 of {steps + 3} K steps per tile and the idle "
+                f"part of {waves:.2f} waves of {num_sms} SMs", 0.10)
+        if n in (4096, 8192):
+            lesson.predict(
+                f"persistent-tma-vs-cublas-{n}", 1.0,
+                "cuBLAS's rate: the same tensor cores, no last-wave tail, and each "
+                "tile's epilogue overlapped with the next tile's loads", 0.05)
         ms = measure(n, device, num_sms, rounds)
         flop = 2.0 * n**3
         rates[n] = {name: flop / ms.median(name) * 1e-9 for name in ms}

@@ -358,6 +358,15 @@ def benchmark(lesson: Lesson, device: str) -> None:
     M, N = 32768, 4096
     x = make_rows(M, N, device, 2)
     y, dst = torch.empty_like(x), torch.empty_like(x)
+    # Predictions: both kernels are memory-bound, so each moves its bytes at
+    # the rate its yardstick moves the same bytes: a copy for the cumsum,
+    # torch.sum's one read of the matrix for the sum.
+    shape = f"{M}x{N}-fp32"
+    lesson.predict(f"cumsum-vs-copy-{shape}", 1.0,
+                   "memory-bound, moving a copy's bytes at a copy's rate", 0.10)
+    lesson.predict(f"sum-vs-torch-{shape}", 1.0,
+                   "memory-bound like torch.sum: one read of the matrix at the "
+                   "same rate", 0.10)
     ms = bench_interleaved({
         "cumsum": lambda: row_cumsum(x, out=y),
         "torch_cumsum": lambda: torch.cumsum(x, dim=1),
@@ -368,7 +377,6 @@ def benchmark(lesson: Lesson, device: str) -> None:
     bytes_scan = 2 * M * N * 4
     bytes_sum = M * N * 4 + M * 4
     # end snippet
-    shape = f"{M}x{N}-fp32"
     lesson.benchmark(f"cumsum-vs-torch-{shape}", f"row cumsum vs torch, {M} x {N}",
                      ms, "cumsum", "torch_cumsum", unit="GB/s", work=bytes_scan,
                      baseline_name="torch.cumsum(x, dim=1)", threshold=1.0,

@@ -340,6 +340,15 @@ def benchmark(lesson: Lesson, device: str) -> None:
     except Exception as e:  # noqa: BLE001 - any failure becomes a skip
         lesson.skip("torch-compile", f"torch.compile failed: {type(e).__name__}: "
                     f"{str(e).splitlines()[0][:200] if str(e) else ''}")
+    # Predictions from the bytes, all memory-bound at one rate: the fused
+    # kernel moves a copy's bytes; eager moves about 76 bytes per element
+    # of x (the page counts them) against the fused kernel's 4.
+    shape = f"{T}x{H}x{D}-bf16"
+    lesson.predict(f"fused-vs-copy-{shape}", 1.0,
+                   "memory-bound, moving a copy's bytes at a copy's rate", 0.10)
+    lesson.predict(f"fused-vs-eager-{shape}", 76 / 4,
+                   "bytes per element of x at one bandwidth: eager's 76 over the "
+                   "fused kernel's 4", 0.25)
     ms = bench_interleaved(fns)
     nbytes = fused_bytes(x, pos)
     # end snippet
@@ -353,7 +362,6 @@ def benchmark(lesson: Lesson, device: str) -> None:
         check_close(lesson, "compiled-benchmark-shape", compiled(*args)[sl], want,
                     dtype)
 
-    shape = f"{T}x{H}x{D}-bf16"
     lesson.benchmark(f"fused-vs-eager-{shape}",
                      f"fused vs eager torch, {T} x {H} x {D}", ms, "fused", "eager",
                      unit="GB/s", work=nbytes,

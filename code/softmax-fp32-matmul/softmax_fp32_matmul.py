@@ -493,6 +493,11 @@ def benchmark_softmax(lesson: Lesson) -> None:
                      f"{programs} programs; {why}")
         del want, got
 
+        # The prediction: a softmax moves exactly a copy's bytes and is
+        # memory-bound, so it should run at the copy's GB/s.
+        lesson.predict(f"softmax-vs-copy-{shape}", 1.0,
+                       "memory-bound, moving a copy's bytes (read once, write once) "
+                       "at a copy's rate", 0.10)
         ms = time_softmax(x, programs)
         # Softmax reads the matrix once and writes it once: 2 * 4 bytes per
         # element, exactly the traffic of a copy, so the copy is the ceiling.
@@ -686,6 +691,19 @@ def against_cublas(lesson: Lesson, best: dict) -> None:
             lesson.close(f"tf32-persistent-tma-{size}", got, want, rtol, atol, why)
         del want, got
 
+        # Predictions, before the rounds. tf32 against ieee: the tensor cores'
+        # dense tf32 rate over the FMA units' fp32 rate (H200 datasheet). The
+        # persistent TMA kernel: cuBLAS's rate, as for fp16 in the persistent
+        # TMA lesson, on the same tensor cores with the same K-major tiles.
+        if size == SWEEP_SIZE:
+            lesson.predict(f"matmul-tf32-vs-ieee-{size}", 495 / 67,
+                           "tensor cores against FMA units: 495 TFLOP/s dense tf32 "
+                           "over 67 TFLOP/s fp32 (H200 datasheet)", 0.25)
+        if torch.cuda.get_device_capability() >= (9, 0):
+            lesson.predict(f"matmul-tf32-persistent-tma-vs-cublas-tf32-{size}", 1.0,
+                           "cuBLAS's rate: the same tensor cores and K-major tiles, "
+                           "the persistent TMA kernel that matched cuBLAS in fp16",
+                           0.10)
         ms = time_against_cublas(a, b, b_col, best)
         flop = 2.0 * size**3
         cube = f"{size}^3"

@@ -519,6 +519,13 @@ def benchmark(lesson: Lesson, a, b, best: dict, sms: int, resident: dict) -> Non
     second = "atomic" if first == "reduce" else "reduce"
     (bn, splits, _), (bn2, splits2, _) = best[first], best[second]
     flop = 2 * M * N * K
+    # The prediction, from the bytes: B is read once at a copy's rate (4.3
+    # TB/s on an H200), which caps the rate at FLOPs / that time.
+    floor_ms = K * N * b.element_size() / 4.3e9
+    lesson.predict("split-k-tflops-16x4096x16384", flop / floor_ms * 1e-9,
+                   "the bandwidth roof: B's 134 MB read once at 4.3 TB/s, an "
+                   "H200's copy rate", 0.15, of="split-k-vs-cublas-16x4096x16384",
+                   quantity="kernel")
     ms = bench_interleaved({
         "cublas": partial(torch.matmul, a, b),
         "split-k": partial(matmul_split_k, a, b, GPU_TILES[bn], splits, first),

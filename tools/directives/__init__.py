@@ -17,6 +17,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 import re
+import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,6 +45,7 @@ class Site:
     repo_url: str = ""  # https://github.com/OWNER/REPO, or "" when not configured
     branch: str = "main"
     extra: dict = field(default_factory=dict)
+    docs_dir: Path | None = None  # the pages' folder, for directives that read a file beside them (::glossary)
 
     def status(self, name: str) -> LessonStatus | None:
         return self.statuses.get(name)
@@ -65,6 +67,7 @@ class Page:
     lesson: LessonStatus | None  # the lesson the front matter names, if any
     notebook: bool = False  # rendering for a Jupyter notebook instead of the site
     attachments: dict[str, bytes] = field(default_factory=dict)  # images a notebook cell embeds
+    shown: set[str] = field(default_factory=set)  # keys directives placed on the page (e.g. "prediction:NAME")
 
     @property
     def root(self) -> str:
@@ -80,6 +83,7 @@ class Directive:
     help: str
     render: Callable[..., str]
     notebook: Callable[..., str] | None = None  # the form for a notebook; None: left out of notebooks
+    body: bool = False  # takes the lines indented under it (4 spaces more) as `body=`, the author's text
 
     @property
     def usage(self) -> str:
@@ -87,16 +91,28 @@ class Directive:
 
 
 REGISTRY: dict[str, Directive] = {}
+# Checks run once a whole page has been expanded: check(page) -> a problem in words, or "".
+PAGE_CHECKS: list[Callable[[Page], str]] = []
 
 
-def directive(name: str, help: str, args: tuple[str, ...] = (), needs_lesson: bool = True):
-    """Register `render(page, *args) -> Markdown` (with the page's LessonStatus as page.lesson)."""
+def directive(name: str, help: str, args: tuple[str, ...] = (), needs_lesson: bool = True, body: bool = False):
+    """Register `render(page, *args) -> Markdown` (with the page's LessonStatus as page.lesson).
+
+    With body=True the lines indented under the directive line are the author's text for it, given as
+    `render(page, *args, body=TEXT)` (dedented; "" when there are none).
+    """
     def register(fn: Callable[..., str]) -> Callable[..., str]:
         if name in REGISTRY:
             raise RuntimeError(f"directive ::{name} registered twice")
-        REGISTRY[name] = Directive(name, needs_lesson, args, help, fn)
+        REGISTRY[name] = Directive(name, needs_lesson, args, help, fn, body=body)
         return fn
     return register
+
+
+def page_check(fn: Callable[[Page], str]) -> Callable[[Page], str]:
+    """Register a check of a whole expanded page (for example: every recorded prediction is shown)."""
+    PAGE_CHECKS.append(fn)
+    return fn
 
 
 def notebook_form(name: str):
@@ -107,7 +123,7 @@ def notebook_form(name: str):
     return register
 
 
-def expand(name: str, args_text: str, page: Page) -> str:
+def expand(name: str, args_text: str, page: Page, body: str | None = None) -> str:
     found = REGISTRY.get(name)
     if found is None:
         known = ", ".join(f"::{k}" for k in sorted(REGISTRY))
@@ -118,9 +134,38 @@ def expand(name: str, args_text: str, page: Page) -> str:
                              f"got {args_text!r}")
     if found.needs_lesson and page.lesson is None:
         raise DirectiveError(f"'::{name}' needs the page's front matter to name its lesson (lesson: NAME)")
+    extra = {"body": body or ""} if found.body else {}
     if page.notebook:
-        return found.notebook(page, *args) if found.notebook else ""
-    return found.render(page, *args)
+        return found.notebook(page, *args, **extra) if found.notebook else ""
+    return render_snippet_safe(found.render(page, *args, **extra))
+
+
+def render_snippet_safe(markdown: str) -> str:
+    """Directive output (code, evidence) with pymdownx.snippets' markers escaped, so a recorded
+    `--8<-- "file"` line shows as written instead of pulling a file into the page."""
+    from render import snippet_safe
+
+    return snippet_safe(markdown)
+
+
+def takes_body(name: str) -> bool:
+    found = REGISTRY.get(name)
+    return found is not None and found.body
+
+
+def body_lines(lines: list[str], start: int, indent: str) -> int:
+    """The index after the body that starts at lines[start]: blank lines and lines indented 4 or more
+    columns past the directive's `indent`; trailing blank lines are left to the page."""
+    need = len(indent.expandtabs(4)) + 4
+    end = last = start
+    while end < len(lines):
+        line = lines[end]
+        if line.strip():
+            if len(line.expandtabs(4)) - len(line.expandtabs(4).lstrip()) < need:
+                break
+            last = end + 1
+        end += 1
+    return last
 
 
 def expand_page(markdown: str, page: Page, first_line: int = 1) -> str:
@@ -132,7 +177,11 @@ def expand_page(markdown: str, page: Page, first_line: int = 1) -> str:
 
     out: list[str] = []
     fence: str | None = None
-    for number, line in enumerate(markdown.split("\n"), start=first_line):
+    lines = markdown.split("\n")
+    index = 0
+    while index < len(lines):
+        line, number = lines[index], first_line + index
+        index += 1
         opened = FENCE.match(line)
         if fence is not None:
             if opened and opened.group("fence")[0] == fence[0] and len(opened.group("fence")) >= len(fence) \
@@ -148,11 +197,21 @@ def expand_page(markdown: str, page: Page, first_line: int = 1) -> str:
         if not match:
             out.append(line)
             continue
+        body = None
+        if takes_body(match.group("name")):
+            end = body_lines(lines, index, match.group("indent"))
+            body = textwrap.dedent("\n".join(lines[index:end])).strip("\n")
+            index = end
         try:
-            expanded = expand(match.group("name"), (match.group("args") or "").strip(), page)
+            expanded = expand(match.group("name"), (match.group("args") or "").strip(), page, body)
         except Exception as exc:
             raise PageError(number, exc) from None
         out.append(indent_block(expanded, match.group("indent")))
+    if not page.notebook:
+        for check in PAGE_CHECKS:
+            problem = check(page)
+            if problem:
+                raise PageError(first_line, DirectiveError(problem))
     return "\n".join(out)
 
 

@@ -44,15 +44,23 @@ def label_cell(b: Benchmark) -> str:
 
 
 def usual_method(record: Record) -> str:
-    methods = [b.method for b in record.benchmarks if b.method]
+    return most_common([b.method for b in record.benchmarks if b.method])
+
+
+def most_common(methods: list[str]) -> str:
     return max(sorted(set(methods)), key=methods.count) if methods else ""  # ties: the same pick every build
+
+
+def method_note(b: Benchmark, usual: str) -> str:
+    """A row timed otherwise than the table's caption says carries its own method."""
+    return f"<br><small>timed: {text(b.method)}</small>" if b.method != usual else ""
 
 
 def record_rows(record: Record) -> list[list[str]]:
     usual = usual_method(record)
     rows = []
     for b in record.benchmarks:
-        label = label_cell(b) + (f"<br><small>timed: {text(b.method)}</small>" if b.method != usual else "")
+        label = label_cell(b) + method_note(b, usual)
         rows.append([label, f"{number(b.measured)} {text(b.unit)}",
                      f"{number(b.baseline)} {text(b.unit)}<br><small>{text(b.baseline_name)}</small>",
                      ratio_cell(b), target_cell(b)])
@@ -60,9 +68,10 @@ def record_rows(record: Record) -> list[list[str]]:
 
 
 def rounds(record: Record) -> str:
+    """How the run timed its benchmarks, as the record says (rounds, graph replay or events, warm-up)."""
     usual = usual_method(record)
     if usual:
-        return f"timed in {usual}"
+        return f"timing, as recorded: {usual}"
     counts = sorted({b.samples for b in record.benchmarks})
     return "/".join(str(c) for c in counts) + (" paired round" if counts == [1] else " paired rounds")
 
@@ -99,12 +108,13 @@ def benchmark_table(page: Page) -> str:
     for items in groups.values():
         first = items[0][1]
         rows, bars = [], []
+        usual = most_common([b.method for _, r in items for b in r.benchmarks if b.method])
         for st, record in items:
             link = f"[{text(st.lesson.title)}]({page.root}{st.lesson.page})"
             mark = "" if st.is_current(record) else f" ({STALE_MARK})"
             for i, b in enumerate(record.benchmarks):
                 lesson_cell = f"{link}<br><small>{text(record.date)}{mark}</small>" if i == 0 else ""
-                rows.append([lesson_cell, label_cell(b), ratio_cell(b), target_cell(b),
+                rows.append([lesson_cell, label_cell(b) + method_note(b, usual), ratio_cell(b), target_cell(b),
                              sparkline(record.history.get(b.name, []), record, b)])
                 bars.append((f"{st.lesson.name}: {b.label}", b))
         versions = {(r.env.triton, r.env.torch) for _, r in items}
@@ -116,7 +126,9 @@ def benchmark_table(page: Page) -> str:
                    + bounded_rows(["Lesson", "Benchmark", "Ratio (95 % interval)", "Target", "History"], rows,
                                   ["---", "---", "---:", "---", "---"], "benchmarks")
                    + f"\n\n<small>{text(EXPLAIN)}. History: this GPU model's earlier recordings of the same "
-                     "benchmark, oldest first, the newest in colour.</small>")
+                     "benchmark, oldest first, the newest in colour."
+                   + (f" Timing, as recorded: {text(usual)}; a row timed otherwise says so." if usual else "")
+                   + "</small>")
     return "\n\n".join(out)
 
 

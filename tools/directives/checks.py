@@ -1,10 +1,19 @@
-"""::checks — every recorded check, one column per run; long tables fold, failures never do."""
+"""::checks — every recorded check, one column per run; long tables fold, failures never do.
+
+Checks that every run made share one table. In a long list, checks only some
+runs made (the GPU's larger shapes, the interpreter's smaller ones) are one
+line per group, with their count and their results, the list folded below
+it: a column of "not run" per check says nothing a reader needs. A check's `why`, when the
+lesson gave one, stands under its name.
+"""
 
 from __future__ import annotations
 
 from directives import Page, directive
 from directives.common import STALE_MARK, gpu_first, mode_label
+from evidence import Record
 from render import COLLAPSE_ROWS_OVER, admonition, bounded_rows, code, md_table, text
+from status import LessonStatus
 
 MARK = {"pass": ":material-check: pass", "fail": ":material-close: **fail**", "skip": ":material-minus: skip"}
 
@@ -18,17 +27,42 @@ def checks(page: Page) -> str:
 def checks_markdown(page: Page) -> str:
     st = page.lesson
     records = gpu_first(st)
-    names: dict[str, None] = {}
+    ran_in: dict[str, list[int]] = {}  # check name -> the records that ran it, in record order
+    for i, record in enumerate(records):
+        for check in record.checks:
+            runs = ran_in.setdefault(check.name, [])
+            if not runs or runs[-1] != i:
+                runs.append(i)
+    if not ran_in:
+        return "_No checks recorded._"
+    if len(ran_in) <= COLLAPSE_ROWS_OVER:  # a short table reads best whole, a few "not run" cells and all
+        return check_table(st, records, list(ran_in))
+    groups: dict[tuple[int, ...], list[str]] = {}
+    for name, runs in ran_in.items():
+        groups.setdefault(tuple(runs), []).append(name)
+    everywhere = tuple(range(len(records)))
+    out = []
+    if everywhere in groups:
+        out.append(check_table(st, records, groups.pop(everywhere)))
+    for subset, names in groups.items():
+        out.append(partial_group(st, [records[i] for i in subset], records, names))
+    return "\n\n".join(out)
+
+
+def why_of(records: list[Record], name: str) -> str:
     for record in records:
         for check in record.checks:
-            names.setdefault(check.name)
-    if not names:
-        return "_No checks recorded._"
-    headers = ["Check"] + [text(mode_label(r)) + ("" if st.is_current(r) else f" ({STALE_MARK})") for r in records]
+            if check.name == name and check.why:
+                return check.why
+    return ""
+
+
+def rows_for(st: LessonStatus, records: list[Record], names: list[str]) -> list[list[str]]:
     by_record = [{c.name: c for c in r.checks} for r in records]
     rows = []
     for name in names:
-        row = [code(name)]
+        why = why_of(records, name)
+        row = [code(name) + (f"<br><small>{text(why)}</small>" if why else "")]
         for record, found in zip(records, by_record, strict=True):
             check = found.get(name)
             if check is None:
@@ -37,14 +71,55 @@ def checks_markdown(page: Page) -> str:
             prefix = "" if st.is_current(record) else f"{STALE_MARK}: "
             row.append(f"{prefix}{MARK.get(check.status, text(check.status))}: {text(check.message)}")
         rows.append(row)
+    return rows
+
+
+def headers_for(st: LessonStatus, records: list[Record]) -> list[str]:
+    return ["Check"] + [text(mode_label(r)) + ("" if st.is_current(r) else f" ({STALE_MARK})") for r in records]
+
+
+def counts(records: list[Record], names: list[str]) -> str:
+    wanted = set(names)
+    parts = []
+    for r in records:
+        found = [c for c in r.checks if c.name in wanted]
+        parts.append(f"{text(mode_label(r))}: " + ", ".join(
+            f"{sum(c.status == status for c in found)} {status}" for status in ("pass", "fail", "skip")
+            if any(c.status == status for c in found)))
+    return "; ".join(parts)
+
+
+def notable(rows: list[list[str]]) -> list[list[str]]:
+    return [row for row in rows if any(":material-close:" in cell or ":material-minus:" in cell for cell in row)]
+
+
+def check_table(st: LessonStatus, records: list[Record], names: list[str]) -> str:
+    """The checks every run made: a table, folded behind its counts when long."""
+    headers, rows = headers_for(st, records), rows_for(st, records, names)
     if len(rows) <= COLLAPSE_ROWS_OVER:
         return md_table(headers, rows)
-    counts = "; ".join(f"{text(mode_label(r))}: " + ", ".join(
-        f"{sum(c.status == status for c in r.checks)} {status}" for status in ("pass", "fail", "skip")
-        if any(c.status == status for c in r.checks)) for r in records if r.checks)
-    out = [f"**{len(rows)} checks** recorded ({counts})."]
-    notable = [row for row in rows if any(":material-close:" in cell or ":material-minus:" in cell for cell in row)]
-    if notable:
-        out += ["", "Failed or skipped:", "", bounded_rows(headers, notable, what="checks")]
+    out = [f"**{len(rows)} checks** recorded ({counts(records, names)})."]
+    if notable(rows):
+        out += ["", "Failed or skipped:", "", bounded_rows(headers, notable(rows), what="checks")]
     out += ["", admonition("abstract", f"All {len(rows)} checks", bounded_rows(headers, rows, what="checks"), True)]
+    return "\n".join(out)
+
+
+def partial_group(st: LessonStatus, ran: list[Record], records: list[Record], names: list[str]) -> str:
+    """Checks only some runs made: one line with their count and results, the list folded under it."""
+    others = [r for r in records if all(r is not x for x in ran)]
+    if all(r.mode == "gpu" for r in ran) and all(r.mode == "interpreter" for r in others):
+        where, missing = "on the GPU only", "not run under the interpreter"
+    elif all(r.mode == "interpreter" for r in ran) and all(r.mode == "gpu" for r in others):
+        where, missing = "under the interpreter only", "not run on the GPU"
+    else:
+        where = "only in " + ", ".join(text(mode_label(r)) for r in ran)
+        missing = "not run in " + ", ".join(text(mode_label(r)) for r in others)
+    n = len(names)
+    headers, rows = headers_for(st, ran), rows_for(st, ran, names)
+    out = [f"**{n} {'check' if n == 1 else 'checks'} {where}** ({missing}): {counts(ran, names)}."]
+    if notable(rows):
+        out += ["", "Failed or skipped:", "", bounded_rows(headers, notable(rows), what="checks")]
+    title = f"The {n} {'check' if n == 1 else 'checks'} {where}"
+    out += ["", admonition("abstract", title, bounded_rows(headers, rows, what="checks"), True)]
     return "\n".join(out)

@@ -26,6 +26,18 @@ def environment_line(record) -> str:
     return f"{text(' · '.join(parts))}  \nCommand: <code>{text(record.command)}</code>"
 
 
+def filtered_warnings(record) -> str:
+    """The warnings the lesson expected and kept out of stderr: each with its count and why."""
+    items = []
+    for w in record.filtered_warnings:
+        times = "once" if w.count == 1 else f"{w.count} times"
+        shown = w.example or w.text
+        items.append(f"- {times}: <code>{text(shown)}</code>  \n  {text(w.why)}")
+    total = sum(w.count for w in record.filtered_warnings)
+    return (f"Expected warnings the lesson counted instead of printing ({total} in all; "
+            "`lesson.expect_warning`):\n\n" + "\n".join(items))
+
+
 @directive("output", "what each recorded run printed, in tabs, GPU first, with machine, versions and date")
 def output(page: Page) -> str:
     st = page.lesson
@@ -49,6 +61,8 @@ def output(page: Page) -> str:
             body.append(f"\n{record.stdout_omitted} bytes of standard output were not kept.")
         if record.stderr.strip():
             body += ["", "Standard error:\n", code_block(clean_output(record.stderr), "", OUTPUT_ATTRS)]
+        if record.filtered_warnings:
+            body += ["", filtered_warnings(record)]
         out.append(indent_block("\n".join(body), "    "))
         out.append("")
     interp = st.lesson.modes["interpreter"]

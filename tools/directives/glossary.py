@@ -1,0 +1,42 @@
+"""::glossary — every term of the abbreviations file, its definition and the lesson that teaches it.
+
+The definitions are the ones a reader sees on hover on every page (Material's
+abbreviations, appended by pymdownx.snippets); see tools/glossary.py.
+"""
+
+from __future__ import annotations
+
+import re
+
+from directives import DirectiveError, Page, directive
+from glossary import ABBREVIATIONS, GlossaryError, lesson_for, read
+from render import md_table, text
+from safefs import UnsafePathError
+
+
+def anchor(term: str) -> str:
+    return "term-" + (re.sub(r"[^a-z0-9]+", "-", term.casefold()).strip("-") or "x")
+
+
+@directive("glossary", "every glossary term with its definition and a link to the lesson that teaches it",
+           needs_lesson=False)
+def glossary(page: Page) -> str:
+    if page.site.docs_dir is None:
+        raise DirectiveError("::glossary needs the docs folder (the site was loaded without it)")
+    path = page.site.docs_dir / ABBREVIATIONS
+    try:
+        entries = read(path, page.site.docs_dir)
+    except (GlossaryError, UnsafePathError) as exc:
+        raise DirectiveError(str(exc)) from None
+    rows = []
+    for entry in sorted(entries, key=lambda e: e.term.casefold()):
+        lesson = lesson_for(entry, page.site.lessons)
+        if lesson is None:
+            raise DirectiveError(f"{path}:{entry.line}: '{entry.term}' is taught in '{entry.taught_in}', which is "
+                                 "no lesson's title (up to its colon) or name")
+        others = entry.forms[1:]
+        term = f'<span id="{anchor(entry.term)}"></span>**{text(entry.term)}**' + (
+            f"<br><small>also {', '.join(text(f) for f in others)}</small>" if others else "")
+        title = lesson.title.split(":")[0].strip()
+        rows.append([term, text(entry.definition), f"[{text(title)}]({page.root}{lesson.page})"])
+    return md_table(["Term", "Meaning", "Taught in"], rows)

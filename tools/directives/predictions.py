@@ -1,0 +1,185 @@
+"""::prediction NAME (one prediction, beside its prose) and ::prediction-table (every lesson's).
+
+A lesson says what it expects before it measures (`lesson.predict`): a value,
+the model it comes from and a relative tolerance. The page shows the
+prediction, the GPU run's measurement and the gap. A measurement outside the
+tolerance is a miss, and a miss needs the author's explanation, written
+under the directive line, indented:
+
+    ::prediction fused-vs-torch
+        PyTorch's side moves more than the six passes the model counts: ...
+
+Without it the build fails, naming the page and line. Only a current GPU
+record judges: the interpreter times nothing, and an older source's record
+is shown for reference. Every prediction the current GPU record holds must
+appear on its page, so no miss goes unseen.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from directives import DirectiveError, Page, directive, notebook_form, page_check
+from directives.common import STALE_MARK, gpu_first, stale_note, where
+from evidence import Record
+from kit import Prediction, PredictionOutcome, prediction_outcome
+from render import admonition, code, md_table, text
+from status import LessonStatus
+
+
+@dataclass
+class Found:
+    record: Record
+    prediction: Prediction
+    outcome: PredictionOutcome | None  # None: not measured by this record
+
+
+def find(st: LessonStatus, name: str) -> Found | None:
+    """The best record holding prediction `name`: current before stale, GPU before interpreter."""
+    for record in gpu_first(st):
+        for p in record.predictions:
+            if p.name == name:
+                outcome = prediction_outcome(p, record.benchmarks) if record.mode == "gpu" else None
+                return Found(record, p, outcome)
+    return None
+
+
+def unit_of(found: Found) -> str:
+    p = found.prediction
+    if p.quantity == "ratio":
+        return "×"
+    bench = next((b for b in found.record.benchmarks if b.name == p.of), None)
+    return p.unit or (bench.unit if bench else "")
+
+
+def value(x: float, unit: str) -> str:
+    """A ratio with two decimals, as the benchmarks table shows ratios; anything else to 3 digits."""
+    if unit == "×":
+        return f"{x:.2f}×" if abs(x) < 1000 else f"{x:,.0f}×"
+    shown = f"{x:.3g}" if abs(x) < 1000 else f"{x:,.0f}"
+    return f"{shown} {unit}".rstrip()
+
+
+def what(found: Found) -> str:
+    """What is predicted, in words: the benchmark's ratio or kernel, or the lesson's own quantity."""
+    p = found.prediction
+    bench = next((b for b in found.record.benchmarks if b.name == p.of), None)
+    label = text(bench.label) if bench else code(p.of)
+    if p.quantity == "ratio":
+        return f"the ratio of {label}"
+    if p.quantity == "kernel":
+        return f"the kernel's own median in {label}"
+    return f"{code(p.name)}, measured by the lesson"
+
+
+def gap_cell(outcome: PredictionOutcome, tolerance: float) -> str:
+    verdict = "held" if outcome.held else "**missed**"
+    return f"{outcome.gap * 100:+.0f} %: {verdict} <small>(tolerance ±{tolerance * 100:.0f} %)</small>"
+
+
+def measured_cell(outcome: PredictionOutcome, unit: str) -> str:
+    cell = f"**{value(outcome.measured, unit)}**"
+    if outcome.low is not None and outcome.high is not None:
+        cell += f" <small>({outcome.low:.2f}–{outcome.high:.2f})</small>"
+    return cell
+
+
+def must_explain(st: LessonStatus, found: Found) -> bool:
+    return found.outcome is not None and not found.outcome.held and st.is_current(found.record)
+
+
+def prediction_block(page: Page, name: str, body: str) -> tuple[str, str, str]:
+    """(admonition kind, title, body) for one prediction; DirectiveError for a typo or an unexplained miss."""
+    st = page.lesson
+    found = find(st, name)
+    title = f"Prediction {text(name)}"
+    if found is None:
+        measured_runs = [r for r in st.current if r.mode == "gpu" and r.outcome == "passed"]
+        if measured_runs:
+            known = sorted({p.name for r in st.records for p in r.predictions})
+            raise DirectiveError(f"no recorded prediction named '{name}' for lesson '{st.lesson.name}' "
+                                 f"(recorded predictions: {', '.join(known) or 'none'}); "
+                                 f"the lesson makes it with lesson.predict('{name}', ...)")
+        return ("note", title, "Not measured yet: the GPU run that makes this prediction and measures it has "
+                               "not been recorded for this source.")
+    p, outcome = found.prediction, found.outcome
+    unit = unit_of(found)
+    predicted = f"**{value(p.value, unit)}**"
+    if outcome is None:
+        why = ("under the interpreter nothing is timed" if found.record.mode == "interpreter"
+               else "the recorded run did not reach the measurement")
+        row = [predicted, f"not measured: {why}", "-"]
+    else:
+        row = [predicted, measured_cell(outcome, unit), gap_cell(outcome, p.tolerance)]
+    lines = [md_table(["Predicted", "Measured", "Gap"], [row]), "",
+             f"Predicts {what(found)}. Model: {text(p.basis)}", "",
+             f"<small>{where(found.record)}</small>"]
+    kind = "info" if outcome is None else "success" if outcome.held else "warning"
+    if must_explain(st, found):
+        if not body.strip():
+            raise DirectiveError(
+                f"prediction '{name}' missed: predicted {value(p.value, unit)}, measured "
+                f"{value(outcome.measured, unit)} ({outcome.gap * 100:+.0f} %, tolerance ±{p.tolerance * 100:.0f} %) "
+                f"in the GPU record of {found.record.date}. Explain the miss on the page: indent the author's "
+                f"explanation under the directive line (4 spaces), saying where the model is off")
+        lines += ["", f"**Why the model is off.** {body.strip()}"]
+    elif outcome is not None and not outcome.held and body.strip():
+        lines += ["", f"**Why the model is off.** {body.strip()}"]
+    note = stale_note(st, found.record)
+    if note:
+        lines = [note, ""] + lines
+        kind, title = "vt-stale", f"{STALE_MARK}: {title}"
+    return kind, title, "\n".join(lines)
+
+
+@directive("prediction", "one prediction the lesson made (lesson.predict): predicted, measured, the gap; "
+                         "a miss needs the explanation indented under the line", args=("NAME",), body=True)
+def prediction(page: Page, name: str, body: str = "") -> str:
+    page.shown.add(f"prediction:{name}")
+    kind, title, block = prediction_block(page, name, body)
+    return admonition(kind, title, block)
+
+
+@notebook_form("prediction")
+def prediction_notebook(page: Page, name: str, body: str = "") -> str:
+    try:
+        _, title, block = prediction_block(page, name, body)
+    except DirectiveError:
+        return ""
+    return f"**{title}**\n\n{block}"
+
+
+@page_check
+def every_prediction_shown(page: Page) -> str:
+    """A prediction the current GPU run recorded but the page never shows could hide a miss."""
+    st = page.lesson
+    if st is None:
+        return ""
+    recorded = {p.name: None for r in st.current if r.mode == "gpu" for p in r.predictions}
+    missing = [name for name in recorded if f"prediction:{name}" not in page.shown]
+    if not missing:
+        return ""
+    return (f"the GPU record of '{st.lesson.name}' holds prediction(s) {', '.join(missing)} that the page does "
+            f"not show: add '::prediction NAME' where the prose discusses each")
+
+
+@directive("prediction-table", "every lesson's predictions with the GPU run's measurement and the gap",
+           needs_lesson=False)
+def prediction_table(page: Page) -> str:
+    rows = []
+    for st in page.site.statuses.values():
+        link = f"[{text(st.lesson.title.split(':')[0])}]({page.root}{st.lesson.page})"
+        names = {p.name: None for r in gpu_first(st) for p in r.predictions}
+        for name in names:
+            found = find(st, name)
+            p, outcome = found.prediction, found.outcome
+            unit = unit_of(found)
+            mark = "" if st.is_current(found.record) else f" <small>({STALE_MARK})</small>"
+            rows.append([link, code(name) + mark, text(p.basis), value(p.value, unit),
+                         "not measured" if outcome is None else measured_cell(outcome, unit),
+                         "-" if outcome is None else gap_cell(outcome, p.tolerance)])
+            link = ""
+    if not rows:
+        return "_No predictions recorded yet: they are made and measured by the GPU runs._"
+    return md_table(["Lesson", "Prediction", "Model", "Predicted", "Measured", "Gap"], rows,
+                    ["---", "---", "---", "---:", "---:", "---"])

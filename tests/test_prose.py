@@ -131,6 +131,15 @@ def test_documents_the_reader_cannot_see():
     assert any(f.startswith("page.md:4: [unseen] 'the notebook': a notebook the page never introduces") for f in found)
 
 
+def test_the_issue_tracker_is_not_a_reference_for_readers():
+    found = findings("""\
+        The gate is lower than the issue's 0.9, and the backward was not attempted in this session.
+        """)
+    assert len(found) == 2
+    assert "[unseen] \"the issue's\" refers to the project's issue tracker" in found[0]
+    assert "[unseen] 'this session' refers to the project's issue tracker" in found[1]
+
+
 def test_a_credits_line_introduces_the_notebook_once():
     text = """\
         **Credits.** The lesson starts from a cookbook notebook, which ...

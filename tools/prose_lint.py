@@ -60,6 +60,7 @@ UNSEEN = [  # (pattern, what it refers to); matched as written (case matters)
      "a rule the site never states: name it (the kit's `scaled_rtol`) or state it"),
     (r"\b[Dd]ay \d+\b", "a lesson of another course"),
     (r"\btools/[\w/.-]+", "a repository file the site does not publish"),
+    (r"\b[Tt]he issue('s)?\b|\bthis session\b", "the project's issue tracker, which readers do not see"),
 ]
 NOTEBOOK = re.compile(r"\bthe (notebook|cookbook)\b", re.I)
 TIMING = {  # the words of each way the kit times a round, and of what both ways share

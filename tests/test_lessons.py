@@ -240,3 +240,46 @@ def test_every_real_lesson_loads_and_its_regions_parse():
         assert len(lesson.source_hash()) == 64
         read_regions(lesson.main)  # raises SnippetError naming FILE:LINE when a marker is malformed
     assert len({lesson.name for lesson in lessons}) == len(lessons)
+
+
+BASELINE_USER = """\
+    def baseline():
+        import base_kernel  # another lesson's module: found through lesson.toml's `uses`
+        return base_kernel.VALUE
+
+    lesson = Lesson("user")
+    sys.exit(lesson.finish())
+"""
+
+
+def test_uses_puts_another_lessons_module_in_the_hash_and_the_archive(project):
+    """Fails without `uses`: the module of the other lesson was neither hashed nor archived."""
+    import downloads
+
+    project.add("base", "lesson = Lesson('base')\nsys.exit(lesson.finish())\n",
+                files={"base_kernel.py": "VALUE = 1\n"})
+    project.add("user", BASELINE_USER, toml='uses = ["base"]\n', order=2)
+    lesson = project.lesson("user")
+    assert "code/base/base_kernel.py" in [lesson.relative(p) for p in lesson.source_files()]
+    before = lesson.source_hash()
+    (project.code / "base" / "base_kernel.py").write_text("VALUE = 2\n")
+    assert project.lesson("user").source_hash() != before
+    files = downloads.lesson_files(project.lesson("user"), project.code)
+    assert sorted(files) == ["base_kernel.py", "lesson.toml", "lessonkit.py", "user.py"]
+
+
+def test_without_uses_the_hash_of_a_lesson_is_what_it_was(project):
+    """`uses` enters the run keys only when given: other lessons' evidence is not made stale by it."""
+    folder = project.add("plain", "lesson = Lesson('plain')\nsys.exit(lesson.finish())\n")
+    before = project.lesson("plain").source_hash()
+    toml = folder / "lesson.toml"
+    toml.write_text(toml.read_text() + "uses = []\n")
+    assert project.lesson("plain").source_hash() == before
+
+
+@pytest.mark.parametrize("uses", ['["nowhere"]', '["user"]', '["../base"]'])
+def test_uses_must_name_another_lesson(project, uses):
+    project.add("base", "lesson = Lesson('base')\nsys.exit(lesson.finish())\n")
+    project.add("user", BASELINE_USER, toml=f"uses = {uses}\n", order=2)
+    with pytest.raises(LessonError, match=r"lesson\.toml: uses = .* must name another lesson's folder"):
+        project.lesson("user")

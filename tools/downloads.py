@@ -69,11 +69,20 @@ def built_commit(fallback: str, root: Path = ROOT) -> str:
 
 
 def lesson_files(lesson: Lesson, code_dir: Path) -> dict[str, bytes]:
-    """Archive name -> bytes: the lesson's sources (the kit too), each read through safefs."""
+    """Archive name -> bytes: the lesson's sources (the kit too), each read through safefs.
+
+    The kit and the modules of the lessons it `uses` sit beside the main file in the archive,
+    where its imports find them.
+    """
     files = {}
     code_dir = Path(code_dir).absolute()
     for path in lesson.source_files():
-        name = path.name if path.parent in (lesson.folder, code_dir) else path.relative_to(lesson.folder).as_posix()
+        if path.parent == lesson.folder or not path.is_relative_to(lesson.folder):
+            name = path.name
+        else:
+            name = path.relative_to(lesson.folder).as_posix()
+        if name in files:
+            raise ValueError(f"{path}: two source files of {lesson.name} would share the name {name} in its archive")
         files[name] = read_bytes(path, LIMITS.source_file, code_dir)
     return files
 

@@ -62,6 +62,9 @@ class LessonToml:
     part: str = ""  # the part of the course it belongs to, a section of the site's navigation
     summary: str = ""
     prerequisites: list[str] = field(default_factory=list)
+    # Lessons whose modules this one imports (a kernel it is compared with): their files are found,
+    # hashed and archived with this lesson's own, so evidence goes stale when they change.
+    uses: list[str] = field(default_factory=list)
     requires: Requires = field(default_factory=Requires)
     interpreter: ModeToml = field(default_factory=ModeToml)
     gpu: ModeToml = field(default_factory=ModeToml)
@@ -92,6 +95,7 @@ class Lesson:
     requires: Requires
     run_spec: str  # canonical JSON of lesson.toml's run keys: what its hash covers
     after: str = ""  # lesson.toml's `after`: discover() places it right after that lesson
+    uses: tuple[str, ...] = ()  # lesson.toml's `uses`: lessons whose modules the main file imports
 
     def source_files(self) -> list[Path]:
         """The main file, lesson.toml, and every local module the main file imports, transitively."""
@@ -117,7 +121,8 @@ class Lesson:
             if path in seen:
                 continue
             seen[path] = None
-            todo.extend(_local_imports(path, (path.parent, self.folder.parent), self.folder.parent))
+            search = (path.parent, self.folder.parent, *(self.folder.parent / name for name in self.uses))
+            todo.extend(_local_imports(path, search, self.folder.parent))
         return tuple(sorted(seen, key=self.relative))
 
     @cached_property
@@ -223,6 +228,9 @@ def load_lesson(folder: Path, code_dir: Path | None = None) -> Lesson:
         raise LessonError(f"{toml_path}: give either order = N or after = \"<lesson>\", not both")
     if spec.after and (spec.after == folder.name or not LESSON_NAME.match(spec.after)):
         raise LessonError(f"{toml_path}: after = '{spec.after}' must name another lesson's folder")
+    for used in spec.uses:
+        if used == folder.name or not LESSON_NAME.match(used) or not (code_dir / used / "lesson.toml").is_file():
+            raise LessonError(f"{toml_path}: uses = '{used[:64]}' must name another lesson's folder under code/")
     main = folder / spec.main
     if "/" in spec.main or "\\" in spec.main or not spec.main.endswith(".py") or not main.is_file():
         raise LessonError(f"{toml_path}: main = '{spec.main}' is not a .py file in {folder.name}/")
@@ -243,12 +251,13 @@ def load_lesson(folder: Path, code_dir: Path | None = None) -> Lesson:
         modes[mode] = ModeSpec(raw.supported, raw.reason, float(timeout), exits)
     run_spec = json.dumps({"main": spec.main, "requires": asdict(spec.requires),
                            "interpreter": asdict(spec.interpreter), "gpu": asdict(spec.gpu),
-                           "timeout": spec.timeout}, sort_keys=True)
+                           "timeout": spec.timeout, **({"uses": spec.uses} if spec.uses else {})},
+                          sort_keys=True)
     return Lesson(
         name=folder.name, root=code_dir.parent, title=spec.title, part=spec.part, folder=folder,
         order=UNPLACED if spec.order is None else spec.order,
         main=main, page=spec.page, summary=spec.summary, prerequisites=tuple(spec.prerequisites),
-        modes=modes, requires=spec.requires, run_spec=run_spec, after=spec.after,
+        modes=modes, requires=spec.requires, run_spec=run_spec, after=spec.after, uses=tuple(spec.uses),
     )
 
 

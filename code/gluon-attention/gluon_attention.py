@@ -668,8 +668,9 @@ def report(lesson: Lesson, results: dict) -> None:
 
 
 def fused_attention_lesson():
-    """The fused-attention lesson's module (its TMA kernel is the tl baseline): in its own
-    folder beside this one in the repository, beside this file in a download (lesson.toml's `uses`)."""
+    """The fused-attention lesson's module (its TMA kernel is the tl baseline):
+    in its own folder beside this one in the repository, beside this file in a
+    download (lesson.toml's `uses`)."""
     sys.path.insert(0, str(HERE.parent / "fused-attention"))
     try:
         import fused_attention

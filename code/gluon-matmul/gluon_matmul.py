@@ -534,8 +534,9 @@ def exercise_fewer_programs(lesson: Lesson, mk, num_sms: int) -> None:
 
 
 def tl_lesson():
-    """The persistent-tma-matmul lesson's module (its kernel is the tl baseline): in its own
-    folder beside this one in the repository, beside this file in a download (lesson.toml's `uses`)."""
+    """The persistent-tma-matmul lesson's module (its kernel is the tl baseline):
+    in its own folder beside this one in the repository, beside this file in a
+    download (lesson.toml's `uses`)."""
     sys.path.insert(0, str(HERE.parent / "persistent-tma-matmul"))
     try:
         import persistent_tma_matmul

@@ -39,5 +39,6 @@ EXIT_MEANINGS = kit.EXIT_MEANINGS
 Check, Benchmark, Table, Figure, SkippedPart, Device, Results = (
     kit.Check, kit.Benchmark, kit.Table, kit.Figure, kit.SkippedPart, kit.Device, kit.Results)
 failures, verdict, median_interval = kit.failures, kit.verdict, kit.median_interval
+install_command, OPTIONAL_SKIP = kit.install_command, kit.OPTIONAL_SKIP
 UNITS = kit.UNITS
 VERDICTS = typing.get_args(kit.Verdict)

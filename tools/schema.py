@@ -38,6 +38,7 @@ LIST_LIMITS = {
     ("Table", "rows[]"): LIMITS.table_columns,
     ("Benchmark", "kernel_ms"): LIMITS.samples, ("Benchmark", "baseline_ms"): LIMITS.samples,
     ("Record", "history[]"): LIMITS.history,
+    ("Environment", "baselines"): 20, ("Device", "baselines"): 20,
 }
 STRING_LIMITS = {
     "name": LIMITS.name, "stdout": LIMITS.stream_kept + 200, "stderr": LIMITS.stream_kept + 200,
@@ -48,6 +49,7 @@ LESSON_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
 GPU_KEY = re.compile(r"^gpu-[a-z0-9]+(?:-[a-z0-9]+)*$")
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
 UTC_STAMP = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$")
+PACKAGE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$")  # a package name, or its version
 REL_PATH = re.compile(r"^(?!/)(?!.*(?:^|/)\.\.?(?:/|$))[A-Za-z0-9._/-]{1,200}$")
 
 

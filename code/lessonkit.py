@@ -94,6 +94,10 @@ class Benchmark:
     stretch_verdict: Verdict | None = None
     note: str = ""
     method: str = ""  # how the rounds were timed
+    # What a practitioner would use instead of writing the kernel, when the
+    # baseline is that (a library such as "Liger-Kernel", or "torch.compile");
+    # the benchmarks page lists these comparisons together.
+    library: str = ""
 
 
 @dataclass
@@ -163,6 +167,9 @@ class Device:
     torch: str = ""
     triton: str = ""
     python: str = ""
+    # Optional baseline libraries the run imported (lesson.toml's
+    # [requires.optional]): pip name -> installed version.
+    baselines: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -225,6 +232,12 @@ def prediction_outcome(
         return None
     gap = measured / p.value - 1
     return PredictionOutcome(measured, gap, abs(gap) <= p.tolerance, low, high)
+OPTIONAL_SKIP = "optional-"  # + pip name: the skipped check of an optional baseline
+
+
+def install_command(package: str, version: str = "") -> str:
+    """The pip line that installs an optional baseline, pinned when declared."""
+    return f"pip install {package}" + (f"=={version}" if version else "")
 
 
 def verdict(low: float, high: float, target: float) -> Verdict:
@@ -273,6 +286,7 @@ class Lesson:
         folder = _main_folder()
         self._figure_dir = Path(os.environ.get(FIGURES_ENV) or folder / "_output")
         self.requires = _requirements(folder / "lesson.toml")
+        self._missing: set[str] = set()  # optional baselines that could not be imported
         self.results = Results(
             lesson=name, mode="interpreter" if self.interpret else "gpu"
         )
@@ -350,6 +364,44 @@ class Lesson:
         self.results.skipped_parts.append(SkippedPart(part, reason))
         self._save()
         return True
+
+    def optional(self, package: str, module: str):
+        """Import `module` of an optional baseline library, or return None.
+
+        `package` is its pip name, as lesson.toml's [requires.optional]
+        declares it. When the import works, the installed version is
+        recorded with the run (results.device.baselines). When it does not,
+        the lesson goes on without it: a skipped check says why and how to
+        install it, once per package, and the caller skips its comparison.
+        """
+        import importlib
+        import importlib.metadata
+
+        if package in self._missing:
+            return None
+        try:
+            found = importlib.import_module(module)
+        except Exception as exc:  # noqa: BLE001 - absent or broken: the lesson runs without it
+            self._missing.add(package)
+            declared = self.requires.get("optional")
+            pin = declared.get(package, "") if isinstance(declared, dict) else ""
+            self.skip(
+                f"{OPTIONAL_SKIP}{package}",
+                f"{package} could not be imported ({type(exc).__name__}: "
+                f"{str(exc)[:200]}), so the comparisons with it are skipped; "
+                f"install it with: {install_command(package, pin)}",
+            )
+            return None
+        if package not in self.results.device.baselines:
+            try:
+                version = importlib.metadata.version(package)
+            except importlib.metadata.PackageNotFoundError:
+                top = sys.modules[module.split(".")[0]]
+                version = str(getattr(top, "__version__", ""))
+            self.results.device.baselines[package] = version or "unknown"
+            self._save()
+            print(f"{package} {version or '(version unknown)'}: an optional baseline")
+        return found
 
     # -- checks ------------------------------------------------------------
 
@@ -540,6 +592,7 @@ class Lesson:
         gate: bool = True,
         stretch: float | None = None,
         note: str = "",
+        library: str = "",
     ) -> Benchmark:
         """Compare timings[kernel] with timings[baseline], round by round.
 
@@ -549,7 +602,8 @@ class Lesson:
         against a plain copy). With a threshold and gate=True, a ratio whose
         whole interval lies below the threshold fails the lesson; gate=False
         makes it a goal the page reports. `stretch` is a higher goal that
-        never gates.
+        never gates. `library` names what practitioners use instead when the
+        baseline is that (a library, or "torch.compile").
         """
         if unit not in UNITS:
             raise ValueError(
@@ -608,6 +662,7 @@ class Lesson:
             stretch_verdict=None if stretch is None else verdict(low, high, stretch),
             note=note,
             method=getattr(timings, "method", ""),
+            library=library,
         )
         self.results.benchmarks.append(bench)
         self._save()
@@ -783,7 +838,8 @@ def _main_folder() -> Path:
 
 
 def _requirements(toml_path: Path) -> dict:
-    """lesson.toml's [requires] table: capability, triton and why, all optional."""
+    """lesson.toml's [requires] table: capability, triton, why and the optional
+    baselines ([requires.optional], pip name -> version), all optional."""
     try:
         return dict(
             tomllib.loads(toml_path.read_text(encoding="utf-8")).get("requires", {})

@@ -95,10 +95,13 @@ def readme(lesson: Lesson, site: directives.Site) -> str:
     need = (f"a CUDA GPU of compute capability {req.capability} or newer ({req.why})" if req.capability
             else "a CUDA GPU")
     lines = [f"# {lesson.title}", "", lesson.summary, "",
-             "## Run it", "", f"    {INSTALL}", f"    {interp}   # any machine: the checks, on the CPU",
+             "## Run it", "", f"    {INSTALL}",
+             *(f"    {line}   # optional: a baseline the benchmarks compare against" for line in req.optional_installs),
+             f"    {interp}   # any machine: the checks, on the CPU",
              f"    {gpu}                      # a CUDA GPU: checks and benchmarks", "",
              f"The GPU run needs {need}. {req.colab_sentence}",
-             f"It needs Triton {req.triton} or newer." if req.triton else "", "",
+             f"It needs Triton {req.triton} or newer." if req.triton else "",
+             *([req.optional_sentence] if req.optional else []), "",
              "Exit codes: 0 passed, 1 a check failed or a gating target was missed, 2 this machine cannot run "
              "it (no GPU and no interpreter, or Triton too old), 3 declined by design (a GPU below the capability "
              "it needs).", "",

@@ -51,6 +51,7 @@ class Environment:
     capability: str = ""
     driver: str = ""
     cuda: str = ""
+    baselines: dict[str, str] = field(default_factory=dict)  # optional baseline libraries: pip name -> version
 
 
 @dataclass
@@ -171,6 +172,9 @@ def _value_rules(r: Record) -> None:
         req(schema.REL_PATH.match(rel) is not None, "source_files", f"{rel[:60]!r} is not a relative path")
         req(schema.SHA256.match(sha) is not None, f"source_files.{rel[:60]}", "expected 64 hex digits")
     req(r.wall_s >= 0, "wall_s", "negative")
+    for package, version in r.env.baselines.items():
+        req(schema.PACKAGE.match(package) is not None and schema.PACKAGE.match(version) is not None,
+            f"env.baselines.{package[:60]}", "expected a package name and its version ([A-Za-z0-9._+-])")
     for i, check in enumerate(r.checks):
         _name_rule(check.name, f"checks[{i}].name")
     for i, b in enumerate(r.benchmarks):

@@ -41,5 +41,6 @@ Check, Benchmark, Table, Figure, SkippedPart, Device, Results = (
 Prediction, PredictionOutcome, FilteredWarning = kit.Prediction, kit.PredictionOutcome, kit.FilteredWarning
 prediction_outcome = kit.prediction_outcome
 failures, verdict, median_interval = kit.failures, kit.verdict, kit.median_interval
+install_command, OPTIONAL_SKIP = kit.install_command, kit.OPTIONAL_SKIP
 UNITS = kit.UNITS
 VERDICTS = typing.get_args(kit.Verdict)

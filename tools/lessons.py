@@ -42,6 +42,9 @@ class Requires:
     capability: str = ""  # minimum compute capability of the GPU run, e.g. "9.0"
     triton: str = ""  # minimum Triton version, e.g. "3.4"
     why: str = ""
+    # [requires.optional]: libraries the lesson compares against when they are installed
+    # (pip name -> the version it was written for); without one, that comparison is skipped.
+    optional: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -237,6 +240,10 @@ def load_lesson(folder: Path, code_dir: Path | None = None) -> Lesson:
     for key, value in (("capability", spec.requires.capability), ("triton", spec.requires.triton)):
         if value and not VERSION.match(value):
             raise LessonError(f"{toml_path}: [requires] {key} = '{value}' is not a version like \"9.0\"")
+    for package, version in spec.requires.optional.items():
+        if not schema.PACKAGE.match(package) or not VERSION.match(version):
+            raise LessonError(f"{toml_path}: [requires.optional] {package[:60]} = '{version[:30]}' is not a pip "
+                              "package name with a version like \"0.8.5\"")
     modes = {}
     for mode in MODES:
         raw: ModeToml = getattr(spec, mode)
@@ -249,7 +256,10 @@ def load_lesson(folder: Path, code_dir: Path | None = None) -> Lesson:
         if not 0 < timeout <= 3600:
             raise LessonError(f"{toml_path}: [{mode}] timeout must be between 0 and 3600 seconds")
         modes[mode] = ModeSpec(raw.supported, raw.reason, float(timeout), exits)
-    run_spec = json.dumps({"main": spec.main, "requires": asdict(spec.requires),
+    requires = asdict(spec.requires)
+    if not requires["optional"]:
+        del requires["optional"]  # a lesson without optional baselines keeps the hash it had before the field
+    run_spec = json.dumps({"main": spec.main, "requires": requires,
                            "interpreter": asdict(spec.interpreter), "gpu": asdict(spec.gpu),
                            "timeout": spec.timeout, **({"uses": spec.uses} if spec.uses else {})},
                           sort_keys=True)

@@ -2,14 +2,16 @@
 
 One job: from lesson.toml's [requires] and the lesson's records, the facts
 the page's requirements box and the notebook's first cells state: the GPU it
-needs (and which of Colab's GPUs have it), the minimum Triton, the versions
-and run time of every recorded run, the install line and the run commands.
+needs (and which of Colab's GPUs have it), the minimum Triton, the optional
+baseline libraries and how to install them, the versions and run time of
+every recorded run, the install line and the run commands.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kit import install_command
 from lessons import Lesson
 from status import LessonStatus
 
@@ -32,6 +34,7 @@ class RecordedRun:
     wall_s: float
     outcome: str
     current: bool
+    baselines: tuple[tuple[str, str], ...] = ()  # optional baseline libraries it imported: (pip name, version)
 
 
 @dataclass(frozen=True)
@@ -42,6 +45,7 @@ class Requirements:
     colab: tuple[str, ...]  # Colab GPUs that meet the capability
     runs: tuple[RecordedRun, ...]
     main_file: str
+    optional: tuple[tuple[str, str], ...] = ()  # [requires.optional]: (pip name, version it was written for)
 
     @property
     def colab_sentence(self) -> str:
@@ -66,6 +70,31 @@ class Requirements:
                     f"Triton {', '.join(interp)}: the two halves were checked with different Triton versions.")
         return ""
 
+    @property
+    def optional_installs(self) -> tuple[str, ...]:
+        return tuple(install_command(package, version) for package, version in self.optional)
+
+    @property
+    def optional_sentence(self) -> str:
+        """What the optional baselines are for, and which recorded runs had them."""
+        if not self.optional:
+            return ""
+        names = ", ".join(package for package, _ in self.optional)
+        said = (f"The benchmarks also compare against {names} when it is installed; without it the lesson "
+                "runs and records those comparisons as skipped, saying why.")
+        for run in self.runs:
+            if not run.current:
+                continue
+            had = dict(run.baselines)
+            used = [f"{package} {had[package]}" for package, _ in self.optional if package in had]
+            lacked = [package for package, _ in self.optional if package not in had]
+            mode = run.mode if run.mode == "GPU" else run.mode.lower()
+            if used:
+                said += f" The {mode} run recorded here used {', '.join(used)}."
+            if lacked:
+                said += f" The {mode} run recorded here ran without {', '.join(lacked)}."
+        return said
+
     def commands(self) -> tuple[str, str]:
         return f"TRITON_INTERPRET=1 python {self.main_file}", f"python {self.main_file}"
 
@@ -77,5 +106,7 @@ def requirements(lesson: Lesson, st: LessonStatus | None) -> Requirements:
     for r in sorted(st.records if st else [], key=lambda r: (r.mode != "gpu", r.key)):
         runs.append(RecordedRun("GPU" if r.mode == "gpu" else "Interpreter",
                                 r.env.device_name if r.mode == "gpu" else "CPU", r.date, r.env.triton,
-                                r.env.torch, r.env.python, r.wall_s, r.outcome, st.is_current(r)))
-    return Requirements(need, lesson.requires.triton, lesson.requires.why, colab, tuple(runs), lesson.main.name)
+                                r.env.torch, r.env.python, r.wall_s, r.outcome, st.is_current(r),
+                                tuple(sorted(r.env.baselines.items()))))
+    return Requirements(need, lesson.requires.triton, lesson.requires.why, colab, tuple(runs), lesson.main.name,
+                        tuple(sorted(lesson.requires.optional.items())))

@@ -193,7 +193,7 @@ def _environment(mode: str, machine: Machine, device, results: kit.Results | Non
         platform=machine.platform,
         device_name="CPU" if not gpu else (device.name if device else ran.name),
         capability=ran.capability if gpu else "", driver=device.driver if gpu and device else "",
-        cuda=ran.cuda if gpu else "")
+        cuda=ran.cuda if gpu else "", baselines=dict(ran.baselines))
 
 
 def sweep_orphans() -> list[Path]:

@@ -40,6 +40,7 @@ LIST_LIMITS = {
     ("Record", "history[]"): LIMITS.history,
     ("Record", "predictions"): LIMITS.benchmarks, ("Results", "predictions"): LIMITS.benchmarks,
     ("Record", "filtered_warnings"): 50, ("Results", "filtered_warnings"): 50,
+    ("Environment", "baselines"): 20, ("Device", "baselines"): 20,
 }
 STRING_LIMITS = {
     "name": LIMITS.name, "stdout": LIMITS.stream_kept + 200, "stderr": LIMITS.stream_kept + 200,
@@ -50,6 +51,7 @@ LESSON_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
 GPU_KEY = re.compile(r"^gpu-[a-z0-9]+(?:-[a-z0-9]+)*$")
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
 UTC_STAMP = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$")
+PACKAGE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$")  # a package name, or its version
 REL_PATH = re.compile(r"^(?!/)(?!.*(?:^|/)\.\.?(?:/|$))[A-Za-z0-9._/-]{1,200}$")
 
 

@@ -43,6 +43,7 @@ sys.path[:0] = [str(HERE), str(HERE.parent)]
 from lessonkit import Lesson, bench_interleaved, bench_ms, scaled_rtol  # noqa: E402
 
 IGNORE_INDEX = -100  # PyTorch's default: rows with this target are padding
+LIGER = "liger-kernel"  # the optional baseline (lesson.toml [requires.optional])
 
 
 # snippet: kernel
@@ -222,6 +223,43 @@ def tolerances(dtype: torch.dtype, V: int) -> tuple[float, float, str]:
 # end snippet
 
 
+# snippet: liger
+def liger_cross_entropy_(ce, logits, target, n_valid):
+    """Liger-Kernel's kernel on the same job; `ce`: liger_kernel.ops.cross_entropy.
+
+    Launched with the arguments its cross_entropy_forward gives it for plain
+    cross-entropy: mean reduction, no class weights, no label smoothing, no
+    z-loss, no softcap, blocks of up to 32768 logits and its warps (32, or 8
+    for 16-bit logits on Blackwell). cross_entropy_forward also counts the
+    valid rows with .item() and checks the targets' range on the host: host
+    syncs, which no CUDA graph can hold. Here the count comes in as
+    `n_valid`, made once.
+    """
+    n_rows, V = logits.shape
+    blackwell = ce.infer_device_arch().startswith("blackwell")
+    warps = 8 if logits.element_size() == 2 and blackwell else 32
+    loss_rows = torch.zeros(n_rows, dtype=logits.dtype, device=logits.device)
+    ce.liger_cross_entropy_kernel[(n_rows,)](
+        X_ptr=logits, X_stride=logits.stride(0), Y_ptr=target, Y_stride=1,
+        weight_ptr=None, loss_ptr=loss_rows, z_loss_ptr=None, loss_stride=1,
+        token_accuracy_ptr=None, token_accuracy_stride=0,
+        predicted_tokens_ptr=None, predicted_tokens_stride=0,
+        n_cols=V, n_non_ignore=n_valid, sum_non_ignore_weight=n_valid,
+        weight_sum=0.0, ignore_index=IGNORE_INDEX, lse_square_scale=0.0,
+        label_smoothing=0.0, reduction="mean", softcap=None,
+        RETURN_Z_LOSS=False, RETURN_TOKEN_ACCURACY=False,
+        RETURN_PREDICTED_TOKENS=False,
+        BLOCK_SIZE=min(ce.MAX_FUSED_SIZE, triton.next_power_of_2(V)),
+        HAS_WEIGHT=False, HAS_SOFTCAPPING=False, HAS_GRADIENTS=True,
+        num_warps=warps,
+    )
+    # Each row's loss is already divided by n_valid, in the logits' type.
+    return loss_rows.sum()
+
+
+# end snippet
+
+
 def make_inputs(n_rows, V, dtype, device, ignored=0.1, spread=2.0, seed=0):
     """Random logits (never zeros) and targets; about `ignored` of them padding."""
     g = torch.Generator(device).manual_seed(seed)
@@ -287,6 +325,57 @@ def check_correctness(lesson: Lesson, device: str) -> None:
     loss.backward()
     rtol, atol, why = tolerances(torch.float16, 3000)
     lesson.close("autograd-wrapper-grad", logits.grad, want_grad, rtol, atol, why)
+    check_liger(lesson, device)
+
+
+def interpreter_refused(exc: Exception) -> str:
+    return (f"this Triton's interpreter could not run Liger's kernel "
+            f"({type(exc).__name__}: {str(exc)[:200]}); Triton 3.6's cannot take "
+            "a runtime bound in range() under NumPy 2.4, and Liger's loops have "
+            "one. The GPU run checks it")
+
+
+def check_liger(lesson: Lesson, device: str) -> None:
+    """Liger-Kernel's kernel, launched as above, against float64 and against
+    its own autograd function (the entry point its loss module calls)."""
+    ce = lesson.optional(LIGER, "liger_kernel.ops.cross_entropy")
+    if ce is None:
+        return
+    if lesson.interpret:
+        cases = [(32, 3000, torch.float32), (32, 3000, torch.float16)]
+    else:
+        cases = [(257, 50257, torch.bfloat16), (64, 131072, torch.bfloat16)]
+    for seed, (n_rows, V, dtype) in enumerate(cases, start=20):
+        x, t = make_inputs(n_rows, V, dtype, device, seed=seed)
+        tag = f"{n_rows}x{V}-{str(dtype).removeprefix('torch.')}"
+        _, want_loss, want_grad = reference(x, t)
+        grad = x.clone()
+        try:
+            loss = liger_cross_entropy_(ce, grad, t, int((t != IGNORE_INDEX).sum()))
+        except Exception as exc:  # noqa: BLE001 - only the interpreter may refuse it
+            if not lesson.interpret:
+                raise
+            lesson.skip("liger-under-the-interpreter", interpreter_refused(exc))
+            return
+        # Its loss: each row's, divided by n_valid, rounded to the logits'
+        # type, then a sum rounded to it again: two roundings of that type.
+        unit = {torch.float32: 2.0**-24, torch.float16: 2.0**-11,
+                torch.bfloat16: 2.0**-8}[dtype]
+        rtol, why = scaled_rtol(2.0**-20, 2.0**-23, V)
+        lesson.close(f"liger-loss-mean-{tag}", loss, want_loss, 2 * unit + rtol,
+                     2 * unit + rtol, f"two roundings to {dtype}; {why}")
+        rtol, atol, why = tolerances(dtype, V)
+        lesson.close(f"liger-grad-{tag}", grad, want_grad, rtol, atol, why)
+        # The same kernel through LigerCrossEntropyFunction: the same bits.
+        leaf = x.clone().requires_grad_()
+        api_loss = ce.LigerCrossEntropyFunction.apply(leaf, t, None, IGNORE_INDEX)[0]
+        api_loss.backward()
+        lesson.check(
+            f"liger-launch-as-its-autograd-function-{tag}",
+            torch.equal(api_loss, loss) and torch.equal(leaf.grad, grad),
+            "the launch above gives LigerCrossEntropyFunction's loss and gradient, "
+            "bit for bit",
+        )
 
 
 def check_full_shape(lesson: Lesson, device: str) -> None:
@@ -497,6 +586,75 @@ def benchmark(lesson: Lesson) -> None:
         fused_peak <= 0.5 * torch_peak,
         f"fused {fused_peak / 2**20:.2f} MiB vs torch {torch_peak / 2**20:.0f} MiB "
         f"above the inputs: {fused_peak / torch_peak:.2g}x (target <= 0.5x)",
+    )
+    leaf.grad = None  # 2 GiB given back before the next comparison
+    compare_with_liger(lesson, x0, t, work)
+
+
+def compare_with_liger(lesson: Lesson, x0, t, work) -> None:
+    """The same job against Liger-Kernel's kernel, on the benchmark's inputs."""
+    ce = lesson.optional(LIGER, "liger_kernel.ops.cross_entropy")
+    if ce is None:
+        return
+    # snippet: liger-benchmark
+    # Both sides restore the logits first, as above. Liger's launch is
+    # isolated in its own rounds: whatever it does can never change how the
+    # comparisons with torch are timed.
+    n_valid = int((t != IGNORE_INDEX).sum())  # once: the targets never change
+
+    def fused():
+        work.copy_(x0)
+        cross_entropy_(work, t)
+
+    def liger():
+        work.copy_(x0)
+        liger_cross_entropy_(ce, work, t, n_valid)
+
+    ms = bench_interleaved({"fused": fused, "liger": liger,
+                            "copy": lambda: work.copy_(x0)})
+    # end snippet
+    # What is timed must be right: Liger's loss next to ours (checked
+    # against float64 above), its gradient on 64 rows against float64.
+    work.copy_(x0)
+    ours = float(cross_entropy_(work, t))
+    work.copy_(x0)
+    theirs = float(liger_cross_entropy_(ce, work, t, n_valid))
+    rtol, why = scaled_rtol(2.0**-20, 2.0**-23, x0.shape[1])
+    lesson.check(
+        "liger-loss-8192x131072-bf16",
+        abs(theirs - ours) <= (2 * 2.0**-8 + 2 * rtol) * abs(ours),
+        f"Liger {theirs:.6g} vs ours {ours:.6g}: within two bf16 roundings "
+        f"(2 * 2^-8) and twice our bound ({why})",
+    )
+    rows = torch.cat([torch.arange(0, 48), torch.arange(len(t) - 16, len(t))])
+    rows = rows.to(t.device)
+    _, _, want_grad = reference(x0[rows], t[rows])
+    want_grad *= int((t[rows] != IGNORE_INDEX).sum()) / n_valid
+    rtol, atol, why = tolerances(torch.bfloat16, x0.shape[1])
+    lesson.close("liger-grad-8192x131072-bf16-64-rows", work[rows], want_grad, rtol,
+                 atol, why)
+    lesson.benchmark(
+        "fused-vs-liger-8192x131072-bf16",
+        "loss + gradient vs Liger-Kernel's kernel, 8192x131072 bf16, both after "
+        "a 2 GiB restore",
+        ms, "fused", "liger", unit="ms",
+        baseline_name="Liger-Kernel liger_cross_entropy_kernel, launched as "
+        "LigerCrossEntropyFunction launches it",
+        threshold=0.95, library="Liger-Kernel",
+        note="the same algorithm; each call of both sides first restores the logits",
+    )
+    net = type(ms)(
+        fused=[f - c for f, c in zip(ms["fused"], ms["copy"], strict=True)],
+        liger=[b - c for b, c in zip(ms["liger"], ms["copy"], strict=True)],
+    )
+    net.method = ms.method + "; the copy's time of the same round subtracted"
+    lesson.benchmark(
+        "fused-vs-liger-net-of-copy",
+        "the same, the restore's time subtracted from both",
+        net, "fused", "liger", unit="ms",
+        baseline_name="Liger-Kernel liger_cross_entropy_kernel",
+        library="Liger-Kernel",
+        note="informational: (copy + X) - copy, round by round",
     )
 
 

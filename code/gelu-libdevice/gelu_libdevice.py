@@ -27,6 +27,7 @@ import math
 import os
 import re
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -45,6 +46,7 @@ sys.path[:0] = [str(HERE), str(HERE.parent)]
 from lessonkit import Lesson, bench_interleaved  # noqa: E402
 
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
+LIGER = "liger-kernel"  # the optional baseline (lesson.toml [requires.optional])
 
 
 # snippet: interpreter-stand-in
@@ -354,6 +356,43 @@ def check_fused(lesson: Lesson, device: str) -> None:
                 atol=1e-30,
                 why=f"{ulps:.0f} ulp of gelu + 1 rounding for * y",
             )
+    check_liger(lesson, device)
+
+
+def textbook_tolerance(h, y, ref, function):
+    """(rtol, atol, why) for gelu(h) * y by a textbook form, 1 + erf or 1 + tanh.
+
+    Relative: the conditioning bound, as for the erfc and sigmoid forms.
+    Absolute: where h < 0, 1 + erf (or 1 + tanh) cancels, and the few-ulp
+    error of erf (tanh) near -1, where floats are 2^-24 apart, is all that
+    is left of it: at most 2^-22 of |h y|.
+    """
+    ulps = float((2 * ref[function][1] + 16).max())
+    atol = 2.0**-22 * float((h.double() * y.double()).abs().max())
+    return (ulps + 1) * 2.0**-23, atol, f"{ulps:.0f} ulp + 1 rounding; 2^-22 max|h y|"
+
+
+def check_liger(lesson: Lesson, device: str) -> None:
+    """Liger-Kernel's GEGLU, gelu_tanh(a) * b (no bias), and our tanh form."""
+    geglu_mod = lesson.optional(LIGER, "liger_kernel.ops.geglu")
+    if geglu_mod is None:
+        return
+    # Under the interpreter Liger's kernel calls the same tanh stand-in as
+    # ours: it imported libdevice.tanh after the stand-ins were lent.
+    shapes = [(1001, 1000), (2048, 8192)] if device == "cuda" else [(37, 1000)]
+    for i, (M, N) in enumerate(shapes, start=40):
+        torch.manual_seed(i)
+        x = torch.randn(M, N, device=device)
+        y = torch.randn(M, N, device=device)
+        zero = torch.zeros(N, device=device)
+        ref = references(x)
+        rtol, atol, why = textbook_tolerance(x, y, ref, "tanh")
+        want = ref["tanh"][0] * y.double()
+        got = geglu_mod.LigerGELUMulFunction.apply(x, y)
+        lesson.close(f"liger-geglu-{M}x{N}", got, want, rtol, atol, why)
+        out = torch.full_like(x, float("nan"))  # poison
+        geglu(x, zero, y, "tanh", out=out)
+        lesson.close(f"geglu-tanh-{M}x{N}", out, want, rtol, atol, why)
 
 
 # snippet: solution-gelu-grad
@@ -529,6 +568,97 @@ def benchmark(lesson: Lesson) -> None:
         "Median time per call at 8192 x 8192 fp32: what each form of GELU "
         "costs on top of the memory traffic",
     )  # fmt: skip
+    compare_with_libraries(lesson, x, b, y, fused_bytes)
+
+
+def torch_geglu(x, b, y):
+    return F.gelu(x + b) * y
+
+
+# snippet: liger-benchmark
+def library_contenders(lesson: Lesson, x, b, y):
+    """Ours against Liger-Kernel's GEGLU and torch.compile's, if here; and
+    torch.compile's compile time in seconds."""
+    fns = {
+        "normcdf": lambda: geglu(x, b, y, "normcdf"),
+        "tanh": lambda: geglu(x, b, y, "tanh"),
+    }
+    liger = lesson.optional(LIGER, "liger_kernel.ops.geglu")
+    if liger is not None:
+        # gelu_tanh(x) * y: the same tanh formula as our "tanh" form, with
+        # no bias (ours also reads b, 32 KiB, and adds it).
+        fns["Liger"] = lambda: liger.LigerGELUMulFunction.apply(x, y)
+    compile_s = 0.0
+    try:
+        t0 = time.perf_counter()
+        compiled = torch.compile(torch_geglu, dynamic=False)
+        compiled(x, b, y)
+        torch.cuda.synchronize()
+        compile_s = time.perf_counter() - t0
+        fns["torch.compile"] = lambda: compiled(x, b, y)
+    except Exception as e:  # noqa: BLE001 - any failure becomes a skip
+        first = str(e).splitlines()[0][:200] if str(e) else ""
+        lesson.skip(
+            "torch-compile", f"torch.compile failed: {type(e).__name__}: {first}"
+        )
+    return fns, compile_s
+
+
+# end snippet
+
+
+def compare_with_libraries(lesson: Lesson, x, b, y, fused_bytes) -> None:
+    """In rounds of their own: nothing a library does (a graph capture that
+    fails, say) can change how the comparisons with eager torch are timed."""
+    fns, compile_s = library_contenders(lesson, x, b, y)
+    if len(fns) == 2:
+        return
+    # What is timed must be right: every 64th row, against float64. Liger
+    # computes gelu_tanh(x) * y; Inductor writes exact GELU as 1 + erf.
+    rows = slice(None, None, 64)
+    for name, h, function in (
+        ("Liger", x[rows], "tanh"),
+        ("torch.compile", (x + b)[rows], "exact"),
+    ):
+        if name in fns:
+            ref = references(h)
+            rtol, atol, why = textbook_tolerance(h, y[rows], ref, function)
+            want = ref[function][0] * y[rows].double()
+            lesson.close(
+                f"{name.replace('.', '-')}-geglu-8192x8192-rows",
+                fns[name]()[rows], want, rtol, atol, why,
+            )  # fmt: skip
+    ms = bench_interleaved(fns)
+    if "Liger" in ms:
+        lesson.benchmark(
+            "geglu-tanh-vs-liger-8192x8192-fp32",
+            "gelu(x + b) * y, tanh approximation, fused vs Liger-Kernel's "
+            "gelu_tanh(x) * y, 8192^2 fp32",
+            ms,
+            "tanh",
+            "Liger",
+            unit="GB/s",
+            work=fused_bytes,
+            baseline_name="Liger-Kernel LigerGELUMulFunction (no bias)",
+            threshold=0.95,
+            library="Liger-Kernel",
+            note="the same tanh formula and libdevice.tanh; ours also adds the "
+            "bias; both counted at 12 bytes per element",
+        )
+    if "torch.compile" in ms:
+        lesson.benchmark(
+            "geglu-normcdf-vs-compile-8192x8192-fp32",
+            "gelu(x + b) * y, exact GELU, fused vs torch.compile, 8192^2 fp32",
+            ms,
+            "normcdf",
+            "torch.compile",
+            unit="GB/s",
+            work=fused_bytes,
+            baseline_name="torch.compile(F.gelu(x + b) * y, dynamic=False)",
+            gate=False,
+            library="torch.compile",
+            note=f"report only; first call (compile) took {compile_s:.1f} s",
+        )
 
 
 def plot_ulps(lesson: Lesson, x, errors, ref) -> None:

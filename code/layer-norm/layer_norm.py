@@ -27,6 +27,7 @@ Run it:
 
 import re
 import sys
+import time
 from pathlib import Path
 
 import torch
@@ -38,6 +39,8 @@ import triton.language as tl
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent)]
 from lessonkit import Lesson, bench_interleaved, gbps, scaled_rtol  # noqa: E402
+
+LIGER = "liger-kernel"  # the optional baseline (lesson.toml [requires.optional])
 
 
 # snippet: forward-kernel
@@ -358,6 +361,49 @@ def check_correctness(lesson: Lesson, device: str) -> None:
     for i, (M, N) in enumerate(shapes):
         check_shape(lesson, M, N, device, seed=i)
     check_against_torch(lesson, device)
+    check_liger(lesson, device)
+
+
+def check_liger(lesson: Lesson, device: str, eps=1e-5) -> None:
+    """Liger-Kernel's layer norm, forward and backward, to the bounds above."""
+    ln = lesson.optional(LIGER, "liger_kernel.ops.layer_norm")
+    if ln is None:
+        return
+    if lesson.interpret:
+        lesson.skip(
+            "liger-forward",
+            "Liger's forward kernel calls eps.to(tl.float32) on its float "
+            "argument; the interpreter passes a float argument as a Python "
+            "float, which has no .to(), so it runs only compiled. Its backward "
+            "(no float argument) is checked here from our forward's mean and rstd",
+        )
+    shapes = [(37, 1000)] if lesson.interpret else [(1001, 1000), (999, 4096)]
+    for seed, (M, N) in enumerate(shapes, start=30):
+        x, w, b, dy = make_inputs(M, N, device, seed)
+        y_ref, _, _, dx_ref, dw_ref, db_ref = reference64(x, w, b, dy, eps)
+        tag = f"{M}x{N}"
+        if lesson.interpret:
+            _, mean, rstd = layer_norm_fwd(x, w, b, eps)
+        else:
+            y, _, mean, rstd, _, _ = ln.layer_norm_forward(x, w, b, eps)
+            rtol, why = scaled_rtol(2**-10, 2**-24, N)
+            lesson.close(f"liger-forward-y-{tag}", y, y_ref, rtol,
+                         rtol * float(y_ref.abs().max()), why)
+        try:
+            dx, dw, db = ln.layer_norm_backward(dy, x, w, b, mean, rstd)
+        except Exception as exc:  # noqa: BLE001 - only the interpreter may refuse it
+            if not lesson.interpret:
+                raise
+            lesson.skip("liger-backward", "this Triton's interpreter could not run "
+                        f"it ({type(exc).__name__}: {str(exc)[:200]}); Triton 3.6's "
+                        "cannot take a runtime bound in range() under NumPy 2.4, "
+                        "and Liger's loop has one. The GPU run checks it")
+            return
+        for name, got, want, terms in (("dx", dx, dx_ref, N), ("dw", dw, dw_ref, M),
+                                       ("db", db, db_ref, M)):
+            rtol, why = scaled_rtol(2**-10, 2**-24, terms)
+            lesson.close(f"liger-backward-{name}-{tag}", got, want, rtol,
+                         rtol * float(want.abs().max()), why)
 
 
 def forward_bytes(M, N, element_size):
@@ -473,7 +519,107 @@ def benchmark(lesson: Lesson, device: str):
         work=backward_bytes(ELEMENTS // 1024, 1024, 2),
         baseline_name="aten native_layer_norm_backward", threshold=1.0, gate=False,
     )
+    compare_with_libraries(lesson, device)
     return ms, gbps(copy_bytes, ms[1024].median("copy"))
+
+
+def torch_layer_norm(x, w, b, eps):
+    return F.layer_norm(x, (x.shape[1],), w, b, eps)
+
+
+# snippet: liger-benchmark
+def library_contenders(lesson, ln, x, w, b, dy, eps=1e-5):
+    """Ours against Liger-Kernel (`ln`: liger_kernel.ops.layer_norm, or None)
+    and torch.compile, on the same inputs; the compile time, in seconds."""
+    _, mean, rstd = layer_norm_fwd(x, w, b, eps)
+    fns = {"forward": lambda: layer_norm_fwd(x, w, b, eps)[0],
+           "backward": lambda: layer_norm_bwd(dy, x, w, mean, rstd)}
+    if ln is not None:
+        # Liger's backward from its own forward's statistics, called directly
+        # as torch's is above: neither side pays for autograd's bookkeeping.
+        _, _, mean_l, rstd_l, _, _ = ln.layer_norm_forward(x, w, b, eps)
+        fns["Liger forward"] = lambda: ln.LigerLayerNormFunction.apply(x, w, b, eps)
+        fns["Liger backward"] = lambda: ln.layer_norm_backward(
+            dy, x, w, b, mean_l, rstd_l)
+    # torch.compile of F.layer_norm for this one shape; its first call compiles.
+    compile_s = 0.0
+    try:
+        t0 = time.perf_counter()
+        compiled = torch.compile(torch_layer_norm, dynamic=False)
+        compiled(x, w, b, eps)
+        torch.cuda.synchronize()
+        compile_s = time.perf_counter() - t0
+        fns["torch.compile"] = lambda: compiled(x, w, b, eps)
+    except Exception as e:  # noqa: BLE001 - any failure becomes a skip
+        first = str(e).splitlines()[0][:200] if str(e) else ""
+        lesson.skip(f"torch-compile-{x.shape[0]}x{x.shape[1]}",
+                    f"torch.compile failed: {type(e).__name__}: {first}")
+    return fns, compile_s
+
+
+# end snippet
+
+
+def check_timed(lesson: Lesson, fns: dict, x, w, b, dy, eps=1e-5) -> None:
+    """What is timed must be right: y of each forward pass and dx of Liger's
+    backward, on every 256th row, against float64 (dw and db add up all rows,
+    so they are checked at the smaller shapes of check_liger)."""
+    M, N = x.shape
+    rows = slice(None, None, 256)
+    y_ref, _, _, dx_ref, _, _ = reference64(x[rows], w, b, dy[rows], eps)
+    rtol, why = scaled_rtol(2**-10, 2**-24, N)
+    for name in ("forward", "Liger forward", "torch.compile", "Liger backward"):
+        if name in fns:
+            got = fns[name]()
+            got, want = (got[0], dx_ref) if name == "Liger backward" else (got, y_ref)
+            lesson.close(f"{name.replace(' ', '-').replace('.', '-')}-{M}x{N}-rows",
+                         got[rows], want, rtol, rtol * float(want.abs().max()), why)
+
+
+def compare_with_libraries(lesson: Lesson, device: str) -> None:
+    """Both passes against Liger-Kernel, the forward against torch.compile.
+
+    In rounds of their own: nothing a library does (a graph capture that
+    fails, say) can change how the comparisons with torch above are timed.
+    """
+    ln = lesson.optional(LIGER, "liger_kernel.ops.layer_norm")
+    for N in (1024, 4096):
+        M = ELEMENTS // N
+        x, w, b, dy = make_inputs(M, N, device, seed=N)
+        fns, compile_s = library_contenders(lesson, ln, x, w, b, dy)
+        if len(fns) == 2:
+            continue  # neither library is here: nothing to compare
+        check_timed(lesson, fns, x, w, b, dy)
+        ms = bench_interleaved(fns)
+        shape = f"{M}x{N}"
+        fwd, bwd = forward_bytes(M, N, 2), backward_bytes(M, N, 2)
+        if ln is not None:
+            lesson.benchmark(
+                f"forward-vs-liger-{shape}-fp16",
+                f"forward vs Liger-Kernel, {M} x {N} fp16", ms, "forward",
+                "Liger forward", unit="GB/s", work=fwd,
+                baseline_name="Liger-Kernel LigerLayerNormFunction", threshold=0.95,
+                library="Liger-Kernel", note="both write y, mean and rstd",
+            )
+            lesson.benchmark(
+                f"backward-vs-liger-{shape}-fp16",
+                f"backward (dx, dw, db) vs Liger-Kernel, {M} x {N} fp16", ms,
+                "backward", "Liger backward", unit="GB/s", work=bwd,
+                baseline_name="Liger-Kernel layer_norm_backward", threshold=0.95,
+                library="Liger-Kernel",
+                note="each from its own forward's mean and rstd; Liger adds its "
+                "per-SM partial sums of dw and db with torch",
+            )
+        if "torch.compile" in fns:
+            lesson.benchmark(
+                f"forward-vs-compile-{shape}-fp16",
+                f"forward vs torch.compile, {M} x {N} fp16", ms, "forward",
+                "torch.compile", unit="GB/s", work=fwd,
+                baseline_name="torch.compile(F.layer_norm, dynamic=False)",
+                gate=False, library="torch.compile",
+                note=f"report only; first call (compile) took {compile_s:.1f} s; "
+                "it keeps no mean and rstd for a backward pass",
+            )
 
 
 def sweep_and_plot(lesson: Lesson, device: str, measured: dict, copy_gbps: float,

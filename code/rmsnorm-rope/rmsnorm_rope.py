@@ -21,6 +21,7 @@ Run it:
 
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -35,6 +36,7 @@ from lessonkit import Lesson, bench_interleaved, gbps  # noqa: E402
 EPS = 1e-6  # Qwen3's rms_norm_eps
 BASE = 10000.0  # RoPE's theta
 MAX_POS = 32768  # rows of the cos/sin cache
+LIGER = "liger-kernel"  # the optional baseline (lesson.toml [requires.optional])
 
 
 # snippet: eager
@@ -162,6 +164,68 @@ def rmsnorm_rope(x, weight, cos, sin, positions, eps=EPS, out=None, rows=None):
 # end snippet
 
 
+# snippet: liger
+def liger_rms_norm(rms, x, w):
+    """Liger-Kernel's RMSNorm (`rms`: liger_kernel.ops.rms_norm) over head_dim.
+
+    Its "gemma" casting mode with offset 0 computes x * rstd * w in float32
+    and rounds once, as rmsnorm_rope_eager does before its rotation (the
+    default "llama" mode rounds x * rstd before multiplying by w).
+    """
+    return rms.LigerRMSNormFunction.apply(x, w, EPS, 0.0, "gemma")
+
+
+def liger_rope_(rope, q, k, cos, sin, seqs):
+    """Liger-Kernel's RoPE (`rope`: liger_kernel.ops.rope), in place on q and k.
+
+    q: (tokens, q heads, D) and k: (tokens, kv heads, D), contiguous, hold
+    `seqs` sequences of equal length whose positions run 0, 1, 2 ... Liger
+    takes (batch, heads, seq, D) views of that memory, and one cos/sin row
+    per position of a sequence. Our tables hold each angle once (D / 2
+    wide); rotary_dim=D says so, where Hugging Face duplicates them.
+    """
+    T, D = q.shape[0], q.shape[-1]
+    S = T // seqs
+
+    def heads_first(t):
+        return t.view(seqs, S, t.shape[1], D).transpose(1, 2)
+
+    rope.LigerRopeFunction.apply(heads_first(q), heads_first(k), cos[None, :S],
+                                 sin[None, :S], None, 1, D)
+
+
+def liger_rmsnorm_rope(rms_norm, rope, q, k, wq, wk, cos, sin, seqs):
+    """The QK-norm path with Liger's kernels: RMSNorm of q and of k, each
+    rounded to the input type, then one RoPE launch over both."""
+    yq, yk = rms_norm(q, wq), rms_norm(k, wk)
+    liger_rope_(rope, yq, yk, cos, sin, seqs)
+    return yq, yk
+
+
+# end snippet
+
+
+def rms_norm_stand_in(x, w):
+    """What liger_rms_norm computes, in torch: for the interpreter, which cannot
+    run Liger's RMSNorm kernel (see check_liger)."""
+    xf = x.float()
+    n = xf * torch.rsqrt(xf.pow(2).mean(dim=-1, keepdim=True) + EPS) * w.float()
+    return n.to(x.dtype)
+
+
+def check_liger_close(lesson, name, got, want, dtype):
+    # Liger rounds the normalized head to `dtype` before rotating it, and the
+    # rotation mixes the two halves: that rounding (half an ulp of each of
+    # n1, n2) moves an output by up to sqrt(2) half-ulps of the pair's
+    # length, itself at most sqrt(2) * max|want|. So one ulp relative, as
+    # for our kernel, plus 1.5 ulp of max|want| absolute.
+    rtol = RTOL[dtype]
+    atol = 1.5 * rtol * float(want.abs().max())
+    lesson.close(name, got, want, rtol, atol,
+                 f"{str(dtype).removeprefix('torch.')}, rounded twice; atol = 1.5 ulp "
+                 "of max|want|")
+
+
 # snippet: reference
 def reference64(x, weight, positions, eps=EPS, base=BASE):
     """Float64 from the rounded inputs; angles from the positions, in float64.
@@ -254,9 +318,42 @@ def check_correctness(lesson: Lesson, device: str) -> None:
         out = rmsnorm_rope(t, w, cos, sin, pos)
         check_close(lesson, f"fused-{name}-view-of-qkv", out, reference64(t, w, pos),
                     dtype)
+    check_liger(lesson, device)  # Liger-Kernel's kernels, when installed
 
 
 # end snippet
+
+
+def check_liger(lesson: Lesson, device: str) -> None:
+    """Liger's RMSNorm then RoPE against float64, on q and k of 3 sequences."""
+    rms = lesson.optional(LIGER, "liger_kernel.ops.rms_norm")
+    rope = lesson.optional(LIGER, "liger_kernel.ops.rope")
+    if rms is None or rope is None:
+        return
+    rms_norm = partial(liger_rms_norm, rms)
+    if lesson.interpret:
+        lesson.skip(
+            "liger-rms-norm",
+            "Liger's RMSNorm kernel calls eps.to(tl.float32) on its float "
+            "argument; the interpreter passes a float argument as a Python "
+            "float, which has no .to(), so the kernel runs only compiled. Here "
+            "Liger's RoPE gets the same norm from torch; the GPU run checks both",
+        )
+        rms_norm = rms_norm_stand_in
+    seqs, S, Hq, Hkv, D = 3, 7, 6, 2, 128
+    dtypes = [torch.float16] if lesson.interpret else [torch.float16, torch.bfloat16]
+    cos, sin = rope_cache(D, device)
+    pos = torch.arange(seqs * S, device=device) % S
+    for seed, dtype in enumerate(dtypes, start=60):
+        q, wq, _ = make_inputs(seqs * S, Hq, D, dtype, device, seed)
+        k, wk, _ = make_inputs(seqs * S, Hkv, D, dtype, device, seed + 10)
+        yq, yk = liger_rmsnorm_rope(rms_norm, rope, q, k, wq, wk, cos, sin, seqs)
+        what = "rope" if lesson.interpret else "rmsnorm-rope"
+        tag = f"{seqs}x{S}-{str(dtype).removeprefix('torch.')}"
+        check_liger_close(lesson, f"liger-{what}-q-{tag}", yq,
+                          reference64(q, wq, pos), dtype)
+        check_liger_close(lesson, f"liger-{what}-k-{tag}", yk,
+                          reference64(k, wk, pos), dtype)
 
 
 # snippet: solution-interleaved
@@ -373,12 +470,66 @@ def benchmark(lesson: Lesson, device: str) -> None:
                          ms, "fused", "compiled", unit="GB/s", work=nbytes,
                          baseline_name="torch.compile(dynamic=False)", gate=False,
                          note=f"report only; first call (compile) took "
-                         f"{compile_s:.1f} s")
+                         f"{compile_s:.1f} s", library="torch.compile")
     lesson.benchmark(f"fused-vs-copy-{shape}", f"fused vs a copy of x, {T} x {H} x {D}",
                      ms, "fused", "copy", unit="GB/s",
                      work=(nbytes, 2 * x.numel() * x.element_size()),
                      baseline_name="device-to-device copy of x",
                      note="the ceiling: a copy reads and writes x and computes nothing")
+    compare_with_liger(lesson, device, cos, sin, T, dtype)
+
+
+def compare_with_liger(lesson: Lesson, device: str, cos, sin, T: int, dtype) -> None:
+    """Queries and keys of the same prefill (T tokens of `dtype`), against
+    Liger's RMSNorm and RoPE."""
+    rms = lesson.optional(LIGER, "liger_kernel.ops.rms_norm")
+    rope = lesson.optional(LIGER, "liger_kernel.ops.rope")
+    if rms is None or rope is None:
+        return
+    # snippet: liger-benchmark
+    # Liger's RoPE rotates q and k in one launch, so both sides get both:
+    # 32 query heads and 8 key heads (grouped-query attention), each with
+    # its own norm weight, for 8 sequences of 4096 tokens. Ours is two
+    # launches of the fused kernel; Liger's is three: RMSNorm of q, of k,
+    # then RoPE of both in place. Its own rounds: nothing it does can change
+    # how the comparisons above are timed.
+    Hq, Hkv, D, seqs = 32, 8, 128, 8
+    q, wq, _ = make_inputs(T, Hq, D, dtype, device, 6)
+    k, wk, _ = make_inputs(T, Hkv, D, dtype, device, 7)
+    pos = torch.arange(T, device=device) % (T // seqs)
+    oq, ok = torch.empty_like(q), torch.empty_like(k)
+
+    def fused():
+        rmsnorm_rope(q, wq, cos, sin, pos, out=oq)
+        rmsnorm_rope(k, wk, cos, sin, pos, out=ok)
+
+    def liger():
+        return liger_rmsnorm_rope(partial(liger_rms_norm, rms), rope, q, k, wq, wk,
+                                  cos, sin, seqs)
+
+    ms = bench_interleaved({"fused": fused, "liger": liger})
+    nbytes = fused_bytes(q, pos) + fused_bytes(k, pos)
+    # end snippet
+    # What is timed must be right: every 64th token of both outputs.
+    sl = slice(None, None, 64)
+    fused()
+    yq, yk = liger()
+    for name, got, x, w in (("q", oq, q, wq), ("k", ok, k, wk)):
+        check_close(lesson, f"fused-{name}-liger-shape", got[sl],
+                    reference64(x[sl], w, pos[sl]), dtype)
+    for name, got, x, w in (("q", yq, q, wq), ("k", yk, k, wk)):
+        check_liger_close(lesson, f"liger-{name}-benchmark-shape", got[sl],
+                          reference64(x[sl], w, pos[sl]), dtype)
+    kind = str(dtype).removeprefix("torch.").replace("bfloat", "bf")
+    lesson.benchmark(f"qk-fused-vs-liger-{T}x{Hq}-{Hkv}x{D}-{kind}",
+                     f"fused q and k vs Liger-Kernel RMSNorm + RoPE, {T} tokens, "
+                     f"{Hq} + {Hkv} heads of {D}",
+                     ms, "fused", "liger", unit="GB/s", work=nbytes,
+                     baseline_name="Liger-Kernel LigerRMSNormFunction (gemma "
+                     "casting) on q and k, then LigerRopeFunction on both",
+                     threshold=0.95, library="Liger-Kernel",
+                     note="Liger rotates q and k in one launch, ours in two; Liger "
+                     "rounds the normed heads to bf16 before rotating them")
 
 
 def measure_tokens(T: int, H: int, D: int, dtype, cos, sin, device) -> list:

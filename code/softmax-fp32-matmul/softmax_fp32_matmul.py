@@ -25,6 +25,7 @@ Run it:
 import contextlib
 import re
 import sys
+import time
 import warnings
 from functools import partial
 from pathlib import Path
@@ -71,6 +72,7 @@ TF32_WIDE = [(128, 256, 32, 8, 8, 3)]
 SWEEP_SIZE = 2048
 MATMUL_SIZES = (2048, 4096)
 SOFTMAX_SHAPES = ((32768, 1024), (4096, 16384))
+LIGER = "liger-kernel"  # the optional baseline (lesson.toml [requires.optional])
 
 
 # snippet: softmax-kernel
@@ -397,6 +399,19 @@ def check_softmax(lesson: Lesson, device: str) -> None:
     lesson.check("zero-padding-would-be-wrong", err > 100 * rtol,
                  f"a 0.0 pad gives max error / max|want| = {err:.3g}, "
                  f"against a tolerance of {rtol:.3g}")
+    check_liger(lesson, device, h_x, h_neg)
+
+
+def check_liger(lesson: Lesson, device: str, h_x, h_neg) -> None:
+    """Liger-Kernel's softmax on the same rows, to the same bound."""
+    sm = lesson.optional(LIGER, "liger_kernel.ops.softmax")
+    if sm is None:
+        return
+    for name, h in (("512x1024", h_x), ("64x1000-all-negative", h_neg)):
+        want = softmax64(h)
+        rtol, atol, why = tolerance(F32_RTOL, F32_EPS, h.shape[1], want)
+        got = sm.LigerSoftmaxFunction.apply(h.to(device))
+        lesson.close(f"liger-softmax-{name}", got, want, rtol, atol, why)
 
 
 # == Part 2: is the matmul right, in both precisions? =========================
@@ -515,6 +530,7 @@ def benchmark_softmax(lesson: Lesson) -> None:
             ms, best, "copy", unit="GB/s", work=nbytes,
             baseline_name="device-to-device copy", threshold=0.8, gate=False,
             note=best)
+        compare_with_libraries(lesson, x, shape)
         rates[shape] = {}
         for name in ms:
             t = ms.median(name)
@@ -526,6 +542,67 @@ def benchmark_softmax(lesson: Lesson) -> None:
                  rows, "Row softmax in fp32, medians of the interleaved rounds; "
                  "GB/s counts one read and one write of the matrix")
     plot_softmax(lesson, rates)
+
+
+def torch_softmax(x: torch.Tensor) -> torch.Tensor:
+    return torch.softmax(x, dim=-1)
+
+
+# snippet: liger-benchmark
+def library_contenders(lesson: Lesson, x: torch.Tensor, shape: str):
+    """Our per-row launch, Liger-Kernel's softmax and torch.compile's, if here;
+    and torch.compile's compile time in seconds."""
+    fns = {"ours": lambda: softmax(x)}
+    sm = lesson.optional(LIGER, "liger_kernel.ops.softmax")
+    if sm is not None:
+        # Also one program per row, with the same number of warps as ours.
+        fns["Liger"] = lambda: sm.LigerSoftmaxFunction.apply(x)
+    compile_s = 0.0
+    try:
+        t0 = time.perf_counter()
+        compiled = torch.compile(torch_softmax, dynamic=False)
+        compiled(x)
+        torch.cuda.synchronize()
+        compile_s = time.perf_counter() - t0
+        fns["torch.compile"] = lambda: compiled(x)
+    except Exception as e:  # noqa: BLE001 - any failure becomes a skip
+        first = str(e).splitlines()[0][:200] if str(e) else ""
+        lesson.skip(f"torch-compile-{shape}",
+                    f"torch.compile failed: {type(e).__name__}: {first}")
+    return fns, compile_s
+# end snippet
+
+
+def compare_with_libraries(lesson: Lesson, x: torch.Tensor, shape: str) -> None:
+    """In rounds of their own: nothing a library does (a graph capture that
+    fails, say) can change how the comparisons with torch above are timed."""
+    fns, compile_s = library_contenders(lesson, x, shape)
+    if len(fns) == 1:
+        return
+    want = softmax64(x)
+    rtol, atol, why = tolerance(F32_RTOL, F32_EPS, x.shape[1], want)
+    for name in fns:  # what is timed must be right
+        if name != "ours":
+            lesson.close(f"softmax-{shape}-{name.replace('.', '-')}", fns[name](),
+                         want, rtol, atol, why)
+    del want
+    ms = bench_interleaved(fns, rounds=10)
+    nbytes = 2 * x.numel() * x.element_size()
+    if "Liger" in ms:
+        lesson.benchmark(
+            f"softmax-vs-liger-{shape}", f"softmax vs Liger-Kernel, {shape} fp32",
+            ms, "ours", "Liger", unit="GB/s", work=nbytes,
+            baseline_name="Liger-Kernel LigerSoftmaxFunction", threshold=0.95,
+            library="Liger-Kernel",
+            note="both one program per row, same warps; Liger adds cache hints")
+    if "torch.compile" in ms:
+        lesson.benchmark(
+            f"softmax-vs-compile-{shape}", f"softmax vs torch.compile, {shape} fp32",
+            ms, "ours", "torch.compile", unit="GB/s", work=nbytes,
+            baseline_name="torch.compile(torch.softmax, dynamic=False)", gate=False,
+            library="torch.compile",
+            note=f"ours one program per row; report only; first call (compile) "
+                 f"took {compile_s:.1f} s")
 
 
 def plot_softmax(lesson: Lesson, rates: dict) -> None:

@@ -14,7 +14,7 @@ import html
 from directives import Page, directive, notebook_form
 from directives.common import STALE_MARK, gpu_first, stale_note, where
 from evidence import HistoryPoint, Record
-from kit import Benchmark
+from kit import OPTIONAL_SKIP, Benchmark
 from render import admonition, bounded_rows, interval, number, ratio, text
 from status import LessonStatus
 
@@ -130,6 +130,42 @@ def benchmark_table(page: Page) -> str:
                    + (f" Timing, as recorded: {text(usual)}; a row timed otherwise says so." if usual else "")
                    + "</small>")
     return "\n\n".join(out)
+
+
+@directive("library-table", "every comparison with what practitioners use instead of the lesson's kernel (a library "
+           "such as Liger-Kernel, or torch.compile), one row each with its interval", needs_lesson=False)
+def library_table(page: Page) -> str:
+    groups: dict[str, list[tuple[LessonStatus, Record]]] = {}
+    for st in page.site.statuses.values():
+        for record in gpu_first(st):
+            if record.mode == "gpu":
+                groups.setdefault(record.key, []).append((st, record))
+    out = []
+    for items in groups.values():
+        rows, versions, skipped = [], set(), []
+        for st, record in items:
+            link = f"[{text(st.lesson.title)}]({page.root}{st.lesson.page})"
+            mark = "" if st.is_current(record) else f"<br><small>{STALE_MARK}</small>"
+            versions |= {f"{package} {version}" for package, version in record.env.baselines.items()}
+            if any(b.library == "torch.compile" for b in record.benchmarks):
+                versions.add(f"torch.compile of torch {record.env.torch}")
+            skipped += [f"{text(st.lesson.title)}: {text(c.message)}" for c in record.checks
+                        if c.status == "skip" and c.name.startswith(OPTIONAL_SKIP)]
+            mine = [b for b in record.benchmarks if b.library]
+            rows += [[f"{link}<br><small>{text(record.date)}</small>{mark}" if i == 0 else "", label_cell(b),
+                      f"{text(b.library)}<br><small>{text(b.baseline_name)}</small>", ratio_cell(b), target_cell(b)]
+                     for i, b in enumerate(mine)]
+        if not rows and not skipped:
+            continue
+        out.append(f"### {text(items[0][1].env.device_name)}\n\n"
+                   + (bounded_rows(["Lesson", "Comparison", "Against", "Ratio (95 % interval)", "Target"], rows,
+                                   ["---", "---", "---", "---:", "---"], "comparisons") if rows else
+                      "_No comparison with a library recorded on this GPU._")
+                   + f"\n\n<small>{text(EXPLAIN)}."
+                   + (f" Versions in these runs: {text(', '.join(sorted(versions)))}." if versions else "")
+                   + "</small>"
+                   + "".join(f"\n\n**Skipped:** {line}" for line in skipped))
+    return "\n\n".join(out) or "_No comparison with a library recorded yet: benchmarks run on a GPU only._"
 
 
 def sparkline(points: list[HistoryPoint], record: Record, b: Benchmark) -> str:

@@ -16,6 +16,7 @@ def requirements_markdown(page: Page) -> str:
             + (f" ({text(req.why)})" if req.why else "") if req.capability else "a CUDA GPU")
     lines = [f"**GPU run:** {need}. {text(req.colab_sentence)}",
              f"**Triton:** {text(req.triton)} or newer." if req.triton else "",
+             f"**Optional:** {text(req.optional_sentence)}" if req.optional else "",
              "**Interpreter run:** any machine with torch and Triton; no GPU."]
     body = "  \n".join(line for line in lines if line)
     if req.runs:
@@ -26,7 +27,8 @@ def requirements_markdown(page: Page) -> str:
     if req.skew:
         body += f"\n\n{text(req.skew)}"
     interp, gpu = req.commands()
-    body += (f"\n\nInstall: <code>{text(INSTALL)}</code>  \n"
+    optional = "".join(f" · optional: <code>{text(line)}</code>" for line in req.optional_installs)
+    body += (f"\n\nInstall: <code>{text(INSTALL)}</code>{optional}  \n"
              f"Run: <code>{text(interp)}</code> (CPU, checks only) · <code>{text(gpu)}</code> (GPU)")
     return body
 

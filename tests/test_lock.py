@@ -146,3 +146,21 @@ def test_a_lock_out_of_step_with_pyproject_is_rejected(mutate_pyproject, mutate_
     assert (pyproject2, lock2) != (pyproject, lock), "the mutation changed nothing"
     problems = lock_problems(pyproject2, lock2)
     assert any(expected in p for p in problems), problems
+
+
+def test_the_gpu_jobs_baselines_are_hashed_and_agree_with_the_lessons():
+    """requirements/baselines.txt pins what record-gpu installs: the same versions as the dev extra
+    and the lessons' [requires.optional], each with a hash (fails when one of them moves alone)."""
+    lock = (ROOT / "requirements" / "baselines.txt").read_text()
+    pins = {normal(m["name"]): m["version"] for line in lock.splitlines() if (m := ENTRY.match(line))}
+    assert pins and len(re.findall(r"--hash=sha256:[0-9a-f]{64}", lock)) >= len(pins)
+    dev = tomllib.loads(PYPROJECT.read_text())["project"]["optional-dependencies"]["dev"]
+    dev_pins = {normal(m[1]): m[2] for r in dev if (m := re.fullmatch(r"\s*([\w.-]+)\s*==\s*(\S+)\s*", r))}
+    for name, version in pins.items():
+        assert dev_pins.get(name) == version, f"{name}: baselines.txt {version}, dev extra {dev_pins.get(name)}"
+    for toml in sorted((ROOT / "code").glob("*/lesson.toml")):
+        optional = tomllib.loads(toml.read_text()).get("requires", {}).get("optional", {})
+        for name, version in optional.items():
+            assert pins.get(normal(name)) == version, f"{toml}: {name} {version}, baselines.txt {pins.get(name)}"
+    record = (ROOT / ".github" / "workflows" / "record.yml").read_text()
+    assert "--require-hashes --no-deps --target" in record and "requirements/baselines.txt" in record

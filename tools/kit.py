@@ -40,4 +40,5 @@ Check, Benchmark, Table, Figure, SkippedPart, Device, Results = (
     kit.Check, kit.Benchmark, kit.Table, kit.Figure, kit.SkippedPart, kit.Device, kit.Results)
 failures, verdict, median_interval = kit.failures, kit.verdict, kit.median_interval
 UNITS = kit.UNITS
+Step, STEP_NAME = kit.Step, kit.STEP_NAME
 VERDICTS = typing.get_args(kit.Verdict)

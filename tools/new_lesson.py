@@ -58,12 +58,14 @@ def scale_kernel(x_ptr, out_ptr, n, factor, BLOCK: tl.constexpr):
 def main() -> int:
     lesson = Lesson("{name}")
     device = lesson.device()
-    torch.manual_seed(0)
-    n = 1000
-    x = torch.rand(n, device=device)
-    out = torch.full_like(x, float("nan"))
-    scale_kernel[(triton.cdiv(n, 256),)](x, out, n, 2.0, BLOCK=256)
-    lesson.check("matches-torch", torch.equal(out, x * 2.0), f"{{n}} elements, bit-exact")
+    with lesson.step("check"):
+        torch.manual_seed(0)
+        n = 1000
+        x = torch.rand(n, device=device)
+        out = torch.full_like(x, float("nan"))
+        scale_kernel[(triton.cdiv(n, 256),)](x, out, n, 2.0, BLOCK=256)
+        lesson.check("matches-torch", torch.equal(out, x * 2.0),
+                     f"{{n}} elements, bit-exact")
     return lesson.finish()
 
 
@@ -103,6 +105,8 @@ lesson: {name}
 The story of the lesson, in prose.
 
 ::snippet code/{name}/{module}.py kernel
+
+::step check
 
 ::checks
 

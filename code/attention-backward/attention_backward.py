@@ -742,13 +742,14 @@ def plot(lesson: Lesson, bars: dict) -> None:
 def main() -> int:
     lesson = Lesson("attention-backward")
     device = lesson.device()
-    check_correctness(lesson, device)
-    try_this(lesson, device)
-    if lesson.interpret:
-        print("\nNo timings under the interpreter.")
-        return lesson.finish()
-    benchmark(lesson)
-    show_compiled_code(lesson)
+    if lesson.step("compiled-code", needs_gpu="the interpreter compiles nothing"):
+        show_compiled_code(lesson)
+    with lesson.step("correctness"):
+        check_correctness(lesson, device)
+    if lesson.step("benchmark", needs_gpu="timings need a GPU"):
+        benchmark(lesson)
+    with lesson.step("exercises"):
+        try_this(lesson, device)
     return lesson.finish()
 
 

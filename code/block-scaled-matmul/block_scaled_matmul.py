@@ -334,7 +334,8 @@ def record_compile_facts(lesson: Lesson) -> None:
     }
     script = globals().get("__file__")  # a notebook has no file to start again
     if script is None:
-        lesson.skip("compiles-for-sm100", "the child compile runs the lesson file")
+        lesson.skip("compiles-to-block-scaled-mma-on-sm100",
+                    "the compile runs the lesson file in a child process; no file here")
         return
     done = subprocess.run(
         [sys.executable, str(Path(script).resolve()), "--compile-facts"],

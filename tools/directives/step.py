@@ -37,14 +37,15 @@ def step(page: Page, name: str) -> str:
 
 def _record_body(st: LessonStatus, record: Record, name: str) -> str:
     body = [f"<small>{where(record)}</small>", ""]
+    if not record.steps:
+        body.append("This run was recorded before the kit kept its output step by step: its whole output is "
+                    "under *What the runs recorded*, at the end of the page.")
+        return "\n".join(body)
     note = stale_note(st, record)
     if note:
         body += [note, ""]
     found = next((s for s in record.steps if s.name == name), None)
-    if not record.steps:
-        body.append("This run was recorded before the kit kept its output step by step: its whole output is "
-                    "under *What the runs recorded*, at the end of the page.")
-    elif found is None:
+    if found is None:
         if st.is_current(record) and record.outcome == "passed":
             raise DirectiveError(f"the {record.mode} record of lesson '{st.lesson.name}' passed on the current "
                                  f"source but has no step '{name}' (recorded steps: "

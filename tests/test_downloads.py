@@ -74,6 +74,7 @@ def test_the_archive_runs_alone_in_an_empty_folder(built, tmp_path, name):
 def test_the_notebook_is_valid_and_runs_top_to_bottom(built, tmp_path, name, monkeypatch):
     """Title first, a short setup, the kit in a collapsed cell; it runs and reaches the script's checks."""
     from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError
 
     nb = nbformat.read(built / "notebooks" / f"{name}.ipynb", as_version=4)
     nbformat.validate(nb)
@@ -87,10 +88,21 @@ def test_the_notebook_is_valid_and_runs_top_to_bottom(built, tmp_path, name, mon
         monkeypatch.setenv(key, value)  # the kernel inherits them
     client = NotebookClient(nb, timeout=600, kernel_name="python3",
                             resources={"metadata": {"path": str(tmp_path)}})
+    lesson = lesson_of(name)
+    record = next((r for r in judge(lesson, REPO / "evidence").current if r.mode == "interpreter"), None)
+    if not lesson.modes["interpreter"].supported:  # the setup says so; running further is not the point
+        nb.cells = nb.cells[:2]
+        client.execute()
+        assert "the lesson cannot run here, nor under the interpreter" in nb.cells[1].outputs[0]["text"]
+        return
+    if record is not None and record.outcome == "by-design":  # declined under the interpreter: the run stops
+        with pytest.raises(CellExecutionError) as stopped:
+            client.execute()
+        assert stopped.value.ename == "SystemExit" and stopped.value.evalue == "3"
+        return
     client.execute()  # raises CellExecutionError on any failing cell
     printed = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
     assert "exit code 0" in printed
-    record = next((r for r in judge(lesson_of(name), REPO / "evidence").current if r.mode == "interpreter"), None)
     if record is not None:  # the same checks as the script, by name
         reached = set(re.findall(r"^  check (\S+): (?:PASS|FAIL|SKIP)", printed, re.M))
         assert reached == {c.name for c in record.checks}
@@ -393,6 +405,32 @@ def test_a_record_from_before_steps_leaves_the_step_cells_empty_and_says_where_t
     assert not any(c.get("outputs") for c in cells)
     assert "before the kit kept its output step by step: its whole output is at the end" in cells[0].source
     assert "the whole log" in cells[-1].source
+
+
+def test_a_lesson_the_interpreter_cannot_run_still_makes_a_notebook_that_says_so(site_project):
+    import directives
+    import notebook
+
+    site_project.add_lesson("gpu-only", PAGE.replace("stepped", "gpu-only").format(
+        body="::snippet code/gpu-only/gpu_only.py kernel\n\n::step checks\n\n::step timing"),
+        source=STEPPED.replace("stepped", "gpu-only"),
+        toml='[requires]\ncapability = "10.0"\n[interpreter]\nsupported = false\nreason = "Gluon needs a GPU"\n')
+    site = directives.Site.load(site_project.code, site_project.evidence)
+    cells = notebook.build(site.lessons[0], site, site_project.docs).cells
+    assert "the lesson cannot run (nor under the interpreter: Gluon needs a GPU)" in cells[0].source
+    assert "the lesson cannot run here, nor under the interpreter (Gluon needs a GPU)." in cells[1].source
+    assert "TRITON_INTERPRET" not in cells[1].source.split("else:")[1], "no fallback to an interpreter it cannot use"
+
+
+def test_a_gpu_run_declined_by_design_gives_no_step_output_and_the_title_says_why(site_project):
+    body = "::snippet code/stepped/stepped.py kernel\n\n::step checks\n\n::step timing"
+    notebook, site, lesson = stepped_notebook(site_project, body)
+    site_project.write(site_project.make_record("stepped", mode="gpu", outcome="by-design", exit_code=3,
+                                                reason="needs compute capability 10.0"))
+    site = type(site).load(site_project.code, site_project.evidence)
+    cells = notebook.build(lesson, site, site_project.docs).cells
+    assert not any(c.get("outputs") for c in cells)
+    assert "stopped by design: needs compute capability 10.0." in cells[0].source
 
 
 @pytest.mark.parametrize("body, line, message", [

@@ -307,6 +307,20 @@ def test_a_record_from_before_steps_says_so(site_project):
     assert "recorded before the kit kept its output step by step" in out and "the whole log" not in out
 
 
+def test_a_run_that_stopped_before_a_step_says_so(site_project):
+    from kit import Step
+
+    stepped(site_project)
+    site_project.write(site_project.make_record("stepped", mode="gpu", outcome="by-design", exit_code=3,
+                                                reason="needs compute capability 10.0"))
+    site_project.write(site_project.make_record("stepped", outcome="failed", exit_code=1, reason="check one",
+                                                steps=[Step("checks", "boom\n")]))
+    out = expand(site_project, "stepped", "::step timing")
+    assert "The run stopped by design before this step: needs compute capability 10.0." in out
+    assert "The run stopped before this step (failed: check one)." in out
+    assert "recorded before the kit kept" not in out
+
+
 def test_a_passed_current_record_missing_the_step_is_an_error(site_project):
     import directives
     from kit import Step

@@ -375,7 +375,7 @@ class Planner:
         from nbformat.v4 import new_output
 
         record = self.record
-        if record is None or not record.steps:
+        if record is None or record.outcome == "by-design" or not record.steps:
             return []
         env = record.env
         label = (f"[Recorded on {env.device_name}"
@@ -387,7 +387,7 @@ class Planner:
                  + ". Running the cell replaces it.]")
         found = next((s for s in record.steps if s.name == name), None)
         if found is None:
-            body = f"(the recorded run, which {record.outcome}, has no step of this name)"
+            body = f"(the recorded run stopped before this step: {record.outcome}, {record.reason or 'see its log'})"
         elif found.not_run:
             body = f"(not run there: {found.not_run})"
         else:
@@ -564,6 +564,9 @@ def title_cells(lesson: Lesson, site: directives.Site, title: str | None, record
     heading = title or f"# {md_text(lesson.title)}"
     if record is None:
         recorded = "No GPU run has been recorded for this lesson yet."
+    elif record.outcome == "by-design":
+        recorded = (f"The recorded GPU run ({md_text(record.env.device_name)}, {md_text(record.date)}) stopped by "
+                    f"design: {md_text(record.reason)}.")
     elif record.steps:
         recorded = (f"Under each cell that runs a step of the lesson is what the recorded GPU run printed there "
                     f"({md_text(record.env.device_name)}, {md_text(record.date)}); running the cell replaces it.")

@@ -1,7 +1,12 @@
 """The small kit every lesson uses to report what it found.
 
 A lesson calls `check`, `close`, `skip`, `predict`, `benchmark`, `table` and
-`plot` as it goes and ends with `sys.exit(lesson.finish())`. Run alone with plain
+`plot` as it goes and ends with `sys.exit(lesson.finish())`. Its `main()` reads as named
+steps: `with lesson.step("check-sizes"):` around the calls of one step, and
+`if lesson.step("benchmark", needs_gpu="timings need a GPU"):` for a step the
+interpreter skips (it is still recorded, with the reason, so the page and the
+notebook keep their order). The kit records what each step printed and the
+step of every check, benchmark, table and figure. Run alone with plain
 `python`, the kit only prints. Run by `tools/verify.py`, it also writes every
 result to the JSON file named by VT_RESULTS (rewritten after each call, so a
 crash keeps what was found before it) and saves figures into VT_FIGURES.
@@ -16,10 +21,12 @@ device, a timing or a plot.
 
 from __future__ import annotations
 
+import collections
 import json
 import math
 import os
 import platform
+import re
 import statistics
 import sys
 import tomllib
@@ -49,6 +56,11 @@ EXIT_MEANINGS = {
     EXIT_BY_DESIGN: "declined by design",
 }
 
+# A step's name, as a page names it in `::step NAME`: like a snippet region's name.
+STEP_NAME = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
+STEP_NAME_MAX = 60
+STEP_OUTPUT_KEPT = 32 * 1024  # characters of one step's output kept (head and tail)
+
 Verdict = Literal["met", "not met", "within noise"]
 CONFIDENCE = 0.95  # the level of every interval the kit reports
 RATE_UNITS = {"GB/s": 1e-6, "TFLOP/s": 1e-9}  # work per millisecond -> unit
@@ -61,6 +73,7 @@ class Check:
     status: Literal["pass", "fail", "skip"]
     message: str = ""
     why: str = ""  # what the check shows, in one line, where its name does not say
+    step: str = ""  # the step of main() it was reported in ("" outside every step)
 
 
 @dataclass
@@ -98,6 +111,7 @@ class Benchmark:
     # baseline is that (a library such as "Liger-Kernel", or "torch.compile");
     # the benchmarks page lists these comparisons together.
     library: str = ""
+    step: str = ""
 
 
 @dataclass
@@ -106,6 +120,7 @@ class Table:
     columns: list[str]
     rows: list[list[str | int | float | None]]
     caption: str = ""
+    step: str = ""
 
 
 @dataclass
@@ -114,6 +129,23 @@ class Figure:
     file: str  # a PNG file name in the figures folder, light theme
     caption: str = ""
     dark_file: str = ""  # the same figure drawn for a dark page, when there is one
+    step: str = ""
+
+
+@dataclass
+class Step:
+    """One named step of a lesson's main(), in the order it started, and its output.
+
+    `stdout` is the step's standard output, its middle cut past
+    STEP_OUTPUT_KEPT characters (`stdout_omitted` says how many). A step that
+    needs a GPU does not run under the interpreter; it is recorded all the
+    same, with `not_run` saying why.
+    """
+
+    name: str
+    stdout: str = ""
+    stdout_omitted: int = 0
+    not_run: str = ""
 
 
 @dataclass
@@ -181,6 +213,7 @@ class Results:
     tables: list[Table] = field(default_factory=list)
     figures: list[Figure] = field(default_factory=list)
     skipped_parts: list[SkippedPart] = field(default_factory=list)
+    steps: list[Step] = field(default_factory=list)
     declined: str = ""  # why the lesson stopped by design, when it did
     device: Device = field(default_factory=Device)
     format: int = RESULTS_FORMAT
@@ -290,6 +323,9 @@ class Lesson:
         self.results = Results(
             lesson=name, mode="interpreter" if self.interpret else "gpu"
         )
+        self._step: Step | None = None  # the step running now
+        self._kept: _Kept | None = None  # its output so far
+        self._stdout = None  # sys.stdout before the step's tee
         self._save()
 
     # -- where the lesson runs -------------------------------------------
@@ -402,13 +438,59 @@ class Lesson:
             self._save()
             print(f"{package} {version or '(version unknown)'}: an optional baseline")
         return found
+    # -- steps -------------------------------------------------------------
+
+    def step(self, name: str, needs_gpu: str = "") -> _StepScope:
+        """Start step `name` of main() (ending the one before); true if it runs here.
+
+        `with lesson.step("check-sizes"):` wraps the calls of a step that runs
+        everywhere. `if lesson.step("benchmark", needs_gpu="timings need a
+        GPU"):` runs its block on a GPU only; under the interpreter the step
+        is recorded as not run, with that reason. Either way the step ends at
+        the next step or at finish(); `with` also ends it at its block's end.
+        """
+        if not (STEP_NAME.match(name) and len(name) <= STEP_NAME_MAX):
+            raise ValueError(
+                f"step {name!r}: use lower-case letters, digits and '-' "
+                f"(at most {STEP_NAME_MAX}), as a page names it in '::step NAME'"
+            )
+        if self._results_path and any(s.name == name for s in self.results.steps):
+            raise ValueError(f"step {name!r} started twice")
+        self._end_step()
+        runs = not (needs_gpu and self.interpret)
+        step = Step(name, not_run="" if runs else needs_gpu)
+        self.results.steps.append(step)
+        if not runs:  # the page's "not run here" list names it too
+            self.results.skipped_parts.append(SkippedPart(f"step {name}", needs_gpu))
+        print(f"\n== {name} ==" + ("" if runs else f" not run here: {needs_gpu}"))
+        if runs:
+            self._step, self._kept = step, _Kept(STEP_OUTPUT_KEPT)
+            if self._results_path:  # recording: keep a copy of what the step prints
+                self._stdout, sys.stdout = sys.stdout, _Tee(sys.stdout, self._kept)
+        self._save()
+        return _StepScope(self, step, runs)
+
+    def _end_step(self) -> None:
+        if self._step is None:
+            return
+        if self._stdout is not None:
+            sys.stdout.flush()
+            sys.stdout, self._stdout = self._stdout, None
+        self._step.stdout, self._step.stdout_omitted = self._kept.text()
+        self._step, self._kept = None, None
+        self._save()
+
+    def _in_step(self) -> str:
+        return self._step.name if self._step else ""
 
     # -- checks ------------------------------------------------------------
 
     def check(self, name: str, ok: bool, message: str = "", why: str = "") -> bool:
         """A pass or a fail; `why` says in a line what it shows, if the name cannot."""
         status = "pass" if ok else "fail"
-        self.results.checks.append(Check(_name(name), status, message, why))
+        self.results.checks.append(
+            Check(_name(name), status, message, why=why, step=self._in_step())
+        )
         self._save()
         print(
             f"  check {name}: {status.upper()}" + (f" ({message})" if message else ""),
@@ -417,7 +499,9 @@ class Lesson:
         return bool(ok)
 
     def skip(self, name: str, reason: str) -> None:
-        self.results.checks.append(Check(_name(name), "skip", reason))
+        self.results.checks.append(
+            Check(_name(name), "skip", reason, step=self._in_step())
+        )
         self._save()
         print(f"  check {name}: SKIP ({reason})")
 
@@ -663,6 +747,7 @@ class Lesson:
             note=note,
             method=getattr(timings, "method", ""),
             library=library,
+            step=self._in_step(),
         )
         self.results.benchmarks.append(bench)
         self._save()
@@ -694,7 +779,9 @@ class Lesson:
         """A small table of results (a sweep, the winning configs) for the page."""
         rows = [[_plain(cell) for cell in row] for row in rows]
         self.results.tables.append(
-            Table(_name(name), [str(c) for c in columns], rows, caption)
+            Table(
+                _name(name), [str(c) for c in columns], rows, caption, self._in_step()
+            )
         )
         self._save()
         cells = [
@@ -733,7 +820,7 @@ class Lesson:
                 fig.savefig(self._figure_dir / files[theme], dpi=120)
                 plt.close(fig)
         self.results.figures.append(
-            Figure(name, files["light"], caption, files["dark"])
+            Figure(name, files["light"], caption, files["dark"], self._in_step())
         )
         self._save()
         print(f"  figure {name}: {files['light']}, {files['dark']}")
@@ -742,6 +829,7 @@ class Lesson:
 
     def finish(self) -> int:
         """Print a summary and return the exit code for sys.exit."""
+        self._end_step()
         checks, benches = self.results.checks, self.results.benchmarks
         problems = failures(checks, benches)
         passed = sum(c.status == "pass" for c in checks)
@@ -785,10 +873,84 @@ class Lesson:
     def _save(self) -> None:
         if not self._results_path:
             return
+        if self._step is not None:  # the running step's output so far: a crash keeps it
+            self._step.stdout, self._step.stdout_omitted = self._kept.text()
         tmp = f"{self._results_path}.tmp"
         with open(tmp, "w", encoding="utf-8") as f:
             json.dump(asdict(self.results), f, indent=1, allow_nan=False)
         os.replace(tmp, self._results_path)
+
+
+class _StepScope:
+    """What lesson.step returns: true if the step runs here; `with` gives its extent."""
+
+    def __init__(self, lesson: Lesson, step: Step, runs: bool):
+        self._lesson, self._step, self._runs = lesson, step, runs
+
+    def __bool__(self) -> bool:
+        return self._runs
+
+    def __enter__(self) -> _StepScope:
+        if not self._runs:  # a with-block cannot be skipped: the step would run anyway
+            raise RuntimeError(
+                f"step {self._step.name!r} needs a GPU: write it as "
+                f"`if lesson.step({self._step.name!r}, needs_gpu=...):`"
+            )
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        if self._lesson._step is self._step:
+            self._lesson._end_step()
+        return False
+
+
+class _Kept:
+    """The first 3/4 and last 1/4 of `limit` characters of a text written in pieces."""
+
+    def __init__(self, limit: int):
+        self.head_limit, self.tail_limit = limit * 3 // 4, limit // 4
+        self.head: list[str] = []
+        self.head_size = self.tail_size = self.total = 0
+        self.tail: collections.deque[str] = collections.deque()
+
+    def add(self, s: str) -> None:
+        self.total += len(s)
+        room = self.head_limit - self.head_size
+        if room > 0:
+            self.head.append(s[:room])
+            self.head_size += len(s[:room])
+            s = s[room:]
+        if s:
+            self.tail.append(s)
+            self.tail_size += len(s)
+            while self.tail_size - len(self.tail[0]) >= self.tail_limit:
+                self.tail_size -= len(self.tail.popleft())
+
+    def text(self) -> tuple[str, int]:
+        """(the kept text, with the cut marked; how many characters were cut)."""
+        tail = "".join(self.tail)[-self.tail_limit :] if self.tail else ""
+        omitted = self.total - self.head_size - len(tail)
+        head = "".join(self.head)
+        if omitted > 0:
+            return f"{head}\n[... {omitted} characters omitted ...]\n{tail}", omitted
+        return head + tail, 0
+
+
+class _Tee:
+    """sys.stdout while a step runs under verify: passed on, a bounded copy kept."""
+
+    def __init__(self, stream, kept: _Kept):
+        self._stream, self._kept = stream, kept
+
+    def write(self, s: str) -> int:
+        self._kept.add(s)
+        return self._stream.write(s)
+
+    def flush(self) -> None:
+        self._stream.flush()
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
 
 
 # Figures: one style, two colour schemes (Material's default and slate pages).

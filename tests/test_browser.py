@@ -440,7 +440,7 @@ def check_output_tabs(page, lesson) -> None:
         expect(content.get_by_text("Nothing has been recorded for this lesson yet.")).to_be_visible()
         return
     labels = [mode_label(r) + ("" if st.is_current(r) else " (older source)") for r in records]
-    tabbed = page.locator(".md-content .tabbed-set").filter(
+    tabbed = page.locator(".md-content .tabbed-set:not(.vt-step-label + .tabbed-set)").filter(  # not a ::step
         has=page.locator(".tabbed-labels > label", has_text=labels[0]))
     expect(tabbed).to_have_count(1)
     tab_labels = tabbed.locator(":scope > .tabbed-labels > label")
@@ -457,6 +457,30 @@ def check_output_tabs(page, lesson) -> None:
         assert _first_line(records[i].stdout) in texts[i], f"{lesson.page}: tab {labels[i]!r} misses its output"
     if not any(r.mode == "gpu" for r in records):
         expect(content.get_by_text("No GPU run has been recorded for this lesson.")).to_be_visible()
+
+
+def check_step_tabs(page, lesson) -> None:
+    """Each ::step shows its label and one tab per recorded run, the GPU run's open; each tab holds that run's
+    output of the step (or why there is none)."""
+    st = judge(lesson, EVIDENCE_DIR)
+    records = gpu_first(st)
+    names = re.findall(r"^[ \t]*::step[ \t]+(\S+)[ \t]*$", _markdown(lesson), re.M)
+    if not records:
+        return
+    labels = page.locator(".md-content p.vt-step-label code").all_inner_texts()
+    assert labels == names, f"{lesson.page}: step labels {labels}, the page places {names}"
+    tabs = [mode_label(r) + ("" if st.is_current(r) else " (older source)") for r in records]
+    sets = page.locator(".md-content p.vt-step-label + .tabbed-set")
+    assert sets.count() == len(names), f"{lesson.page}: {sets.count()} step tab sets for {len(names)} steps"
+    shown = "blocks => blocks.map(b => b.offsetHeight > 0 ? b.innerText : null)"
+    for i, name in enumerate(names):
+        tabbed = sets.nth(i)
+        assert tabbed.locator(":scope > .tabbed-labels > label").all_inner_texts() == tabs, f"{lesson.page}: {name}"
+        texts = tabbed.locator(":scope > .tabbed-content > .tabbed-block").evaluate_all(shown)
+        assert texts[0] is not None, f"{lesson.page}: step {name}: the first tab is not open"
+        step = next((s for s in records[0].steps if s.name == name), None)
+        if step is not None and step.stdout.strip():
+            assert _first_line(step.stdout) in texts[0], f"{lesson.page}: step {name} misses its output"
 
 
 def check_result_tables(page, lesson) -> None:
@@ -563,6 +587,7 @@ def test_lesson_page_as_a_reader_sees_it(lesson, site_url, context, statuses):
     check_module_links(page, other, lesson, site_url)
     check_badge(page, lesson, statuses)
     check_output_tabs(page, lesson)
+    check_step_tabs(page, lesson)
     check_result_tables(page, lesson)
     check_snippets(page, other, lesson)
     watched.assert_clean(lesson.page)

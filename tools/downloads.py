@@ -8,16 +8,13 @@ The site build calls the same functions (the hook publishes downloads/<lesson>.z
 and notebooks/<lesson>.ipynb). An archive holds the lesson's files, lesson.toml,
 lessonkit.py and a README with the run commands: unpacked into an empty folder,
 `TRITON_INTERPRET=1 python <file>.py` runs as it does in the repository. A
-notebook is made with nbformat from the lesson's page and source: the page's
-prose as Markdown cells (its directives in their notebook form), a setup cell,
-the kit and lesson.toml written by %%writefile cells, the lesson file as code
-cells ending in its run, and the recorded GPU run's output, labelled with the
-machine and date. Nothing here runs a lesson.
+notebook is the lesson's page, runnable (tools/notebook.py): the page's prose,
+section by section, each followed by the code it discusses, and every step of
+main() with what the recorded GPU run printed in it. Nothing here runs a lesson.
 """
 
 from __future__ import annotations
 
-import ast
 import io
 import os
 import re
@@ -29,17 +26,15 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import directives  # noqa: E402
+import notebook as notebooks  # noqa: E402
 from lessons import Lesson  # noqa: E402
 from limits import LIMITS  # noqa: E402
-from render import clean_output, code_block  # noqa: E402
 from requirements import INSTALL, requirements  # noqa: E402
-from safefs import read_bytes, read_text  # noqa: E402
+from safefs import read_bytes  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 ARCHIVES, NOTEBOOKS = "downloads", "notebooks"
 ZIP_TIME = (2020, 1, 1, 0, 0, 0)  # fixed, so the same lesson always makes the same bytes
-IMPORT_LINE = "HERE = Path(__file__).resolve().parent"
-NOTEBOOK_IMPORT = "HERE = Path.cwd()  # in a notebook: lessonkit.py was written here by the cell above"
 
 
 def colab_url(repo_url: str, branch: str, lesson: Lesson) -> str:
@@ -131,163 +126,9 @@ def archive(lesson: Lesson, site: directives.Site) -> bytes:
 
 # -- notebooks -------------------------------------------------------------------------
 
-ADMONITION = re.compile(r'^(?P<indent>[ \t]*)(?:!!!|\?\?\?\+?)\s+[\w -]*?(?:"(?P<title>[^"]*)")?\s*$')
-TAB = re.compile(r'^(?P<indent>[ \t]*)===\s+"(?P<title>[^"]*)"\s*$')
-ATTRS = re.compile(r"\{\s*[.#:][^}]*\}")
-EMOJI = re.compile(r":(?:material|octicons|fontawesome)-[a-z0-9-]+:\s?")
-
-
-def for_jupyter(markdown: str) -> str:
-    """Material's admonitions and tabs as plain Markdown: a bold title, the body dedented."""
-    out, stack = [], []  # stack: indents of open blocks
-    for line in markdown.split("\n"):
-        indent = len(line) - len(line.lstrip(" "))
-        while stack and line.strip() and indent < stack[-1]:
-            stack.pop()
-        depth = 4 * len(stack)
-        body = line[depth:] if line.startswith(" " * depth) else line.lstrip(" ")
-        match = ADMONITION.match(body) or TAB.match(body)
-        if match:
-            title = match.group("title")
-            if title:
-                out.append(f"**{title}**")
-            out.append("")
-            stack.append(depth + 4)
-            continue
-        out.append(EMOJI.sub("", ATTRS.sub("", body)))
-    return re.sub(r"\n{3,}", "\n\n", "\n".join(out))
-
-
-def page_markdown(lesson: Lesson, site: directives.Site, docs_dir: Path) -> tuple[str, dict[str, bytes]]:
-    """The lesson's page with its directives in notebook form, and the images its cells embed."""
-    text = read_text(docs_dir / lesson.page, LIMITS.source_file, docs_dir)
-    body = re.sub(r"\A---\n.*?\n---\n", "", text, count=1, flags=re.S)
-    page = directives.Page(site, lesson.page, site.status(lesson.name), notebook=True)
-    first_line = 1 + text.count("\n") - body.count("\n")  # errors name the page's own lines, front matter counted
-    return for_jupyter(directives.expand_page(body, page, first_line)), page.attachments
-
-
-def split_cells(markdown: str) -> list[str]:
-    """Prose cells: one per section (at ## headings), none empty."""
-    cells, current = [], []
-    fence = False
-    for line in markdown.split("\n"):
-        if line.lstrip().startswith(("```", "~~~")):
-            fence = not fence
-        if not fence and line.startswith("## ") and current:
-            cells.append("\n".join(current).strip())
-            current = []
-        current.append(line)
-    cells.append("\n".join(current).strip())
-    return [c for c in cells if c]
-
-
-def code_cells(source: str) -> list[str]:
-    """The lesson file as cells: the prelude, then one cell per top-level definition or statement;
-    the `if __name__ == "__main__"` block becomes the run cell."""
-    lines = source.split("\n")
-    tree = ast.parse(source)
-    starts = []
-    for node in tree.body:
-        first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
-        while first > 1 and lines[first - 2].lstrip().startswith("#"):  # comments above belong to it
-            first -= 1
-        starts.append((first, node))
-    cells, prelude_end = [], None
-    for first, node in starts:
-        if isinstance(node, (ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef)) or _is_main_guard(node):
-            prelude_end = first
-            break
-    prelude_end = prelude_end or len(lines) + 1
-    cells.append("\n".join(lines[: prelude_end - 1]))
-    for i, (first, node) in enumerate(starts):
-        if first < prelude_end:
-            continue
-        end = starts[i + 1][0] - 1 if i + 1 < len(starts) else len(lines)
-        chunk = "\n".join(lines[first - 1:end])
-        if _is_main_guard(node):
-            chunk = ("# The lesson's run (in a script: sys.exit(main())). Exit code 0: passed; 3: declined by design.\n"
-                     "exit_code = main()\nprint('exit code', exit_code)\nassert exit_code == 0, exit_code")
-        cells.append(chunk)
-    cells = [c.strip("\n") for c in cells if c.strip()]
-    cells[0] = cells[0].replace(IMPORT_LINE, NOTEBOOK_IMPORT)
-    if NOTEBOOK_IMPORT not in cells[0]:
-        raise ValueError(f"the lesson file does not import the kit with the line {IMPORT_LINE!r}")
-    return cells
-
-
-def _is_main_guard(node) -> bool:
-    return isinstance(node, ast.If) and "__main__" in ast.unparse(node.test)
-
-
-def setup_cell(lesson: Lesson, site: directives.Site) -> str:
-    req = requirements(lesson, site.status(lesson.name))
-    lines = [
-        "# Setup. Colab has torch and Triton already; elsewhere: " + INSTALL,
-        "import importlib.util, os, subprocess, sys",
-        'if importlib.util.find_spec("triton") is None:',
-        '    subprocess.check_call([sys.executable, "-m", "pip", "install", "-q", "triton"])',
-        "import torch",
-        "if not torch.cuda.is_available():",
-        "    # No GPU: the kernels run on the CPU through Triton's interpreter (checks only, nothing timed).",
-        '    os.environ["TRITON_INTERPRET"] = "1"',
-    ]
-    if req.capability:
-        need = ", ".join(req.capability.split("."))
-        lines += [f"elif torch.cuda.get_device_capability() < ({need}):",
-                  f"    print({req.colab_sentence!r})",
-                  "    print('This GPU is', torch.cuda.get_device_name(), '- the lesson will decline by design.')"]
-    return "\n".join(lines)
-
-
 def notebook(lesson: Lesson, site: directives.Site, docs_dir: Path):
-    from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
-
-    prose, attachments = page_markdown(lesson, site, docs_dir)
-    files = lesson_files(lesson, site.code_dir)
-    main_source = files.pop(lesson.main.name).decode("utf-8")
-    toml = files.pop("lesson.toml").decode("utf-8")
-    colab = colab_url(site.repo_url, site.branch, lesson)
-    intro = [f"*{lesson.summary}*", "",
-             "Generated from the lesson's page and source by `tools/downloads.py`. It runs top to bottom: on a "
-             "GPU it checks and times the kernels; without one it runs the checks on the CPU through Triton's "
-             "interpreter."]
-    if colab:
-        intro += ["", f"[Open in Colab]({colab})"]
-    cells = [new_markdown_cell("\n".join(intro))]
-    cells.append(new_code_cell(setup_cell(lesson, site)))
-    for name in sorted(files):
-        cells.append(new_code_cell(f"%%writefile {name}\n" + files[name].decode("utf-8").rstrip("\n")))
-    cells.append(new_code_cell("%%writefile lesson.toml\n" + toml.rstrip("\n")))
-    for text in split_cells(prose):
-        cell = new_markdown_cell(text)
-        used = {name: data for name, data in attachments.items() if f"attachment:{name}" in text}
-        if used:
-            import base64
-
-            cell["attachments"] = {n: {"image/png": base64.b64encode(d).decode()} for n, d in used.items()}
-        cells.append(cell)
-    cells.append(new_markdown_cell("## The whole lesson\n\nThe lesson file, cell by cell, ending in its run."))
-    cells += [new_code_cell(chunk) for chunk in code_cells(main_source)]
-    st = site.status(lesson.name)
-    gpu = [r for r in (st.records if st else []) if r.mode == "gpu"]
-    for record in gpu:
-        env = record.env
-        older = "" if st.is_current(record) else " (⚠ for an older version of the source)"
-        cells.append(new_markdown_cell(
-            f"## The recorded GPU run{older}\n\n{env.device_name}, {record.started_utc.replace('T', ' ')}, "
-            f"Triton {env.triton}, torch {env.torch}, {record.wall_s:.0f} s, {record.outcome}:\n\n"
-            + code_block(clean_output(record.stdout) or "(nothing)")))
-    for i, cell in enumerate(cells):
-        cell["id"] = f"{lesson.name}-{i}"  # fixed ids: the same lesson makes the same notebook
-    nb = new_notebook(cells=cells, metadata={
-        "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
-        "language_info": {"name": "python"},
-        "accelerator": "GPU",
-        "colab": {"provenance": [], "toc_visible": True},
-    })
-    nb.metadata["title"] = lesson.title
-    return nb  # built from nbformat's own constructors; tests/test_downloads.py validates every notebook
+    """The lesson's notebook (tools/notebook.py makes it: the page, runnable)."""
+    return notebooks.build(lesson, site, docs_dir)  # nbformat's constructors; tests/test_downloads.py validates
 
 
 def notebook_bytes(lesson: Lesson, site: directives.Site, docs_dir: Path) -> bytes:

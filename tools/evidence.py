@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import schema
-from kit import UNITS, Benchmark, Check, Figure, FilteredWarning, Prediction, SkippedPart, Table
+from kit import STEP_NAME, UNITS, Benchmark, Check, Figure, FilteredWarning, Prediction, SkippedPart, Step, Table
 from limits import LIMITS
 from safefs import UnsafePathError, read_bytes, walk_files
 
@@ -90,6 +90,7 @@ class Record:
     figures: list[Figure] = field(default_factory=list)
     skipped_parts: list[SkippedPart] = field(default_factory=list)  # parts the interpreter cannot run
     history: dict[str, list[HistoryPoint]] = field(default_factory=dict)  # benchmark name -> earlier results
+    steps: list[Step] = field(default_factory=list)  # main()'s named steps, in order, with what each printed
     format_version: int = FORMAT_VERSION
     predictions: list[Prediction] = field(default_factory=list)  # what the lesson expected before it measured
     filtered_warnings: list[FilteredWarning] = field(default_factory=list)  # expected warnings, counted
@@ -207,11 +208,26 @@ def _value_rules(r: Record) -> None:
         req(0 < p.tolerance < 10, f"{where}.tolerance", "a relative tolerance, above 0")
         req((p.quantity == "value") == (not p.of), f"{where}.of",
             "names the benchmark predicted, except for quantity 'value'")
+    _step_rules(r)
     for name, points in r.history.items():
         _name_rule(name, f"history.{name[:60]}")
         for j, p in enumerate(points):
             req(schema.UTC_STAMP.match(p.started_utc) is not None, f"history.{name[:60]}[{j}].started_utc",
                 "expected YYYY-MM-DDTHH:MM:SSZ")
+
+
+def _step_rules(r: Record) -> None:
+    """Steps have a page's `::step NAME` names, once each; every result names a recorded step or none."""
+    names = set()
+    for i, step in enumerate(r.steps):
+        schema.require(STEP_NAME.match(step.name) is not None, f"steps[{i}].name",
+                       f"{step.name[:60]!r} is not a step name (lower-case letters, digits and '-')")
+        schema.require(step.name not in names, f"steps[{i}].name", f"step {step.name!r} recorded twice")
+        names.add(step.name)
+    for kind in ("checks", "benchmarks", "tables", "figures"):
+        for i, item in enumerate(getattr(r, kind)):
+            schema.require(not item.step or item.step in names, f"{kind}[{i}].step",
+                           f"{item.step[:60]!r} is not a recorded step")
 
 
 def _name_rule(name: str, where: str) -> None:

@@ -43,4 +43,5 @@ prediction_outcome = kit.prediction_outcome
 failures, verdict, median_interval = kit.failures, kit.verdict, kit.median_interval
 install_command, OPTIONAL_SKIP = kit.install_command, kit.OPTIONAL_SKIP
 UNITS = kit.UNITS
+Step, STEP_NAME = kit.Step, kit.STEP_NAME
 VERDICTS = typing.get_args(kit.Verdict)

@@ -115,12 +115,14 @@ def try_this(lesson: Lesson, device: str) -> None:
 def main() -> int:
     lesson = Lesson("{name}")
     device = lesson.device()  # "cpu" under the interpreter, "cuda" on a GPU
-    check_correct(lesson, device)
-    try_this(lesson, device)
-    # The interpreter cannot time anything: skip the benchmark there, recorded
-    # (the page says so) rather than silently.
-    if not lesson.not_on_interpreter("benchmark", "the interpreter times nothing"):
+    with lesson.step("check"):
+        check_correct(lesson, device)
+    # The interpreter times nothing: the step is recorded as not run there,
+    # with the reason (the page and the notebook say so), not silently dropped.
+    if lesson.step("benchmark", needs_gpu="the interpreter times nothing"):
         benchmark(lesson, device)
+    with lesson.step("exercises"):
+        try_this(lesson, device)
     return lesson.finish()
 
 
@@ -177,9 +179,13 @@ evidence.
 
 Say what each line does and why.
 
+::step check
+
 ## How fast is it?
 
 ::snippet code/{name}/{module}.py benchmark
+
+::step benchmark
 
 ::benchmarks
 
@@ -194,6 +200,8 @@ Say what each line does and why.
 
         Yes: negating and halving are exact in binary floating point, so
         each element rounds exactly as torch's does.
+
+::step exercises
 
 ## What the runs recorded
 

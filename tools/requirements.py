@@ -15,7 +15,7 @@ from kit import install_command
 from lessons import Lesson
 from status import LessonStatus
 
-COLAB_GPUS = (("T4", (7, 5)), ("L4", (8, 9)), ("A100", (8, 0)))
+COLAB_GPUS = (("T4", (7, 5)), ("L4", (8, 9)), ("A100", (8, 0)), ("H100", (9, 0)))  # name, capability
 INSTALL = "pip install torch triton numpy matplotlib"
 
 
@@ -49,15 +49,16 @@ class Requirements:
 
     @property
     def colab_sentence(self) -> str:
+        every = ", ".join(name for name, _ in COLAB_GPUS)
         if not self.capability:  # nothing declared: claim nothing a run has not shown
             return ("lesson.toml states no minimum compute capability; its recorded runs say which "
                     "GPUs it has run on.")
         if len(self.colab) == len(COLAB_GPUS):
-            return "Runs on any of Colab's GPUs (T4, L4, A100)."
+            return f"Runs on any of Colab's GPUs ({every})."
         if self.colab:
             return (f"On Colab choose {' or '.join(self.colab)}: the lesson needs compute capability "
                     f"{self.capability}; on a smaller GPU it declines by design (exit code 3).")
-        return (f"None of Colab's GPUs (T4, L4, A100) has compute capability {self.capability}, so there the "
+        return (f"None of Colab's GPUs ({every}) has compute capability {self.capability}, so there the "
                 "lesson declines by design (exit code 3); its interpreter half runs anywhere.")
 
     @property

@@ -89,7 +89,7 @@ def run_lesson(lesson: Lesson, mode: str, machine: Machine, evidence_dir: Path, 
             stderr_omitted=captured.stderr_omitted, reason=reason[:LIMITS.string],
             checks=results.checks if results else [], benchmarks=results.benchmarks if results else [],
             tables=results.tables if results else [], figures=figures,
-            skipped_parts=results.skipped_parts if results else [],
+            skipped_parts=results.skipped_parts if results else [], steps=results.steps if results else [],
             predictions=results.predictions if results else [],
             filtered_warnings=results.filtered_warnings if results else [],
         )
@@ -180,7 +180,7 @@ def _collect_figures(results: kit.Results, fig_dir: Path) -> tuple[dict[str, byt
             name = hashed_name(Path(file).stem, content)
             data[name] = content
             names[attr] = name
-        figures.append(kit.Figure(fig.name, names["file"], fig.caption, names["dark_file"]))
+        figures.append(kit.Figure(fig.name, names["file"], fig.caption, names["dark_file"], fig.step))
     return data, figures, ""
 
 

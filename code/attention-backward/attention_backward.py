@@ -764,13 +764,14 @@ def main() -> int:
             "autograd's backward thread starts without a current CUDA context; "
             "PyTorch makes the primary context, the one all other work uses, "
             "current there: harmless")
-    check_correctness(lesson, device)
-    try_this(lesson, device)
-    if lesson.interpret:
-        print("\nNo timings under the interpreter.")
-        return lesson.finish()
-    benchmark(lesson)
-    show_compiled_code(lesson)
+    if lesson.step("compiled-code", needs_gpu="the interpreter compiles nothing"):
+        show_compiled_code(lesson)
+    with lesson.step("correctness"):
+        check_correctness(lesson, device)
+    if lesson.step("benchmark", needs_gpu="timings need a GPU"):
+        benchmark(lesson)
+    with lesson.step("exercises"):
+        try_this(lesson, device)
     return lesson.finish()
 
 

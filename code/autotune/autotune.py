@@ -365,13 +365,12 @@ def try_this(lesson: Lesson, device: str) -> None:
 def main() -> int:
     lesson = Lesson("autotune")
     device = lesson.device()
-    check_every_config(lesson, device)
-    try_this(lesson, device)
-    if lesson.interpret:
-        print("\nNo tuning and no timings under the interpreter: the autotuner "
-              "needs a GPU clock.")
-        return lesson.finish()
-    tune_and_benchmark(lesson)  # the winners, every config's speed, the heatmap
+    with lesson.step("every-config"):
+        check_every_config(lesson, device)
+    if lesson.step("tune", needs_gpu="the autotuner needs a GPU clock"):
+        tune_and_benchmark(lesson)  # the winners, every config's speed, the heatmap
+    with lesson.step("exercises"):
+        try_this(lesson, device)
     return lesson.finish()
 
 

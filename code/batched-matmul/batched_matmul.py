@@ -635,16 +635,19 @@ def try_this(lesson: Lesson, device: str) -> None:
 def main() -> int:
     lesson = Lesson("batched-matmul")
     device = lesson.device()
-    check_tiled(lesson, device)
-    check_persistent(lesson, device)
-    try_this(lesson, device)
-    if lesson.interpret:
-        print("\nNo timings under the interpreter.")
-        return lesson.finish()
-    tiled, persistent = race_configs(lesson, device)
-    show_compiled_code(lesson, device, tiled, persistent)
-    at_64 = benchmark(lesson, device, tiled, persistent)
-    sweep_and_plot(lesson, device, tiled, persistent, at_64)
+    with lesson.step("correctness"):
+        check_tiled(lesson, device)
+        check_persistent(lesson, device)
+    if lesson.step("race", needs_gpu="the configurations race on GPU time"):
+        tiled, persistent = race_configs(lesson, device)
+    if lesson.step("compiled-code", needs_gpu="the interpreter compiles nothing"):
+        show_compiled_code(lesson, device, tiled, persistent)
+    if lesson.step("benchmark", needs_gpu="timings need a GPU"):
+        at_64 = benchmark(lesson, device, tiled, persistent)
+    if lesson.step("sweep", needs_gpu="timings need a GPU"):
+        sweep_and_plot(lesson, device, tiled, persistent, at_64)
+    with lesson.step("exercises"):
+        try_this(lesson, device)
     return lesson.finish()
 
 

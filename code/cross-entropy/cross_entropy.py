@@ -737,16 +737,19 @@ def sweep_and_plot(lesson: Lesson) -> None:
 def main() -> int:
     lesson = Lesson("cross-entropy")
     device = lesson.device()
-    check_correctness(lesson, device)
-    try_this(lesson, device)
-    if lesson.not_on_interpreter(
-        "peak memory", "torch.cuda's memory statistics need a GPU"
-    ):
-        return lesson.finish()
-    check_full_shape(lesson, device)
-    show_compiled_code(lesson)
-    benchmark(lesson)
-    sweep_and_plot(lesson)
+    if lesson.step("compiled-code", needs_gpu="the interpreter compiles nothing"):
+        show_compiled_code(lesson)
+    with lesson.step("correctness"):
+        check_correctness(lesson, device)
+    if lesson.step("full-shape", needs_gpu="the 8192 x 131072 bf16 shape needs a GPU"):
+        check_full_shape(lesson, device)
+    if lesson.step("benchmark",
+                   needs_gpu="timings and torch.cuda's memory statistics need a GPU"):
+        benchmark(lesson)
+    if lesson.step("sweep", needs_gpu="timings need a GPU"):
+        sweep_and_plot(lesson)
+    with lesson.step("exercises"):
+        try_this(lesson, device)
     return lesson.finish()
 
 

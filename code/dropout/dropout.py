@@ -536,17 +536,20 @@ def sweep_and_plot(lesson: Lesson) -> None:
 def main() -> int:
     lesson = Lesson("dropout")
     device = lesson.device()
-    check_statistics(lesson, device)
-    check_backward(lesson, device)
-    check_tails(lesson, device)
-    try_this(lesson, device)
-    if lesson.interpret:
-        print("\nNo timings under the interpreter.")
-        return lesson.finish()
-    compiled_code_facts(lesson)
-    memory_held(lesson)
-    benchmark(lesson)
-    sweep_and_plot(lesson)
+    if lesson.step("compiled-code", needs_gpu="the interpreter compiles no PTX"):
+        compiled_code_facts(lesson)
+    with lesson.step("correctness"):
+        check_statistics(lesson, device)
+        check_backward(lesson, device)
+        check_tails(lesson, device)
+    if lesson.step("memory", needs_gpu="torch.cuda's memory statistics need a GPU"):
+        memory_held(lesson)
+    if lesson.step("benchmark", needs_gpu="timings need a GPU"):
+        benchmark(lesson)
+    if lesson.step("sweep", needs_gpu="timings need a GPU"):
+        sweep_and_plot(lesson)
+    with lesson.step("exercises"):
+        try_this(lesson, device)
     return lesson.finish()
 
 

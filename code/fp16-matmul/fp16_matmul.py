@@ -449,15 +449,18 @@ def try_this(lesson: Lesson, device: str) -> None:
 def main() -> int:
     lesson = Lesson("fp16-matmul")
     device = lesson.device()
-    check_roofline(lesson)
-    check_correctness(lesson, device)
-    try_this(lesson, device)
-    if lesson.interpret:
-        print("\nNo timings under the interpreter.")
-        return lesson.finish()
-    show_compiled_code(lesson, device)
-    benchmark(lesson, device)
-    sweep_and_plot(lesson, device)
+    with lesson.step("roofline"):
+        check_roofline(lesson)
+    if lesson.step("compiled-code", needs_gpu="the interpreter compiles no PTX"):
+        show_compiled_code(lesson, device)
+    with lesson.step("correctness"):
+        check_correctness(lesson, device)
+    if lesson.step("benchmark", needs_gpu="timings need a GPU"):
+        benchmark(lesson, device)
+    if lesson.step("sweep", needs_gpu="timings need a GPU"):
+        sweep_and_plot(lesson, device)
+    with lesson.step("exercises"):
+        try_this(lesson, device)
     return lesson.finish()
 
 

@@ -694,19 +694,25 @@ def try_this(lesson: Lesson, device: str) -> None:
 def main() -> int:
     lesson = Lesson("fp8-matmul")
     device = lesson.device()
-    check_quantizers(lesson, device)
-    if lesson.interpret:
-        check_standin(lesson)
-    else:
+    with lesson.step("quantizers"):
+        check_quantizers(lesson, device)
+    if lesson.step("pick-config", needs_gpu="the configurations race on GPU time"):
         best = pick_config(lesson)
-        check_gpu(lesson, best)
-    try_this(lesson, device)
-    if lesson.interpret:
-        return lesson.finish()
-    show_compiled_code(lesson, best)
-    accuracy(lesson, best)
-    benchmark(lesson, best)
-    error_vs_k(lesson, best)
+    if lesson.step("compiled-code", needs_gpu="the interpreter compiles nothing"):
+        show_compiled_code(lesson, best)
+    if lesson.step("accuracy", needs_gpu="the interpreter has no float8"):
+        accuracy(lesson, best)
+    with lesson.step("correctness"):
+        if lesson.interpret:
+            check_standin(lesson)
+        else:
+            check_gpu(lesson, best)
+    if lesson.step("error-vs-k", needs_gpu="the interpreter has no float8"):
+        error_vs_k(lesson, best)
+    if lesson.step("benchmark", needs_gpu="timings need a GPU"):
+        benchmark(lesson, best)
+    with lesson.step("exercises"):
+        try_this(lesson, device)
     return lesson.finish()
 
 

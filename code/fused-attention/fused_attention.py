@@ -781,18 +781,20 @@ def try_this(lesson: Lesson, device: str) -> None:
 def main() -> int:
     lesson = Lesson("fused-attention")
     device = lesson.device()
-    check_pointer_kernel(lesson, device)
-    check_tma_kernel(lesson, device)
-    try_this(lesson, device)
-    if lesson.interpret:
-        print("\nNo timings under the interpreter.")
-        return lesson.finish()
-    show_compiled_code(lesson)
-    race = race_configs(lesson)
-    best = fastest(race)
-    check_benchmark_shape(lesson, best)
-    benchmark(lesson, best)
-    plot_race(lesson, race)
+    if lesson.step("compiled-code", needs_gpu="the interpreter compiles nothing"):
+        show_compiled_code(lesson)
+    with lesson.step("correctness"):
+        check_pointer_kernel(lesson, device)
+        check_tma_kernel(lesson, device)
+    if lesson.step("race", needs_gpu="the configurations race on GPU time"):
+        race = race_configs(lesson)
+        best = fastest(race)
+        check_benchmark_shape(lesson, best)
+        plot_race(lesson, race)
+    if lesson.step("benchmark", needs_gpu="timings need a GPU"):
+        benchmark(lesson, best)
+    with lesson.step("exercises"):
+        try_this(lesson, device)
     return lesson.finish()
 
 

@@ -700,15 +700,18 @@ def plot_ulps(lesson: Lesson, x, errors, ref) -> None:
 def main() -> int:
     lesson = Lesson("gelu-libdevice")
     device = lesson.device()
-    x, errors, ref = check_accuracy(lesson, device)
-    check_fused(lesson, device)
-    try_this(lesson, device)
-    if lesson.interpret:
-        print("\nNo timings under the interpreter.")
-        return lesson.finish()
-    compiled_code_facts(lesson)
-    benchmark(lesson)
-    plot_ulps(lesson, x, errors, ref)
+    with lesson.step("accuracy"):
+        x, errors, ref = check_accuracy(lesson, device)
+    if lesson.step("ulp-plot", needs_gpu="the GPU's libdevice is what it plots"):
+        plot_ulps(lesson, x, errors, ref)
+    with lesson.step("fused"):
+        check_fused(lesson, device)
+    if lesson.step("compiled-code", needs_gpu="the interpreter compiles no PTX"):
+        compiled_code_facts(lesson)
+    if lesson.step("benchmark", needs_gpu="timings need a GPU"):
+        benchmark(lesson)
+    with lesson.step("exercises"):
+        try_this(lesson, device)
     return lesson.finish()
 
 

@@ -553,17 +553,21 @@ def sweep_and_plot(lesson: Lesson, device: str, config: dict, programs: int) -> 
 def main() -> int:
     lesson = Lesson("grouped-gemm")
     device = lesson.device()
-    check_correctness(lesson, device)
-    try_this(lesson, device)
-    if lesson.interpret:
+    if lesson.step("compiled-code", needs_gpu="the interpreter compiles nothing"):
+        show_compiled_code(lesson, device)
+    with lesson.step("correctness"):
+        check_correctness(lesson, device)
         lesson.not_on_interpreter("bf16 groups", "the interpreter has no bfloat16")
-        print("\nNo timings under the interpreter.")
-        return lesson.finish()
-    show_compiled_code(lesson, device)
-    config, programs = race_configs(lesson, device)
-    benchmark(lesson, device, config, programs)
-    moe_benchmark(lesson, device, config, programs)
-    sweep_and_plot(lesson, device, config, programs)
+    if lesson.step("race", needs_gpu="the configurations race on GPU time"):
+        config, programs = race_configs(lesson, device)
+    if lesson.step("benchmark", needs_gpu="timings need a GPU"):
+        benchmark(lesson, device, config, programs)
+    if lesson.step("sweep", needs_gpu="timings need a GPU"):
+        sweep_and_plot(lesson, device, config, programs)
+    if lesson.step("moe-benchmark", needs_gpu="timings need a GPU"):
+        moe_benchmark(lesson, device, config, programs)
+    with lesson.step("exercises"):
+        try_this(lesson, device)
     return lesson.finish()
 
 

@@ -768,14 +768,16 @@ def try_this(lesson: Lesson, device: str, eps=1e-5) -> None:
 def main() -> int:
     lesson = Lesson("layer-norm")
     device = lesson.device()
-    check_correctness(lesson, device)
-    try_this(lesson, device)
-    if lesson.interpret:
-        print("\nNo timings under the interpreter.")
-        return lesson.finish()
-    show_compiled_code(lesson, device)
-    measured, copy_gbps = benchmark(lesson, device)
-    sweep_and_plot(lesson, device, measured, copy_gbps)
+    if lesson.step("compiled-code", needs_gpu="the interpreter compiles nothing"):
+        show_compiled_code(lesson, device)
+    with lesson.step("correctness"):
+        check_correctness(lesson, device)
+    if lesson.step("benchmark", needs_gpu="timings need a GPU"):
+        measured, copy_gbps = benchmark(lesson, device)
+    if lesson.step("sweep", needs_gpu="timings need a GPU"):
+        sweep_and_plot(lesson, device, measured, copy_gbps)
+    with lesson.step("exercises"):
+        try_this(lesson, device)
     return lesson.finish()
 
 

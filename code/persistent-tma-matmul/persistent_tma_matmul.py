@@ -502,13 +502,14 @@ def main() -> int:
         # uneven 3 or 4 per program; 777 rows: a ragged last tile row.
         shapes = [(1000, 1032, 776), (777, 520, 4104), (4096, 4096, 4096)]
     print(f"NUM_SMS = {num_sms}, blocks {blocks}")
-    check_correctness(lesson, device, shapes, blocks, num_sms)
-    try_this(lesson, device, blocks, num_sms)
-    if lesson.interpret:
-        print("\nNo timings under the interpreter.")
-        return lesson.finish()
-    show_compiled_code(lesson, device, num_sms)
-    benchmark_and_sweep(lesson, device, num_sms)
+    with lesson.step("correctness"):
+        check_correctness(lesson, device, shapes, blocks, num_sms)
+    if lesson.step("compiled-code", needs_gpu="the interpreter compiles nothing"):
+        show_compiled_code(lesson, device, num_sms)
+    if lesson.step("benchmark", needs_gpu="timings need a GPU"):
+        benchmark_and_sweep(lesson, device, num_sms)
+    with lesson.step("exercises"):
+        try_this(lesson, device, blocks, num_sms)
     return lesson.finish()
 
 

@@ -465,16 +465,19 @@ def sweep_and_plot(lesson: Lesson, device: str) -> None:
 def main() -> int:
     lesson = Lesson("reductions-scans")
     device = lesson.device()
-    check_reductions(lesson, device)
-    check_scans(lesson, device)
-    try_this(lesson, device)
-    if lesson.interpret:
-        print("\nNo timings under the interpreter.")
-        return lesson.finish()
-    show_compiled_code(lesson, device)
-    benchmark(lesson, device)
-    race_tiles(lesson, device)
-    sweep_and_plot(lesson, device)
+    if lesson.step("compiled-code", needs_gpu="the interpreter compiles no PTX"):
+        show_compiled_code(lesson, device)
+    with lesson.step("correctness"):
+        check_reductions(lesson, device)
+        check_scans(lesson, device)
+    if lesson.step("benchmark", needs_gpu="timings need a GPU"):
+        benchmark(lesson, device)
+    if lesson.step("race", needs_gpu="the tiles race on GPU time"):
+        race_tiles(lesson, device)
+    if lesson.step("sweep", needs_gpu="timings need a GPU"):
+        sweep_and_plot(lesson, device)
+    with lesson.step("exercises"):
+        try_this(lesson, device)
     return lesson.finish()
 
 

@@ -583,13 +583,14 @@ def sweep_and_plot(lesson: Lesson, device: str) -> None:
 def main() -> int:
     lesson = Lesson("rmsnorm-rope")
     device = lesson.device()
-    check_correctness(lesson, device)
-    try_this(lesson, device)
-    if lesson.interpret:
-        print("\nNo timings under the interpreter.")
-        return lesson.finish()
-    benchmark(lesson, device)
-    sweep_and_plot(lesson, device)
+    with lesson.step("correctness"):
+        check_correctness(lesson, device)
+    if lesson.step("benchmark", needs_gpu="timings need a GPU"):
+        benchmark(lesson, device)
+    if lesson.step("sweep", needs_gpu="timings need a GPU"):
+        sweep_and_plot(lesson, device)
+    with lesson.step("exercises"):
+        try_this(lesson, device)
     return lesson.finish()
 
 

@@ -457,8 +457,16 @@ def check_matmul(lesson: Lesson, device: str) -> None:
                      summary)
     # end snippet
 
-    # The persistent TMA kernel of Part 3c, on B stored column-major (a small
-    # tile under the interpreter, the benchmark's tile on a GPU).
+
+def check_persistent(lesson: Lesson, device: str) -> None:
+    # The persistent TMA kernel of Part 3c, on Part 2's product with B stored
+    # column-major (a small tile under the interpreter, the benchmark's tile on
+    # a GPU).
+    torch.manual_seed(2)
+    h_a = torch.randn(MM_M, MM_K)
+    h_b = torch.randn(MM_K, MM_N)
+    a, b = h_a.to(device), h_b.to(device)
+    want = h_a.double() @ h_b.double()
     if lesson.interpret or torch.cuda.get_device_capability() >= (9, 0):
         b_col = b.t().contiguous().t()
         cfg = (64, 64, 32, 4, 4, 2) if lesson.interpret else PERSISTENT_TF32
@@ -969,16 +977,22 @@ def try_this(lesson: Lesson, device: str) -> None:
 def main() -> int:
     lesson = Lesson("softmax-fp32-matmul")
     device = lesson.device()  # declines below compute capability 8.0 (lesson.toml)
-    check_softmax(lesson, device)
-    check_matmul(lesson, device)
-    try_this(lesson, device)
-    if lesson.interpret:
-        print("\nNo timings under the interpreter: it runs each program one after "
-              "another on numpy,\nso a time from it would describe Python, not a GPU.")
-        return lesson.finish()
-    benchmark_softmax(lesson)
-    best = sweep_tiles(lesson)  # also what the compiler made: PTX multiply counts
-    against_cublas(lesson, best)
+    with lesson.step("softmax-checks"):
+        check_softmax(lesson, device)
+    with lesson.step("matmul-checks"):
+        check_matmul(lesson, device)
+    # The interpreter runs each program one after another on numpy, so a time
+    # from it would describe Python, not a GPU.
+    if lesson.step("softmax-benchmark", needs_gpu="timings need a GPU"):
+        benchmark_softmax(lesson)
+    if lesson.step("sweep", needs_gpu="timings need a GPU"):
+        best = sweep_tiles(lesson)  # also what the compiler made: PTX multiply counts
+    with lesson.step("persistent-check"):
+        check_persistent(lesson, device)
+    if lesson.step("against-cublas", needs_gpu="timings need a GPU"):
+        against_cublas(lesson, best)
+    with lesson.step("exercises"):
+        try_this(lesson, device)
     return lesson.finish()
 
 

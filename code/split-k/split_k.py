@@ -560,18 +560,23 @@ def benchmark(lesson: Lesson, a, b, best: dict, sms: int, resident: dict) -> Non
 def main() -> int:
     lesson = Lesson("split-k")
     device = lesson.device()
-    tiles = check_correctness(lesson, device)
-    tile = tiles[64]
-    check_determinism(lesson, device, tile)
-    try_this(lesson, device, tile)
-    if lesson.interpret:
-        return lesson.finish()
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
-    occupancy_table(lesson, sms)
-    a, b = make_inputs(*SHAPE, device, seed=100)
-    resident = show_compiled_code(lesson, a, b, sms)
-    best = sweep(lesson, a, b, sms, resident)
-    benchmark(lesson, a, b, best, sms, resident)
+    tile = (INTERPRETER_TILES if lesson.interpret else GPU_TILES)[64]
+    if lesson.step("occupancy", needs_gpu="it counts the GPU's SMs"):
+        sms = torch.cuda.get_device_properties(0).multi_processor_count
+        occupancy_table(lesson, sms)
+    with lesson.step("determinism"):
+        check_determinism(lesson, device, tile)
+    if lesson.step("compiled-code", needs_gpu="the interpreter compiles nothing"):
+        a, b = make_inputs(*SHAPE, device, seed=100)
+        resident = show_compiled_code(lesson, a, b, sms)
+    with lesson.step("correctness"):
+        check_correctness(lesson, device)
+    if lesson.step("sweep", needs_gpu="timings need a GPU"):
+        best = sweep(lesson, a, b, sms, resident)
+    if lesson.step("benchmark", needs_gpu="timings need a GPU"):
+        benchmark(lesson, a, b, best, sms, resident)
+    with lesson.step("exercises"):
+        try_this(lesson, device, tile)
     return lesson.finish()
 
 

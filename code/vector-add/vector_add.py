@@ -144,12 +144,12 @@ def try_this(lesson: Lesson, device: str) -> None:
 def main() -> int:
     lesson = Lesson("vector-add")
     device = lesson.device()
-    check_sizes(lesson, device)
-    try_this(lesson, device)
-    if lesson.interpret:
-        print("\nNo timings under the interpreter.")
-        return lesson.finish()
-    benchmark(lesson, device)
+    with lesson.step("check-sizes"):
+        check_sizes(lesson, device)
+    if lesson.step("benchmark", needs_gpu="timings need a GPU"):
+        benchmark(lesson, device)
+    with lesson.step("exercises"):
+        try_this(lesson, device)
     return lesson.finish()
 
 

@@ -45,7 +45,7 @@ def requirements_box(page: Page) -> str:
         body += "\n\n" + " · ".join(
             f"[{label}]({target}){{ .vt-colab }}" if target.startswith("https://")
             else f"[{label}]({page.root}{target})" for label, target in links)
-    return admonition("vt-run", "Run it yourself", body, folded=False)
+    return admonition("vt-run", "Run it yourself", body, folded=True)  # folded: the lesson comes first
 
 
 @notebook_form("requirements")

@@ -4,18 +4,23 @@ from __future__ import annotations
 
 from directives import Page, directive, notebook_form
 from render import admonition, badge, md_table, text
-from status import STATUSES
+from status import STATUSES, VERIFIED
 
 
-@directive("status", "the lesson's badge, what was verified in one line, and why")
+@directive("status", "the lesson's badge and what was verified in one line; why, folded under it")
 def status(page: Page) -> str:
     st = page.lesson
-    body = [f"**{text(st.summary[:1].upper() + st.summary[1:])}.**", "", text(st.sentence), "",
-            f"<small>Source hash {text(st.source_hash[:12])}: the lesson file, the local modules it imports and "
-            f"what `lesson.toml` says about running it. [How verification works]({page.root}verification.md)"
-            "</small>"]
+    # One compact line above the lesson (issue 25): the badge (the title), what was verified, and "Why",
+    # which unfolds the sentence that explains the badge and the source it was judged for. Anything short
+    # of VERIFIED shows its sentence unfolded: a problem is never one click away.
+    why = [text(st.sentence), "",
+           f"<small>Source hash {text(st.source_hash[:12])}: the lesson file, the local modules it imports and "
+           f"what `lesson.toml` says about running it. [How verification works]({page.root}verification.md)"
+           "</small>"]
     if st.stale:
-        body[-1:-1] = ["Rows and figures from a run of an older source are marked ⚠ older source.", ""]
+        why[-1:-1] = ["Rows and figures from a run of an older source are marked ⚠ older source.", ""]
+    body = [f"{text(st.summary[:1].upper() + st.summary[1:])}.", "",
+            admonition("vt-why", "Why", "\n".join(why), folded=st.status is VERIFIED)]
     return admonition(f"{st.status.css} vt-status", st.status.label, "\n".join(body))
 
 

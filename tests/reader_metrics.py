@@ -64,7 +64,8 @@ def axe_source() -> str:
 
 # -- phones ------------------------------------------------------------------------------------
 
-# Code blocks that scroll sideways, and lines of lesson code (blocks with line numbers) whose end is past
+# Code blocks that scroll sideways, and lines of lesson code (blocks with line numbers: Pygments' .linenos
+# spans before issue 25, code.vt-lines after) whose end is past
 # the block's visible right edge; the columns of code a block shows. Every fold and tab is opened first.
 CODE_FIT = """() => {
   document.querySelectorAll('.md-content details').forEach(d => { d.open = true; });
@@ -81,10 +82,12 @@ CODE_FIT = """() => {
       const box = code.getBoundingClientRect();
       const style = getComputedStyle(code);
       const right = box.left + code.clientLeft + code.clientWidth - parseFloat(style.paddingRight);
-      const lines = [...code.querySelectorAll(':scope > span[id^="__span-"]')]
-        .filter(l => l.querySelector('.linenos'));
+      const lines = code.classList.contains('vt-lines') ? [...code.querySelectorAll(':scope > span')]
+        : [...code.querySelectorAll(':scope > span')].filter(l => l.querySelector('.linenos'));
+      const scrolls = code.scrollWidth > code.clientWidth + 1;  // spaces left hanging at a wrap are not hidden
       for (const line of lines) {
         out.lines++;
+        if (!scrolls) continue;
         range.selectNodeContents(line);  // the line's text, not its box (a line is display: block)
         const ends = [...range.getClientRects()].map(r => r.right);
         if (ends.length && Math.max(...ends) > right + 1) out.hidden++;
@@ -97,8 +100,8 @@ CODE_FIT = """() => {
         const ch = probe.getBoundingClientRect().width / 20;
         probe.remove();
         range.selectNodeContents(lines[0]);
-        const number = lines[0].querySelector('.linenos');
-        range.setStartAfter(number.parentElement === lines[0] ? number : number.parentElement);
+        const number = lines[0].querySelector('.linenos');  // a span (Pygments), or none (a CSS counter)
+        if (number) range.setStartAfter(number.parentElement === lines[0] ? number : number.parentElement);
         const start = Math.min(...[...range.getClientRects()].map(r => r.left));  // after the line number
         out.columns = Math.floor((right - start) / ch);
       }
@@ -115,8 +118,11 @@ CODE_FIT = """() => {
 
 # Tables (not code) with columns past the right edge of what the reader sees without scrolling: the
 # table's frame, and the window. `columns` lists, per cut table, how many header cells are in view.
-TABLE_FIT = """() => {
+TABLE_FIT = """async () => {
+  // a table reflows (assets/javascripts/reader.js) when it gets its size: two frames after it is shown
+  const settle = () => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)));
   document.querySelectorAll('.md-content details').forEach(d => { d.open = true; });
+  await settle();
   const out = {tables: 0, cut: 0, cutTables: []};
   const seen = new Set();
   const measure = () => {
@@ -128,7 +134,10 @@ TABLE_FIT = """() => {
       frame.scrollLeft = 0;
       const fr = frame.getBoundingClientRect();
       const right = Math.min(fr.left + frame.clientWidth, window.innerWidth);
-      const cells = [...table.querySelectorAll('th, td')].filter(c => c.offsetWidth);
+      // a header row hidden from sight but kept for screen readers (a table shown as cards) is not cut
+      const hidden = head => head && getComputedStyle(head).clipPath !== 'none';
+      const shown = c => c.offsetWidth && !hidden(c.closest('thead'));
+      const cells = [...table.querySelectorAll('th, td')].filter(shown);
       const out_of_view = cells.filter(c => c.getBoundingClientRect().right > right + 1);
       if (out_of_view.length) {
         out.cut++;
@@ -142,7 +151,7 @@ TABLE_FIT = """() => {
   measure();
   for (const set of document.querySelectorAll('.md-content .tabbed-set')) {
     const inputs = [...set.querySelectorAll(':scope > input')];
-    inputs.slice(1).forEach(input => { input.checked = true; measure(); });
+    for (const input of inputs.slice(1)) { input.checked = true; await settle(); measure(); }
     if (inputs.length) inputs[0].checked = true;
   }
   return out;
@@ -152,7 +161,7 @@ TABLE_FIT = """() => {
 CHART_FIT = """() => [...document.querySelectorAll('.md-content .vt-chart')].map(chart => {
   const frame = chart.getBoundingClientRect();
   const left = Math.max(frame.left, 0), right = Math.min(frame.left + chart.clientWidth, window.innerWidth);
-  const bars = [...chart.querySelectorAll('rect, .vt-bar')];
+  const bars = [...chart.querySelectorAll('rect, [class^="vt-bar-"]')];  // SVG before issue 25, HTML after
   const inView = bars.filter(b => { const r = b.getBoundingClientRect();
                                     return r.left >= left - 1 && r.right <= right + 1 && r.height > 0; });
   const svg = chart.querySelector('svg');
@@ -206,6 +215,18 @@ def tab_stops(page, limit: int = 2000) -> dict:
     return {"to_first_section": first_h2, "stops": stops, "line_numbers": line_numbers}
 
 
+def tabs_to_first_section(page, limit: int = 40) -> int | None:
+    """Tab presses from the top of the page (nothing focused) until the focus is in the article's first
+    h2 (its permalink), or None within `limit` presses."""
+    page.evaluate("() => { window.scrollTo(0, 0); document.activeElement && document.activeElement.blur(); }")
+    for presses in range(1, limit + 1):
+        page.keyboard.press("Tab")
+        if page.evaluate("() => { const h2 = document.querySelector('.md-content h2');"
+                         " return !!h2 && h2.contains(document.activeElement); }"):
+            return presses
+    return None
+
+
 # -- above the fold ------------------------------------------------------------------------------
 
 # The top of the first paragraph of prose: a <p> of the article itself, after the h1, outside any box.
@@ -221,8 +242,8 @@ FIRST_SENTENCE = """() => {
 # -- search --------------------------------------------------------------------------------------
 
 def search_results(page, base_url: str, query: str, timeout_ms: int = 15_000) -> list[str]:
-    """The pages Material's search lists for `query`, typed into its box, best first (docs-relative paths:
-    'lessons/x/' for lessons/x.md, '' for the home page)."""
+    """The pages Material's search lists for `query`, typed into its box, best first, each once (docs-relative
+    paths: 'lessons/x/' for lessons/x.md, '' for the home page)."""
     from urllib.parse import urlsplit
 
     page.goto(base_url + "status/")
@@ -236,8 +257,9 @@ def search_results(page, base_url: str, query: str, timeout_ms: int = 15_000) ->
         return []
     page.wait_for_timeout(300)  # the last keystroke's results
     base = urlsplit(base_url).path
-    return [urlsplit(h).path.removeprefix(base) for h in page.locator(links).evaluate_all(
+    pages = [urlsplit(h).path.removeprefix(base) for h in page.locator(links).evaluate_all(
         "links => links.map(a => a.href)")]
+    return list(dict.fromkeys(pages))  # a page whose sections match apart is listed once, where it first is
 
 
 def doc_path(doc: str) -> str:

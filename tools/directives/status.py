@@ -21,7 +21,11 @@ def status(page: Page) -> str:
         why[-1:-1] = ["Rows and figures from a run of an older source are marked ⚠ older source.", ""]
     body = [f"{text(st.summary[:1].upper() + st.summary[1:])}.", "",
             admonition("vt-why", "Why", "\n".join(why), folded=st.status is VERIFIED)]
-    return admonition(f"{st.status.css} vt-status", st.status.label, "\n".join(body))
+    # The same words on every lesson ("passed", "interpreter", "H200"): kept out of the search index, where
+    # they made every lesson match (a <section>, as ::checks does: the indexer ends an excluded <div> at
+    # the first inner </div>).
+    box = admonition(f"{st.status.css} vt-status", st.status.label, "\n".join(body))
+    return f"<section markdown data-search-exclude>\n\n{box}\n\n</section>"
 
 
 @directive("badges", "a table of the status badges and what each means", needs_lesson=False)

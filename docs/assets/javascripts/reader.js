@@ -15,8 +15,11 @@
 
   function reflow(table) {
     if (!phone.matches || table.hasAttribute("data-vt-cards") || !table.offsetWidth) return;
+    // Past the right edge: a row's last cell ends beyond what the frame (and the window) shows.
     const frame = table.closest(".md-typeset__scrollwrap") || table.parentElement;
-    if (table.scrollWidth > Math.min(table.clientWidth, frame.clientWidth) + 1) {
+    const right = Math.min(frame.getBoundingClientRect().left + frame.clientWidth, window.innerWidth);
+    const ends = [...table.rows].map((row) => row.cells.length && row.cells[row.cells.length - 1]);
+    if (ends.some((cell) => cell && cell.getBoundingClientRect().right > right + 1)) {
       label(table);
       table.setAttribute("data-vt-cards", "");
     }

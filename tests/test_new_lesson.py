@@ -31,6 +31,8 @@ def project(tmp_path) -> Path:
         shutil.copytree(ROOT / name, tmp_path / name, ignore=shutil.ignore_patterns("_output", "__pycache__"))
     config = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
     config = config.replace("  - tools/mkdocs_hooks.py", f"  - {ROOT / 'tools' / 'mkdocs_hooks.py'}")
+    config = config.replace("  - tools/reader_hooks.py", f"  - {ROOT / 'tools' / 'reader_hooks.py'}")
+    config = config.replace("custom_dir: overrides", f"custom_dir: {ROOT / 'overrides'}")
     config = config.replace("  - tools\n", f"  - {ROOT / 'tools'}\n")  # the watch list
     (tmp_path / "mkdocs.yml").write_text(config, encoding="utf-8")
     return tmp_path

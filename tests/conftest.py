@@ -355,6 +355,8 @@ class SiteProject(Project):
         config = (REPO / "mkdocs.yml").read_text(encoding="utf-8")
         config = config.replace("docs_dir: docs", f"docs_dir: {self.docs}")
         config = config.replace("  - tools/mkdocs_hooks.py", f"  - {TOOLS / 'mkdocs_hooks.py'}")
+        config = config.replace("  - tools/reader_hooks.py", f"  - {TOOLS / 'reader_hooks.py'}")
+        config = config.replace("custom_dir: overrides", f"custom_dir: {REPO / 'overrides'}")
         config = re.sub(r"watch:\n(  - .*\n)+", "", config)
         # Only the pages this project has; the Lessons section is filled by the hook.
         config = re.sub(r"\nnav:\n(?:[ ]+.*\n?)+", "\nnav:\n  - Home: index.md\n  - Lessons: []\n", config)

@@ -273,9 +273,9 @@ def test_hostile_text_shows_literally_in_every_place(hostile_doc):
     # the figure's alt text is the caption, as text, for both variants
     imgs = [e for e in doc.find("img") if e.section == "figures"]
     assert len(imgs) == 2 and all(img.attrs.get("alt") == literal_line for img in imgs)
-    # the ratio chart's labels are text too (an SVG <text>, escaped)
-    chart = [e for e in doc.elements if e.tag == "text" and e.inside("svg", "vt-ratio-chart")
-             and "label" in "".join(e.text)]
+    # the ratio chart's labels are text too (a list item's label, escaped)
+    chart = [e for e in doc.elements if e.tag == "span" and "vt-label" in e.classes
+             and e.inside("ol", "vt-ratio-chart") and "label" in "".join(e.text)]
     assert chart and "".join(chart[0].text).startswith("hostile: label <script>")
 
 

@@ -37,6 +37,8 @@ def project(tmp_path) -> Path:
     shutil.copy(ROOT / "pyproject.toml", tmp_path)  # code/ruff.toml extends it
     config = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
     config = config.replace("  - tools/mkdocs_hooks.py", f"  - {ROOT / 'tools' / 'mkdocs_hooks.py'}")
+    config = config.replace("  - tools/reader_hooks.py", f"  - {ROOT / 'tools' / 'reader_hooks.py'}")
+    config = config.replace("custom_dir: overrides", f"custom_dir: {ROOT / 'overrides'}")
     config = config.replace("  - tools\n", f"  - {ROOT / 'tools'}\n")  # the watch list
     (tmp_path / "mkdocs.yml").write_text(config, encoding="utf-8")
     return tmp_path

@@ -51,6 +51,8 @@ def page_config(tmp_path: Path, extra_page: str) -> Path:
     config = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
     config = config.replace("docs_dir: docs", f"docs_dir: {docs}")
     config = config.replace("  - tools/mkdocs_hooks.py", f"  - {ROOT / 'tools' / 'mkdocs_hooks.py'}")
+    config = config.replace("  - tools/reader_hooks.py", f"  - {ROOT / 'tools' / 'reader_hooks.py'}")
+    config = config.replace("custom_dir: overrides", f"custom_dir: {ROOT / 'overrides'}")
     config = re.sub(r"watch:\n(  - .*\n)+", "", config)
     path = tmp_path / "mkdocs.yml"
     path.write_text(config, encoding="utf-8")

@@ -24,6 +24,23 @@ setup() {  # $1: the extra to install
     fi
 }
 
+# axe-core for the accessibility tests (tests/test_browser.py), pinned by version here and by sha256 in
+# tests/reader_metrics.py: unpacked from the npm registry's package into the git-ignored .cache/.
+AXE_VERSION=4.14.1
+fetch_axe() {
+    local dir=.cache/axe-core
+    if [ -f "$dir/axe.min.js" ] && grep -q "axe v$AXE_VERSION" "$dir/axe.min.js"; then
+        return
+    fi
+    echo "== unpacking axe-core $AXE_VERSION into $dir"
+    local tmp
+    tmp=$(mktemp -d)
+    (cd "$tmp" && npm pack --silent "axe-core@$AXE_VERSION" >/dev/null)
+    mkdir -p "$dir"
+    tar -xzf "$tmp/axe-core-$AXE_VERSION.tgz" -C "$dir" --strip-components=1 package/axe.min.js package/LICENSE
+    rm -rf "$tmp"
+}
+
 case "${1:-}" in
     serve)
         setup site
@@ -51,6 +68,7 @@ EOF
         ;;
     test)
         setup dev
+        fetch_axe
         echo "== ruff"
         .venv/bin/ruff check .
         echo "== evidence is current for every lesson (tools/verify.py --check)"

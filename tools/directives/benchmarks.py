@@ -196,52 +196,49 @@ def sparkline(points: list[HistoryPoint], record: Record, b: Benchmark) -> str:
 
 
 def ratio_chart(bars: list[tuple[str, Benchmark]], clip: float = 2.0) -> str:
-    """An inline SVG: one bar per benchmark with its interval, a line at 1.0, ticks at its targets.
+    """One bar per benchmark with its interval, a line at 1.0, ticks at its targets: HTML and CSS.
 
     Built from evidence at build time, so it needs no plotting library and
-    cannot disagree with the table under it. Every label is escaped.
+    cannot disagree with the table under it. Every label is escaped. A list,
+    not a drawing: at 1440 px the labels sit beside their bars, on a phone
+    above them, and the text stays text (verified.css, .vt-chart).
     """
     if not bars:
         return ""
-    row_h, label_w, plot_w, top = 22, 440, 360, 24
-    height = top + row_h * len(bars) + 10
 
-    def x(value: float) -> float:
-        return label_w + plot_w * min(max(value, 0.0), clip) / clip
+    def x(value: float) -> str:  # a position on the bar's track, in percent
+        return f"{100 * min(max(value, 0.0), clip) / clip:.1f}%"
 
-    parts = [f'<svg class="vt-ratio-chart" viewBox="0 0 {label_w + plot_w + 70} {height}" role="img" '
-             f'aria-label="Benchmark ratios: measured over baseline, with 95 % intervals">']
-    for tick in (0.5, 1.0, 1.5, 2.0):
-        if tick <= clip:
-            parts.append(f'<line x1="{x(tick):.1f}" y1="{top - 6}" x2="{x(tick):.1f}" y2="{height - 6}" '
-                         f'class="{"vt-one" if tick == 1.0 else "vt-grid"}"/>')
-            parts.append(f'<text x="{x(tick):.1f}" y="{top - 10}" class="vt-axis">{tick:.1f}×</text>')
-    for i, (label, b) in enumerate(bars):
-        yy = top + i * row_h
+    ticks = [t for t in (0.5, 1.0, 1.5, 2.0) if t <= clip]
+    grid = ", ".join(f"linear-gradient(to right, transparent calc({x(t)} - 1px), "
+                     f"var(--vt-{'one' if t == 1.0 else 'grid'}) calc({x(t)} - 1px) {x(t)}, transparent {x(t)})"
+                     for t in ticks)
+    axis = "".join(f'<span style="left:{x(t)}">{t:.1f}×</span>' for t in ticks)
+    rows = []
+    for label, b in bars:
         verdicts = [v for v in (b.verdict, b.stretch_verdict) if v is not None]
         cls = ("vt-bar-info" if not verdicts else "vt-bar-missed" if "not met" in verdicts
                else "vt-bar-noise" if "within noise" in verdicts else "vt-bar-met")
-        parts.append(f'<text x="{label_w - 8}" y="{yy + 14}" class="vt-label">{html.escape(label[:80])}</text>')
-        tip = f"{label}: {b.ratio:.2f}× ({b.ratio_low:.2f}–{b.ratio_high:.2f})"
-        parts.append(f'<rect x="{label_w}" y="{yy + 3}" width="{x(b.ratio) - label_w:.1f}" height="{row_h - 8}" '
-                     f'class="{cls}"><title>{html.escape(tip)}</title></rect>')
-        mid = yy + row_h / 2 - 1
-        parts.append(f'<line x1="{x(b.ratio_low):.1f}" y1="{mid:.1f}" x2="{x(b.ratio_high):.1f}" y2="{mid:.1f}" '
-                     'class="vt-err"/>')
+        marks = [f'<span class="{cls}" style="width:{x(b.ratio)}"></span>',
+                 f'<span class="vt-err" style="left:{x(b.ratio_low)};width:calc({x(b.ratio_high)} - {x(b.ratio_low)})">'
+                 "</span>"]
         for target, kind in ((b.threshold, "vt-gate"), (b.stretch, "vt-stretch")):
             if target is not None:
-                parts.append(f'<line x1="{x(target):.1f}" y1="{yy + 1}" x2="{x(target):.1f}" y2="{yy + row_h - 3}" '
-                             f'class="{kind}"/>')
+                marks.append(f'<span class="{kind}" style="left:{x(target)}"></span>')
         shown = f"{b.ratio:.2f}×" + (" ›" if b.ratio > clip else "")
-        parts.append(f'<text x="{x(max(b.ratio, b.ratio_high)) + 4:.1f}" y="{yy + 14}" class="vt-value">'
-                     f"{shown}</text>")
-    parts.append("</svg>")
+        interval_text = f" ({b.ratio_low:.2f}–{b.ratio_high:.2f})"
+        marks.append(f'<span class="vt-value" style="left:{x(max(b.ratio, b.ratio_high))}">{shown}'
+                     f'<span class="vt-sr">{html.escape(interval_text)}</span></span>')
+        rows.append(f'<li><span class="vt-label">{html.escape(label[:80])}</span>'
+                    f'<span class="vt-track">{"".join(marks)}</span></li>')
     caption = ("Measured / baseline for every benchmark, with its 95 % interval as a line. Green: every target "
                "met; blue: a target within noise; amber: a target not met; grey: informational. Dark tick: the "
                f"gate or goal; dashed tick: the stretch target. Bars past {clip:.1f}× are cut, with the value "
                "printed.")
-    return (f'<figure class="vt-chart">\n{"".join(parts)}\n<figcaption>{html.escape(caption)}</figcaption>\n'
-            f"</figure>")
+    return (f'<figure class="vt-chart" style="--vt-ticks:{grid}">\n'
+            f'<div class="vt-axis" aria-hidden="true"><span class="vt-track">{axis}</span></div>\n'
+            f'<ol class="vt-ratio-chart" aria-label="Benchmark ratios: measured over baseline, with 95 % '
+            f'intervals">{"".join(rows)}</ol>\n<figcaption>{html.escape(caption)}</figcaption>\n</figure>')
 
 
 @notebook_form("benchmarks")

@@ -17,9 +17,13 @@ from status import LessonStatus
 def figure_html(page: Page, st: LessonStatus, record: Record, fig: Figure) -> str:
     caption = text(fig.caption or fig.name)
     base = f"{page.root}evidence/{st.lesson.name}/{record.key}/"
-    images = [f"  ![{caption}]({base}{fig.file}{'#only-light' if fig.dark_file else ''}){{ loading=lazy }}"]
+    # Each image is a link to itself: a tap opens it full size (GLightbox, loaded on that first tap by
+    # assets/javascripts/reader.js; without scripts the link opens the PNG).
+    variants = [(fig.file, "#only-light" if fig.dark_file else "")]
     if fig.dark_file:
-        images.append(f"  ![{caption}]({base}{fig.dark_file}#only-dark){{ loading=lazy }}")
+        variants.append((fig.dark_file, "#only-dark"))
+    images = [f"  [![{caption}]({base}{file}{scheme}){{ loading=lazy }}]({base}{file}{scheme}){{ .vt-zoom }}"
+              for file, scheme in variants]
     where = text(f"{mode_label(record)}, {record.date}")
     block = ('<figure markdown="span" class="vt-figure">\n' + "\n".join(images)
              + f"\n  <figcaption>{caption} ({where})</figcaption>\n</figure>")

@@ -35,7 +35,13 @@ def requirements_markdown(page: Page) -> str:
 
 @directive("requirements",                           "run, the install line, run commands and downloads")
 def requirements_box(page: Page) -> str:
-    body = requirements_markdown(page)
+    # What every lesson says alike (the runs table, "Interpreter run: any machine ...") stays out of the
+    # search index, where it made every lesson match "interpreter" (a <section>: see ::checks); the install
+    # and run lines, which name the lesson's file, stay in.
+    alike, cut, commands = requirements_markdown(page).partition("\n\nInstall: ")
+    body = f"<section markdown data-search-exclude>\n\n{alike}\n\n</section>"
+    if cut:
+        body += f"\n\nInstall: {commands}"
     lesson = page.lesson.lesson
     modules = [m for m in lesson.source_files() if m.suffix == ".py" and m != lesson.main]
     if modules:  # the kit (and any other local module) has a page: say so where the lesson is run
@@ -47,7 +53,7 @@ def requirements_box(page: Page) -> str:
         body += "\n\n" + " · ".join(
             f"[{label}]({target}){{ .vt-colab }}" if target.startswith("https://")
             else f"[{label}]({page.root}{target})" for label, target in links)
-    return admonition("vt-run", "Run it yourself", body, folded=False)
+    return admonition("vt-run", "Run it yourself", body, folded=True)  # folded: the lesson comes first
 
 
 @notebook_form("requirements")

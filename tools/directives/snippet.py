@@ -13,12 +13,12 @@ from sources import page_uri, site_path
 def snippet(page: Page, rel: str, region_name: str) -> str:
     rel, region = _region(page, rel, region_name)
     lines = f"line {region.start}" if region.start == region.end else f"lines {region.start}-{region.end}"
-    # Lesson code stays out of the search index (data-search-exclude): the prose names what matters, and
-    # the code made up most of a lesson's share of the index that every page loads. Line numbers are
-    # inline (mkdocs.yml, linenums_style), so the block has no inner <div> that would end the exclusion.
+    # Lesson code is in the search index, so that an API name (tl.associative_scan) finds the lesson that
+    # uses it (issue 25); recorded output is not (::output). The index is loaded only when a reader
+    # searches (overrides/main.html). Line numbers are inline (mkdocs.yml, linenums_style): no number
+    # reaches the index.
     block = code_block(region.text.rstrip("\n"), "",
-                       f'{{ .python title="{attr(f"{rel}, {lines}")}" linenums="{region.start}" '
-                       'data-search-exclude="1" }')
+                       f'{{ .python title="{attr(f"{rel}, {lines}")}" linenums="{region.start}" }}')
     link = (f"[:material-file-code-outline: full source of `{rel}` from line {region.start}]"
             f"({page.root}{page_uri(rel)}#__codelineno-0-{region.start}){{ .vt-source-link }} · "
             f"[:material-download: download]({page.root}{rel}){{ .vt-source-link }}")

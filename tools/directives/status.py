@@ -7,16 +7,25 @@ from render import admonition, badge, md_table, text
 from status import STATUSES
 
 
-@directive("status", "the lesson's badge, what was verified in one line, and why")
+@directive("status", "the lesson's badge and what was verified in one line; why, folded under it")
 def status(page: Page) -> str:
     st = page.lesson
-    body = [f"**{text(st.summary[:1].upper() + st.summary[1:])}.**", "", text(st.sentence), "",
-            f"<small>Source hash {text(st.source_hash[:12])}: the lesson file, the local modules it imports and "
-            f"what `lesson.toml` says about running it. [How verification works]({page.root}verification.md)"
-            "</small>"]
+    # One compact line above the lesson (issue 25): the badge (the title), what was verified (failed
+    # checks, a declined or missing run included), and "Why", which unfolds the sentence that explains the
+    # badge and the source it was judged for.
+    why = [text(st.sentence), "",
+           f"<small>Source hash {text(st.source_hash[:12])}: the lesson file, the local modules it imports and "
+           f"what `lesson.toml` says about running it. [How verification works]({page.root}verification.md)"
+           "</small>"]
     if st.stale:
-        body[-1:-1] = ["Rows and figures from a run of an older source are marked ⚠ older source.", ""]
-    return admonition(f"{st.status.css} vt-status", st.status.label, "\n".join(body))
+        why[-1:-1] = ["Rows and figures from a run of an older source are marked ⚠ older source.", ""]
+    body = [f"{text(st.summary[:1].upper() + st.summary[1:])}.", "",
+            admonition("vt-why", "Why", "\n".join(why), folded=True)]
+    # The same words on every lesson ("passed", "interpreter", "H200"): kept out of the search index, where
+    # they made every lesson match (a <section>, as ::checks does: the indexer ends an excluded <div> at
+    # the first inner </div>).
+    box = admonition(f"{st.status.css} vt-status", st.status.label, "\n".join(body))
+    return f"<section markdown data-search-exclude>\n\n{box}\n\n</section>"
 
 
 @directive("badges", "a table of the status badges and what each means", needs_lesson=False)

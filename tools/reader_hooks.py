@@ -1,0 +1,104 @@
+"""MkDocs hooks for what a reader downloads: lighter code markup, code lines that wrap, the figures' lightbox.
+
+- Pygments wraps every run of spaces between tokens in <span class="w">, and every name in
+  <span class="n">; Material colours neither (a name takes the code's own colour, --md-code-hl-name-color):
+  the text is kept, those two spans dropped. Together they were a fifth of a lesson's HTML.
+- Each code line carries a line anchor (`__codelineno-0-N`, mkdocs.yml `line_anchors`; in a block without
+  line numbers, such as recorded output, the anchor is an empty link to itself) and a line span with an
+  id (`__span-0-N`). Links land on those of the full-source pages (source/...); nothing links to
+  a line of any other page, so there the anchors go and the line spans keep no id (the spans stay: they
+  are the lines that wrap on a phone).
+- Material writes an icon (:material-check:) as a whole inline SVG each time it is used, a hundred
+  times on a page of checks: each icon used more than once is written once per page, as a <symbol>,
+  and each use points at it.
+- Line numbers: Pygments writes an empty <span class="linenos" data-linenos="N "> into every line, which
+  Material draws; a block of consecutive numbers instead gets class vt-lines and its first number, and
+  verified.css counts its lines (a CSS counter, drawn as Material draws the numbers).
+- On a phone, long code lines wrap under their own start (verified.css): each line with leading spaces
+  says how many (style="--i:N").
+- A figure opens full size on a tap with GLightbox, the lightbox of the Material ecosystem, as the pinned
+  mkdocs-glightbox package ships it. Its plugin is not enabled: it adds 70 KB of script and style to every
+  page and re-writes each page through its HTML parser. The two files are published under
+  assets/glightbox/, and assets/javascripts/reader.js loads them on the first tap on a figure.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from pathlib import Path
+
+from mkdocs.exceptions import PluginError
+from mkdocs.structure.files import File, Files
+
+PLAIN_SPAN = re.compile(r'<span class="[wn]">([^<]*)</span>')
+# Pygments makes the anchor of a line without a number a link to itself: an empty link, a nameless Tab stop.
+LINE_ANCHOR = re.compile(r'<a id="__codelineno-\d+-\d+" name="__codelineno-\d+-\d+"'
+                         r'(?: href="#__codelineno-\d+-\d+")?></a>')
+LINE_SPAN_ID = re.compile(r'<span id="__span-\d+-\d+">')
+NUMBERED_CODE = re.compile(r'<code>((?:(?!</code>).)*?<span class="linenos" .*?)</code>', re.S)
+LINENO = re.compile(r'<span class="linenos" data-linenos=" *(\d+) "></span>')
+INDENTED_LINE = re.compile(r'(<span(?: id="__span-\d+-\d+")?)>((?:<a id="__codelineno-[^"]+" name="[^"]+"></a>)?'
+                           r'(?:<span class="[\w ]+">)?)( +)')
+
+ICON = re.compile(r'<span class="twemoji"><svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 24 24">'
+                  r'(<path d="[^"<>]*"/>)</svg></span>')
+
+
+def is_source_page(page) -> bool:
+    return page.file.src_uri.startswith("source/")
+
+
+def on_page_content(html: str, page, config, files) -> str:
+    html = PLAIN_SPAN.sub(r"\1", html)
+    if not is_source_page(page):
+        html = LINE_SPAN_ID.sub("<span>", LINE_ANCHOR.sub("", html))
+    html = NUMBERED_CODE.sub(counted_lines, html)
+    return shared_icons(html)
+
+
+def counted_lines(block: re.Match) -> str:
+    """A code block whose lines are numbered N, N+1, ...: numbered by CSS, each indented line marked."""
+    numbers = [int(n) for n in LINENO.findall(block[1])]
+    if numbers != list(range(numbers[0], numbers[0] + len(numbers))):
+        return block[0]  # not a plain run of numbers: as Pygments wrote it
+    body = INDENTED_LINE.sub(lambda m: f'{m[1]} style="--i:{min(len(m[3]), 40)}">{m[2]}{m[3]}',
+                             LINENO.sub("", block[1]))
+    return (f'<code class="vt-lines" style="counter-reset:vt-line {numbers[0] - 1};'
+            f'--vt-digits:{len(str(numbers[-1]))}">{body}</code>')
+
+
+def shared_icons(html: str) -> str:
+    """Each icon drawn more than once on the page: one <symbol>, and a <use> where it was."""
+    paths = [m[1] for m in ICON.finditer(html)]
+    repeated = sorted({p for p in paths if paths.count(p) > 1})
+    if not repeated:
+        return html
+    ids = {path: f"vt-icon-{i}" for i, path in enumerate(repeated)}
+
+    def use(m: re.Match) -> str:
+        if m[1] not in ids:
+            return m[0]
+        return f'<span class="twemoji"><svg viewBox="0 0 24 24"><use href="#{ids[m[1]]}"/></svg></span>'
+
+    symbols = "".join(f'<symbol id="{ids[p]}" viewBox="0 0 24 24">{p}</symbol>' for p in repeated)
+    return ICON.sub(use, html) + f'\n<svg class="vt-icons" aria-hidden="true" hidden>{symbols}</svg>'
+
+
+GLIGHTBOX_FILES = ("glightbox.min.js", "glightbox.min.css")
+
+
+def glightbox_dir() -> Path:
+    spec = importlib.util.find_spec("mkdocs_glightbox")
+    folder = Path(spec.origin).parent / "glightbox" if spec and spec.origin else None
+    if folder is None or not all((folder / name).is_file() for name in GLIGHTBOX_FILES):
+        raise PluginError("mkdocs-glightbox is not installed (it ships the figures' lightbox): "
+                          "pip install -e '.[site]'")
+    return folder
+
+
+def on_files(files: Files, config) -> Files:
+    folder = glightbox_dir()
+    for name in GLIGHTBOX_FILES:
+        files.append(File.generated(config, f"assets/glightbox/{name}", abs_src_path=str(folder / name)))
+    return files

@@ -494,7 +494,7 @@ def compiled_code_facts(lesson: Lesson) -> None:
     )  # fmt: skip
 
 
-def benchmark(lesson: Lesson) -> None:
+def benchmark(lesson: Lesson):
     # snippet: benchmark
     # 8192 x 8192 float32 (256 MiB per tensor), random inputs. Bytes per
     # element, counted:
@@ -568,7 +568,7 @@ def benchmark(lesson: Lesson) -> None:
         "Median time per call at 8192 x 8192 fp32: what each form of GELU "
         "costs on top of the memory traffic",
     )  # fmt: skip
-    compare_with_libraries(lesson, x, b, y, fused_bytes)
+    return x, b, y, fused_bytes
 
 
 def torch_geglu(x, b, y):
@@ -709,7 +709,9 @@ def main() -> int:
     if lesson.step("compiled-code", needs_gpu="the interpreter compiles no PTX"):
         compiled_code_facts(lesson)
     if lesson.step("benchmark", needs_gpu="timings need a GPU"):
-        benchmark(lesson)
+        x, b, y, fused_bytes = benchmark(lesson)
+    if lesson.step("libraries", needs_gpu="timings need a GPU"):
+        compare_with_libraries(lesson, x, b, y, fused_bytes)
     with lesson.step("exercises"):
         try_this(lesson, device)
     return lesson.finish()

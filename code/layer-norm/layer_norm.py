@@ -519,7 +519,6 @@ def benchmark(lesson: Lesson, device: str):
         work=backward_bytes(ELEMENTS // 1024, 1024, 2),
         baseline_name="aten native_layer_norm_backward", threshold=1.0, gate=False,
     )
-    compare_with_libraries(lesson, device)
     return ms, gbps(copy_bytes, ms[1024].median("copy"))
 
 
@@ -776,6 +775,8 @@ def main() -> int:
         measured, copy_gbps = benchmark(lesson, device)
     if lesson.step("sweep", needs_gpu="timings need a GPU"):
         sweep_and_plot(lesson, device, measured, copy_gbps)
+    if lesson.step("libraries", needs_gpu="timings need a GPU"):
+        compare_with_libraries(lesson, device)
     with lesson.step("exercises"):
         try_this(lesson, device)
     return lesson.finish()

@@ -318,7 +318,6 @@ def check_correctness(lesson: Lesson, device: str) -> None:
         out = rmsnorm_rope(t, w, cos, sin, pos)
         check_close(lesson, f"fused-{name}-view-of-qkv", out, reference64(t, w, pos),
                     dtype)
-    check_liger(lesson, device)  # Liger-Kernel's kernels, when installed
 
 
 # end snippet
@@ -411,7 +410,7 @@ def fused_bytes(x, positions) -> int:
             + 2 * distinct * half * 4 + x.shape[-1] * x.element_size())
 
 
-def benchmark(lesson: Lesson, device: str) -> None:
+def benchmark(lesson: Lesson, device: str):
     # snippet: benchmark
     # A prefill of 8 sequences of 4096 tokens (positions 0..4095 each),
     # 32 query heads of 128, bf16: x is 256 MiB, and the output as much.
@@ -476,7 +475,7 @@ def benchmark(lesson: Lesson, device: str) -> None:
                      work=(nbytes, 2 * x.numel() * x.element_size()),
                      baseline_name="device-to-device copy of x",
                      note="the ceiling: a copy reads and writes x and computes nothing")
-    compare_with_liger(lesson, device, cos, sin, T, dtype)
+    return cos, sin, T, dtype  # the shape the comparison with Liger-Kernel times
 
 
 def compare_with_liger(lesson: Lesson, device: str, cos, sin, T: int, dtype) -> None:
@@ -586,9 +585,13 @@ def main() -> int:
     with lesson.step("correctness"):
         check_correctness(lesson, device)
     if lesson.step("benchmark", needs_gpu="timings need a GPU"):
-        benchmark(lesson, device)
+        timed_shape = benchmark(lesson, device)
     if lesson.step("sweep", needs_gpu="timings need a GPU"):
         sweep_and_plot(lesson, device)
+    with lesson.step("libraries"):  # Liger-Kernel's kernels, when installed
+        check_liger(lesson, device)
+        if not lesson.interpret:
+            compare_with_liger(lesson, device, *timed_shape)
     with lesson.step("exercises"):
         try_this(lesson, device)
     return lesson.finish()

@@ -39,6 +39,7 @@ from evidence import (
 from lessons import Lesson
 from limits import LIMITS
 from report import changed_files
+from status import contradictions
 
 MEMBER = re.compile(r"^(?P<lesson>[a-z0-9][a-z0-9-]{0,63})/(?:(?P<key>[a-z0-9-]{1,64})\.json|"
                     r"(?P<fkey>[a-z0-9-]{1,64})/(?P<file>[A-Za-z0-9][A-Za-z0-9._-]{0,150}\.png))$")
@@ -254,7 +255,7 @@ def _records(path: Path, jsons: dict[str, bytes], pngs: dict[str, bytes], lesson
 def _record_problem(record: Record, member: str, lessons: dict[str, Lesson]) -> str:
     lesson = lessons.get(record.lesson)
     key_ok = (record.key == "interpreter" if record.mode == "interpreter"
-              else record.mode == "gpu" and record.key == gpu_key(record.key[4:]))
+              else record.mode == "gpu" and record.key == gpu_key(record.env.device_name))
     if lesson is None:
         return f"no lesson '{record.lesson}' here"
     if not key_ok or member != f"{record.lesson}/{record.key}.json":
@@ -264,4 +265,4 @@ def _record_problem(record: Record, member: str, lessons: dict[str, Lesson]) -> 
         changed = changed_files(lesson, record)
         return (f"recorded for source {record.source_hash[:12]}, but the current source is {current[:12]} "
                 f"(differs in {', '.join(changed) or 'the file list'})")
-    return ""
+    return "; ".join(contradictions(lesson, record))

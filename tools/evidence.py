@@ -163,6 +163,8 @@ def _value_rules(r: Record) -> None:
     else:
         req(schema.GPU_KEY.match(r.key) is not None and len(r.key) <= 64, "key",
             f"{r.key[:60]!r} is not a GPU key (gpu-<slug>)")
+        req(r.key == gpu_key(r.env.device_name), "key", f"{r.key!r}, but its device {r.env.device_name[:60]!r} "
+            f"names it {gpu_key(r.env.device_name)!r} (a GPU record's key is derived, never chosen)")
     req(schema.UTC_STAMP.match(r.started_utc) is not None, "started_utc", "expected YYYY-MM-DDTHH:MM:SSZ")
     req(schema.SHA256.match(r.source_hash) is not None, "source_hash", "expected 64 hex digits")
     for rel, sha in r.source_files.items():

@@ -39,5 +39,6 @@ EXIT_MEANINGS = kit.EXIT_MEANINGS
 Check, Benchmark, Table, Figure, SkippedPart, Device, Results = (
     kit.Check, kit.Benchmark, kit.Table, kit.Figure, kit.SkippedPart, kit.Device, kit.Results)
 failures, verdict, median_interval = kit.failures, kit.verdict, kit.median_interval
-UNITS = kit.UNITS
+UNITS, RATE_UNITS = kit.UNITS, kit.RATE_UNITS
+version_tuple = kit._version_tuple  # how the kit compares versions against lesson.toml's [requires]
 VERDICTS = typing.get_args(kit.Verdict)

@@ -22,6 +22,7 @@ from lessons import Lesson
 from machine import Machine
 from report import terminal_safe
 from runner import RunResult, mode_key, run_lesson
+from status import contradictions
 
 HEARTBEAT_S = 20.0
 DEFAULT_WALL_S = 60.0  # a lesson never recorded counts as this in shard balancing
@@ -52,7 +53,7 @@ def plan_runs(lessons: list[Lesson], modes: list[str], machine: Machine, evidenc
                     old = read_record(path, evidence_dir)
                 except EvidenceError:
                     old = None
-                if old and is_up_to_date(old, lesson.source_hash(), machine):
+                if old and is_up_to_date(old, lesson.source_hash(), machine) and not contradictions(lesson, old):
                     skipped.append(RunResult(lesson, mode, old, "up to date"))
                     continue
             todo.append((lesson, mode))

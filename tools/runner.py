@@ -51,6 +51,7 @@ class RunResult:
 
 
 def mode_key(mode: str, gpu_name: str) -> str:
+    """The record's key: derived from the device name by evidence.gpu_key, the one function that names records."""
     return "interpreter" if mode == "interpreter" else gpu_key(gpu_name)
 
 
@@ -80,11 +81,12 @@ def run_lesson(lesson: Lesson, mode: str, machine: Machine, evidence_dir: Path, 
         figure_data, figures, fig_problem = ({}, [], "") if results is None else _collect_figures(results, fig_dir)
         if fig_problem:
             outcome, reason = "failed", fig_problem
+        env_now = _environment(mode, machine, device, results)
         record = Record(
-            lesson=lesson.name, mode=mode, key=mode_key(mode, device.name if device else ""), outcome=outcome,
+            lesson=lesson.name, mode=mode, key=mode_key(mode, env_now.device_name), outcome=outcome,
             exit_code=captured.exit_code, started_utc=started.strftime("%Y-%m-%dT%H:%M:%SZ"),
             wall_s=round(captured.wall_s, 2), command=command, source_hash=combined_hash(source_files),
-            source_files=source_files, env=_environment(mode, machine, device, results),
+            source_files=source_files, env=env_now,
             stdout=captured.stdout, stderr=captured.stderr, stdout_omitted=captured.stdout_omitted,
             stderr_omitted=captured.stderr_omitted, reason=reason[:LIMITS.string],
             checks=results.checks if results else [], benchmarks=results.benchmarks if results else [],

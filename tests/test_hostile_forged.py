@@ -200,3 +200,100 @@ def test_a_gpu_key_that_its_device_does_not_name_is_refused(project, lesson, tmp
     assert st.records == [] and len(st.problems) == 1 and st.problems[0].startswith(f"{path}: key: ")
     check = project.verify("--check")
     assert check.returncode == 1 and f"{path}: key: " in check.stderr
+
+
+# -- 3. time ------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("stamp", ["２０２６-01-02T03:04:05Z", "2026-01-02T03:04:05Z\n", "2026-02-30T03:04:05Z",
+                                   "2026-01-02T25:04:05Z", "2026-01-02T23:59:60Z", "2026-01-02T03:04:05+00:00",
+                                   "2026-01-02 03:04:05Z", "2026-01-02T03:04:05.5Z", "2026-01-02T03:04:05z"])
+def test_a_start_time_is_strict_ascii_rfc3339_utc(project, lesson, tmp_path, stamp):
+    for field, edit in (("started_utc", lambda r: r.update(started_utc=stamp)),
+                        ("history.bw[0].started_utc", lambda r: r.update(history={"bw": [{
+                            "started_utc": stamp, "source_hash": "a" * 64, "triton": "3.6.0", "ratio": 1.0,
+                            "ratio_low": 0.9, "ratio_high": 1.1}]}))):
+        record = raw(honest(lesson))
+        edit(record)
+        path = project.record_file("good", "gpu-nvidia-h200")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(record), encoding="utf-8")
+        st = project.judge("good")
+        assert st.records == [] and st.problems[0].startswith(f"{path}: {field}: expected YYYY-MM-DDTHH:MM:SSZ")
+        path.unlink()
+
+
+def failed_here(project: Project, lesson) -> None:
+    """An honest FAILED GPU record: a gate not met, exit 1."""
+    write_record(project.evidence, fake_record(lesson, "gpu", "failed", exit_code=1, reason="target bw",
+                                               started="2026-01-02T03:04:05Z",
+                                               benchmarks=[bench("bw", 0.8, 0.7, 0.9, threshold=1.0)]))
+
+
+def test_a_date_in_the_future_is_refused_and_blocks_nothing(project, lesson, tmp_path):
+    failed_here(project, lesson)
+    before = project.files()
+    forged = raw(honest(lesson, started="9999-12-31T23:59:59Z"))
+    bundle = bundle_of(tmp_path / "future.tar.gz", forged)
+    result = project.verify("--import", str(bundle))
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert f"{bundle}:good/gpu-nvidia-h200.json: started_utc: 9999-12-31T23:59:59Z is more than a day ahead" \
+        in result.stderr
+    assert project.files() == before
+    # a later honest import is judged against the record here, as if the forged one had never come
+    later = bundle_of(tmp_path / "later.tar.gz", raw(honest(lesson, started="2026-02-01T00:00:00Z")))
+    result = project.verify("--import", str(later), "--accept-changes")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert project.record("good", "gpu-nvidia-h200").started_utc == "2026-02-01T00:00:00Z"
+
+
+def test_a_change_of_a_current_record_is_listed_and_needs_accept_changes(project, lesson, tmp_path):
+    failed_here(project, lesson)
+    before = project.files()
+    newer = raw(honest(lesson, started="2026-02-01T00:00:00Z"))  # passed, bw 0.8x -> 1.2x
+    bundle = bundle_of(tmp_path / "newer.tar.gz", newer)
+    result = project.verify("--import", str(bundle))
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "good/gpu-nvidia-h200: outcome: failed -> passed" in result.stderr
+    assert "good/gpu-nvidia-h200: bandwidth: 0.800x [0.700, 0.900] -> 1.200x [1.100, 1.300]" in result.stderr
+    assert "--accept-changes" in result.stderr
+    assert project.files() == before
+    # a claimed date alone settles nothing: an older record does not silently replace a newer one either
+    older = bundle_of(tmp_path / "older.tar.gz", raw(honest(lesson, started="2025-06-01T00:00:00Z")))
+    result = project.verify("--import", str(older))
+    assert result.returncode == 1 and "2026-01-02T03:04:05Z here -> 2025-06-01T00:00:00Z" in result.stderr
+    assert project.files() == before
+    accepted = project.verify("--import", str(bundle), "--accept-changes")
+    assert accepted.returncode == 0, accepted.stdout + accepted.stderr
+    assert project.record("good", "gpu-nvidia-h200").outcome == "passed"
+
+
+def test_the_same_bundle_twice_changes_nothing(project, lesson, tmp_path):
+    bundle = bundle_of(tmp_path / "b.tar.gz", raw(honest(lesson)), raw(fake_record(lesson, "interpreter")))
+    first = project.verify("--import", str(bundle))
+    assert first.returncode == 0, first.stdout + first.stderr
+    after_first = project.files()
+    second = project.verify("--import", str(bundle))
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert "2 unchanged" in second.stdout and "0 records merged" in second.stdout
+    assert project.files() == after_first
+
+
+# -- 4. history belongs to this repository ----------------------------------------------------------------
+
+def test_a_bundle_never_brings_its_own_history(project, lesson, tmp_path):
+    here = honest(lesson, started="2026-01-01T00:00:00Z")
+    here.history = {"bw": [{"started_utc": f"2025-12-{d:02d}T00:00:00Z", "source_hash": "a" * 64, "triton": "3.6.0",
+                            "ratio": 1.2, "ratio_low": 1.1, "ratio_high": 1.3} for d in (1, 2)]}
+    from evidence import record_from_json
+
+    write_record(project.evidence, record_from_json(raw(here), "here"))
+    incoming = raw(honest(lesson, started="2026-02-01T00:00:00Z"))
+    incoming["history"] = {"bw": [{"started_utc": f"2026-01-{d:02d}T12:00:00Z", "source_hash": "b" * 64,
+                                   "triton": "9.9.9", "ratio": 9.0, "ratio_low": 8.9, "ratio_high": 9.1}
+                                  for d in range(2, 14)]}  # twelve fabricated points, all newer than ours
+    result = project.verify("--import", str(bundle_of(tmp_path / "b.tar.gz", incoming)))
+    assert result.returncode == 0, result.stdout + result.stderr
+    history = project.record("good", "gpu-nvidia-h200").history["bw"]
+    assert [p.started_utc for p in history] == ["2025-12-01T00:00:00Z", "2025-12-02T00:00:00Z",
+                                                "2026-01-01T00:00:00Z"]
+    assert all(p.ratio != 9.0 for p in history)

@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from lessons import discover  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-VALID = re.compile(r"^[a-z][a-z0-9]*(?:-[a-z0-9]+)*$")
+VALID = re.compile(r"\A[a-z][a-z0-9]*(?:-[a-z0-9]+)*\Z")
 
 LESSON_PY = '''"""{title}.
 

@@ -67,6 +67,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--bundle", type=Path, metavar="PATH", help="after running, write the records to PATH")
     p.add_argument("--import", dest="import_paths", type=Path, nargs="+", metavar="PATH",
                    help="merge one or more bundles")
+    p.add_argument("--accept-changes", action="store_true",
+                   help="with --import: replace current records even where the outcome or a ratio changes")
     p.add_argument("--evidence-dir", type=Path, default=ROOT / "evidence", help=argparse.SUPPRESS)
     p.add_argument("--code-dir", type=Path, default=ROOT / "code", help=argparse.SUPPRESS)
     return p.parse_args(argv)
@@ -107,7 +109,7 @@ def do_import(args, every: list[Lesson], lessons: list[Lesson], evidence_dir: Pa
     """Merge bundles: records of the selected `lessons` only, checked against `every` lesson here."""
     selected = {lesson.name for lesson in lessons} if args.lesson else None
     by_name = {lesson.name: lesson for lesson in every}
-    report = import_bundles(args.import_paths, by_name, evidence_dir, selected)
+    report = import_bundles(args.import_paths, by_name, evidence_dir, selected, args.accept_changes)
     for rec in report.merged:
         print(f"imported {rec.lesson} {rec.key} ({rec.outcome}, {rec.started_utc})")
     for note in report.notes:
@@ -116,8 +118,14 @@ def do_import(args, every: list[Lesson], lessons: list[Lesson], evidence_dir: Pa
         print(f"change beyond noise: {terminal_safe(change.describe())}")
     for problem in report.refused:
         print(f"refused: {terminal_safe(problem)}", file=sys.stderr)
-    print(f"import: {len(report.merged)} records merged, {len(report.refused)} refused")
-    if not report.merged and not report.refused:
+    for change in report.held:
+        print(f"held back: {terminal_safe(change)}", file=sys.stderr)
+    if report.held:
+        print("import: these records here would change; nothing was replaced. Look at the changes, then "
+              "import again with --accept-changes to take the bundles' records", file=sys.stderr)
+    print(f"import: {len(report.merged)} records merged, {len(report.refused)} refused"
+          + (f", {len(report.unchanged)} unchanged" if report.unchanged else ""))
+    if not report.merged and not report.refused and not report.unchanged and not report.held:
         print("import: nothing merged", file=sys.stderr)
     return 0 if report.ok else 1
 

@@ -297,3 +297,50 @@ def test_a_bundle_never_brings_its_own_history(project, lesson, tmp_path):
     assert [p.started_utc for p in history] == ["2025-12-01T00:00:00Z", "2025-12-02T00:00:00Z",
                                                 "2026-01-01T00:00:00Z"]
     assert all(p.ratio != 9.0 for p in history)
+
+
+# -- 5. bundle hygiene ------------------------------------------------------------------------------------------
+
+def test_a_member_name_that_comes_twice_refuses_the_bundle(project, lesson, tmp_path):
+    first, second = raw(honest(lesson)), raw(honest(lesson, started="2026-01-03T00:00:00Z"))
+    name = "good/gpu-nvidia-h200.json"
+    bundle = tar_of(tmp_path / "twice.tar.gz", [(name, json.dumps(first).encode()),
+                                                (name, json.dumps(second).encode())])
+    result = project.verify("--import", str(bundle))
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert f"{bundle}:{name}: a second member of this name" in result.stderr
+    assert project.files() == {}
+
+
+@pytest.mark.parametrize("name", ["good/gpu-nvidia-h200/x.png\n", "good/gpu-nvidia-h200.json\n",
+                                  "good/gpu-nvidia-h200/x\x1b[31m.png", "good/gpu-nvidia-h200/plöt.png",
+                                  "good/gpu-nvidia-h200/x\u202egnp.png"])
+def test_a_member_name_with_a_newline_control_or_non_ascii_character_is_refused(project, lesson, tmp_path, name):
+    from conftest import FAKE_PNG
+    from kit import Figure
+
+    file = name.rsplit("/", 1)[1]
+    record = honest(lesson)
+    members = [("good/gpu-nvidia-h200.json", record.to_json().encode())]
+    if name.endswith(".json\n"):
+        members = [(name, record.to_json().encode())]
+    else:
+        record.figures = [Figure("plot", file)]
+        members = [("good/gpu-nvidia-h200.json", record.to_json().encode()), (name, FAKE_PNG)]
+    bundle = tar_of(tmp_path / "names.tar.gz", members)
+    result = project.verify("--import", str(bundle))
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert f"{bundle}:{ascii(name)[1:-1]}: a name with a newline, control or non-ASCII character" in result.stderr
+    assert project.files() == {} and not list(project.evidence.rglob("*\n*"))
+
+
+def test_a_record_naming_a_figure_file_with_a_trailing_newline_is_refused(project, lesson):
+    from kit import Figure
+
+    record = honest(lesson)
+    record.figures = [Figure("plot", "x.png\n")]
+    path = project.record_file("good", "gpu-nvidia-h200")
+    path.parent.mkdir(parents=True)
+    path.write_text(record.to_json(), encoding="utf-8")
+    st = project.judge("good")
+    assert st.records == [] and st.problems[0].startswith(f"{path}: figures[0].file: ")

@@ -49,8 +49,8 @@ from limits import LIMITS
 from report import changed_files
 from status import contradictions
 
-MEMBER = re.compile(r"^(?P<lesson>[a-z0-9][a-z0-9-]{0,63})/(?:(?P<key>[a-z0-9-]{1,64})\.json|"
-                    r"(?P<fkey>[a-z0-9-]{1,64})/(?P<file>[A-Za-z0-9][A-Za-z0-9._-]{0,150}\.png))$")
+MEMBER = re.compile(r"\A(?P<lesson>[a-z0-9][a-z0-9-]{0,63})/(?:(?P<key>[a-z0-9-]{1,64})\.json|"
+                    r"(?P<fkey>[a-z0-9-]{1,64})/(?P<file>[A-Za-z0-9][A-Za-z0-9._-]{0,150}\.png))\Z")
 
 
 def write_bundle(path: Path, records: list[Record], evidence_dir: Path) -> None:
@@ -234,12 +234,21 @@ def _members(path: Path, tar: tarfile.TarFile, selected: set[str] | None):
     pngs: dict[str, bytes] = {}
     refused, notes = [], []
     count, total = 0, 0
+    seen: set[str] = set()
     for member in tar:
         count += 1
         if count > LIMITS.bundle_members:
             return ({}, {}), [f"{path}: more than {LIMITS.bundle_members} members; refused whole"], notes
         name = member.name
+        if not (name.isascii() and name.isprintable()):
+            refused.append(f"{path}:{ascii(name)[1:-1][:200]}: a name with a newline, control or non-ASCII "
+                           "character; refused")
+            continue
         where = f"{path}:{name[:200]}"
+        if name in seen:  # a tar keeps both, and extracting it lets the last one win, silently
+            refused.append(f"{where}: a second member of this name; refused")
+            continue
+        seen.add(name)
         if member.isdir():
             notes.append(f"{where}: a folder entry, skipped")
             continue

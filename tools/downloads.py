@@ -29,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import directives  # noqa: E402
 from lessons import Lesson  # noqa: E402
 from limits import LIMITS  # noqa: E402
+from numfmt import seconds  # noqa: E402
 from render import clean_output, code_block  # noqa: E402
 from requirements import INSTALL, requirements  # noqa: E402
 from safefs import read_bytes, read_text  # noqa: E402
@@ -79,7 +80,7 @@ def readme(lesson: Lesson, site: directives.Site) -> str:
     if req.runs:
         lines += ["## What the recorded runs used", ""]
         lines += [f"- {r.mode}: {r.machine}, {r.date}, Triton {r.triton}, torch {r.torch}, Python {r.python}, "
-                  f"{r.wall_s:.0f} s, {r.outcome}" for r in req.runs]
+                  f"{seconds(r.wall_s)}, {r.outcome}" for r in req.runs]
         lines.append("")
     return "\n".join(line for line in lines) + "\n"
 
@@ -245,7 +246,7 @@ def notebook(lesson: Lesson, site: directives.Site, docs_dir: Path):
         older = "" if st.is_current(record) else " (⚠ for an older version of the source)"
         cells.append(new_markdown_cell(
             f"## The recorded GPU run{older}\n\n{env.device_name}, {record.started_utc.replace('T', ' ')}, "
-            f"Triton {env.triton}, torch {env.torch}, {record.wall_s:.0f} s, {record.outcome}:\n\n"
+            f"Triton {env.triton}, torch {env.torch}, {seconds(record.wall_s)}, {record.outcome}:\n\n"
             + code_block(clean_output(record.stdout) or "(nothing)")))
     for i, cell in enumerate(cells):
         cell["id"] = f"{lesson.name}-{i}"  # fixed ids: the same lesson makes the same notebook

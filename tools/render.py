@@ -9,10 +9,10 @@ markup. The directives (tools/directives/) build pages from these blocks.
 
 from __future__ import annotations
 
-import math
 import re
 import unicodedata
 
+import numfmt
 from limits import LIMITS
 from status import Status
 
@@ -21,6 +21,7 @@ CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 MAX_LINE = 1000  # characters of one output line shown on a page
 MAX_LINES = 400  # lines of one stream shown on a page (head and tail)
 MAX_TEXT = LIMITS.string  # characters of one inline value (a check message, a table cell, a reason)
+SECOND_COPY = 200  # characters of a text shown a second time on one page (a failed check above its fold, alt text)
 COLLAPSE_ROWS_OVER = 12  # a longer checks table folds away behind its summary
 
 
@@ -45,16 +46,18 @@ SPECIAL = frozenset('&<>"\'`*_[]|{}:\\$~^=!#')
 _ESCAPES = {ord(c): f"&#{ord(c)};" for c in SPECIAL | {"\t"}}
 
 
-def text(value: object) -> str:
+def text(value: object, limit: int = MAX_TEXT) -> str:
     """Inline text that Markdown, HTML and the template engine all leave alone.
 
     Every character in SPECIAL becomes a numeric character reference, so
     nothing in it can open a tag, a link, emphasis, a table cell, math or an
-    emoji shortcode; the browser shows the same characters.
+    emoji shortcode; the browser shows the same characters. Past `limit`
+    characters the rest is cut, and the cut is said (a second copy of a text
+    on one page, such as an alt text, takes a short limit: no amplification).
     """
     s = visible(ANSI.sub("", str(value)).replace("\r\n", " ").replace("\n", " ").replace("\r", " "))
-    if len(s) > MAX_TEXT:
-        s = s[:MAX_TEXT] + f" [... {len(s) - MAX_TEXT} more characters]"
+    if len(s) > limit:
+        s = s[:limit] + f" [... {len(s) - limit} more characters]"
     return s.translate(_ESCAPES)
 
 
@@ -141,19 +144,13 @@ def badge(status: Status) -> str:
 # -- numbers -------------------------------------------------------------------------
 
 def number(x: float | int | None) -> str:
-    """One rounding rule for measured values: 3 significant digits, thousands separated."""
-    if x is None or (isinstance(x, float) and not math.isfinite(x)):
-        return "-"
-    if isinstance(x, int) and not isinstance(x, bool):
-        return f"{x:,}"
-    if abs(x) >= 100:
-        return f"{x:,.0f}"
-    return f"{x:.3g}"
+    """One rounding rule for measured values: 3 significant digits, thousands separated, bounded width."""
+    return numfmt.number(x)
 
 
 def ratio(x: float) -> str:
-    return f"{x:.2f}×"
+    return f"{numfmt.fixed(x)}×"
 
 
 def interval(low: float, high: float) -> str:
-    return f"{low:.2f}–{high:.2f}"
+    return f"{numfmt.fixed(low)}–{numfmt.fixed(high)}"

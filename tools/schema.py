@@ -42,6 +42,9 @@ LIST_LIMITS = {
 }
 STRING_LIMITS = {
     "name": LIMITS.name, "stdout": LIMITS.stream_kept + 200, "stderr": LIMITS.stream_kept + 200,
+    # what a run was recorded with: repeated on every row, caption and tab of a page, so kept short
+    **dict.fromkeys(("python", "torch", "triton", "platform", "device_name", "capability", "driver", "cuda"),
+                    LIMITS.environment),
 }
 
 # Whole strings only: \A and \Z (a "$" would also match before a trailing newline, and "x.png\n" is no

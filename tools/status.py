@@ -19,6 +19,7 @@ from pathlib import Path
 import kit
 from evidence import Record, lesson_records, record_path
 from lessons import Lesson
+from numfmt import fixed, seconds
 
 
 class Status(Enum):
@@ -105,9 +106,10 @@ def judge_records(lesson: Lesson, records: list[Record], problems: list[str] | N
             continue
         for b in r.benchmarks:
             if b.verdict not in (None, "met") and not b.gate:
-                unmet.append(f"{b.label} reached {b.ratio:.2f}x against a {b.threshold:.2f}x goal ({b.verdict})")
+                unmet.append(f"{b.label} reached {fixed(b.ratio)}x against a {fixed(b.threshold)}x goal "
+                             f"({b.verdict})")
             if b.stretch_verdict not in (None, "met"):
-                unmet.append(f"{b.label} reached {b.ratio:.2f}x against a {b.stretch:.2f}x stretch goal "
+                unmet.append(f"{b.label} reached {fixed(b.ratio)}x against a {fixed(b.stretch)}x stretch goal "
                              f"({b.stretch_verdict})")
     if unmet:
         sentence += " Goals that do not gate the run, not met: " + "; ".join(unmet) + "."
@@ -281,7 +283,7 @@ def _phrase(record: Record) -> str:
         "passed": "passed",
         "failed": f"failed (exit {record.exit_code}{': ' + record.reason if record.reason else ''})",
         "crashed": f"crashed ({record.reason or f'exit {record.exit_code}'})",
-        "timeout": f"timed out after {record.wall_s:.0f} s",
+        "timeout": f"timed out after {seconds(record.wall_s)}",
         "by-design": f"stopped by design ({record.reason})",
     }[record.outcome]
     return f"{who} {outcome} on {record.date}"

@@ -29,9 +29,9 @@ def target_cell(b: Benchmark) -> str:
     parts = []
     if b.threshold is not None:
         kind = "gate" if b.gate else "goal"
-        parts.append(f"{kind} {b.threshold:.2f}×: {VERDICT.get(b.verdict, text(b.verdict))}")
+        parts.append(f"{kind} {ratio(b.threshold)}: {VERDICT.get(b.verdict, text(b.verdict))}")
     if b.stretch is not None:
-        parts.append(f"stretch {b.stretch:.2f}×: {VERDICT.get(b.stretch_verdict, text(b.stretch_verdict))}")
+        parts.append(f"stretch {ratio(b.stretch)}: {VERDICT.get(b.stretch_verdict, text(b.stretch_verdict))}")
     return "<br>".join(parts) or "informational"
 
 
@@ -136,7 +136,7 @@ def sparkline(points: list[HistoryPoint], record: Record, b: Benchmark) -> str:
 
     parts = [f'<svg class="vt-spark" width="{w}" height="{h}" viewBox="0 0 {w} {h}" role="img" '
              f'aria-label="history of this ratio">']
-    title = "; ".join(f"{d}: {r:.2f}× ({a:.2f}–{z:.2f})" for d, r, a, z in series)
+    title = "; ".join(f"{d}: {ratio(r)} ({interval(a, z)})" for d, r, a, z in series)
     parts.append(f"<title>{html.escape(title)}</title>")
     for i, (_, r, a, z) in enumerate(series):
         x = 8 + 16 * i
@@ -174,7 +174,7 @@ def ratio_chart(bars: list[tuple[str, Benchmark]], clip: float = 2.0) -> str:
         cls = ("vt-bar-info" if not verdicts else "vt-bar-missed" if "not met" in verdicts
                else "vt-bar-noise" if "within noise" in verdicts else "vt-bar-met")
         parts.append(f'<text x="{label_w - 8}" y="{yy + 14}" class="vt-label">{html.escape(label[:80])}</text>')
-        tip = f"{label}: {b.ratio:.2f}× ({b.ratio_low:.2f}–{b.ratio_high:.2f})"
+        tip = f"{label[:80]}: {ratio(b.ratio)} ({interval(b.ratio_low, b.ratio_high)})"
         parts.append(f'<rect x="{label_w}" y="{yy + 3}" width="{x(b.ratio) - label_w:.1f}" height="{row_h - 8}" '
                      f'class="{cls}"><title>{html.escape(tip)}</title></rect>')
         mid = yy + row_h / 2 - 1
@@ -184,7 +184,7 @@ def ratio_chart(bars: list[tuple[str, Benchmark]], clip: float = 2.0) -> str:
             if target is not None:
                 parts.append(f'<line x1="{x(target):.1f}" y1="{yy + 1}" x2="{x(target):.1f}" y2="{yy + row_h - 3}" '
                              f'class="{kind}"/>')
-        shown = f"{b.ratio:.2f}×" + (" ›" if b.ratio > clip else "")
+        shown = ratio(b.ratio) + (" ›" if b.ratio > clip else "")
         parts.append(f'<text x="{x(max(b.ratio, b.ratio_high)) + 4:.1f}" y="{yy + 14}" class="vt-value">'
                      f"{shown}</text>")
     parts.append("</svg>")

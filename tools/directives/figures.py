@@ -10,16 +10,17 @@ from directives import DirectiveError, Page, directive, notebook_form
 from directives.common import STALE_MARK, gpu_first, mode_label, stale_note
 from evidence import Record, read_figure
 from kit import Figure
-from render import admonition, text
+from render import SECOND_COPY, admonition, text
 from status import LessonStatus
 
 
 def figure_html(page: Page, st: LessonStatus, record: Record, fig: Figure) -> str:
     caption = text(fig.caption or fig.name)
+    alt = text(fig.caption or fig.name, SECOND_COPY)  # the caption is shown in full once, under the figure
     base = f"{page.root}evidence/{st.lesson.name}/{record.key}/"
-    images = [f"  ![{caption}]({base}{fig.file}{'#only-light' if fig.dark_file else ''}){{ loading=lazy }}"]
+    images = [f"  ![{alt}]({base}{fig.file}{'#only-light' if fig.dark_file else ''}){{ loading=lazy }}"]
     if fig.dark_file:
-        images.append(f"  ![{caption}]({base}{fig.dark_file}#only-dark){{ loading=lazy }}")
+        images.append(f"  ![{alt}]({base}{fig.dark_file}#only-dark){{ loading=lazy }}")
     where = text(f"{mode_label(record)}, {record.date}")
     block = ('<figure markdown="span" class="vt-figure">\n' + "\n".join(images)
              + f"\n  <figcaption>{caption} ({where})</figcaption>\n</figure>")

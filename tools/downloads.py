@@ -30,7 +30,7 @@ import directives  # noqa: E402
 from lessons import Lesson  # noqa: E402
 from limits import LIMITS  # noqa: E402
 from numfmt import seconds  # noqa: E402
-from render import clean_output, code_block  # noqa: E402
+from render import clean_output, code_block, markdown_text  # noqa: E402
 from requirements import INSTALL, requirements  # noqa: E402
 from safefs import read_bytes, read_text  # noqa: E402
 
@@ -65,13 +65,14 @@ def lesson_files(lesson: Lesson, code_dir: Path) -> dict[str, bytes]:
 def readme(lesson: Lesson, site: directives.Site) -> str:
     req = requirements(lesson, site.status(lesson.name))
     interp, gpu = req.commands()
-    need = (f"a CUDA GPU of compute capability {req.capability} or newer ({req.why})" if req.capability
+    md = markdown_text  # lesson.toml text and evidence fields: shown as the characters they are
+    need = (f"a CUDA GPU of compute capability {md(req.capability)} or newer ({md(req.why)})" if req.capability
             else "a CUDA GPU")
-    lines = [f"# {lesson.title}", "", lesson.summary, "",
+    lines = [f"# {md(lesson.title)}", "", md(lesson.summary, line_start=True), "",
              "## Run it", "", f"    {INSTALL}", f"    {interp}   # any machine: the checks, on the CPU",
              f"    {gpu}                      # a CUDA GPU: checks and benchmarks", "",
              f"The GPU run needs {need}. {req.colab_sentence}",
-             f"It needs Triton {req.triton} or newer." if req.triton else "", "",
+             f"It needs Triton {md(req.triton)} or newer." if req.triton else "", "",
              "Exit codes: 0 passed, 1 a check failed or a gating target was missed, 2 this machine cannot run "
              "it (no GPU and no interpreter, or Triton too old), 3 declined by design (a GPU below the capability "
              "it needs).", "",
@@ -79,8 +80,8 @@ def readme(lesson: Lesson, site: directives.Site) -> str:
              "`lesson.toml` declares what the lesson needs.", ""]
     if req.runs:
         lines += ["## What the recorded runs used", ""]
-        lines += [f"- {r.mode}: {r.machine}, {r.date}, Triton {r.triton}, torch {r.torch}, Python {r.python}, "
-                  f"{seconds(r.wall_s)}, {r.outcome}" for r in req.runs]
+        lines += [f"- {r.mode}: {md(r.machine)}, {md(r.date)}, Triton {md(r.triton)}, torch {md(r.torch)}, "
+                  f"Python {md(r.python)}, {seconds(r.wall_s)}, {md(r.outcome)}" for r in req.runs]
         lines.append("")
     return "\n".join(line for line in lines) + "\n"
 
@@ -218,7 +219,7 @@ def notebook(lesson: Lesson, site: directives.Site, docs_dir: Path):
     main_source = files.pop(lesson.main.name).decode("utf-8")
     toml = files.pop("lesson.toml").decode("utf-8")
     colab = colab_url(site.repo_url, site.branch, lesson)
-    intro = [f"*{lesson.summary}*", "",
+    intro = [f"*{markdown_text(lesson.summary)}*", "",
              "Generated from the lesson's page and source by `tools/downloads.py`. It runs top to bottom: on a "
              "GPU it checks and times the kernels; without one it runs the checks on the CPU through Triton's "
              "interpreter."]
@@ -244,9 +245,10 @@ def notebook(lesson: Lesson, site: directives.Site, docs_dir: Path):
     for record in gpu:
         env = record.env
         older = "" if st.is_current(record) else " (⚠ for an older version of the source)"
+        md = markdown_text  # evidence fields: shown as the characters they are
         cells.append(new_markdown_cell(
-            f"## The recorded GPU run{older}\n\n{env.device_name}, {record.started_utc.replace('T', ' ')}, "
-            f"Triton {env.triton}, torch {env.torch}, {seconds(record.wall_s)}, {record.outcome}:\n\n"
+            f"## The recorded GPU run{older}\n\n{md(env.device_name)}, {md(record.started_utc.replace('T', ' '))}, "
+            f"Triton {md(env.triton)}, torch {md(env.torch)}, {seconds(record.wall_s)}, {md(record.outcome)}:\n\n"
             + code_block(clean_output(record.stdout) or "(nothing)")))
     for i, cell in enumerate(cells):
         cell["id"] = f"{lesson.name}-{i}"  # fixed ids: the same lesson makes the same notebook

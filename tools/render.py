@@ -42,8 +42,11 @@ def visible(s: str) -> str:
 # numeric character reference; other punctuation (. , ; / ( ) + - % ?) cannot
 # start anything on its own and stays as it is, which keeps pages of long
 # evidence tables cheap to build.
-SPECIAL = frozenset('&<>"\'`*_[]|{}:\\$~^=!#')
+# '@' and the '.' of "www." too: Jupyter's and GitHub's Markdown make a link of a bare address (GFM
+# autolinks), and the directives' text also reaches notebooks.
+SPECIAL = frozenset('&<>"\'`*_[]|{}:\\$~^=!#@')
 _ESCAPES = {ord(c): f"&#{ord(c)};" for c in SPECIAL | {"\t"}}
+WWW = re.compile(r"(?i)(www)\.")
 
 
 def text(value: object, limit: int = MAX_TEXT) -> str:
@@ -58,7 +61,31 @@ def text(value: object, limit: int = MAX_TEXT) -> str:
     s = visible(ANSI.sub("", str(value)).replace("\r\n", " ").replace("\n", " ").replace("\r", " "))
     if len(s) > limit:
         s = s[:limit] + f" [... {len(s) - limit} more characters]"
-    return s.translate(_ESCAPES)
+    return WWW.sub(r"\1&#46;", s.translate(_ESCAPES))
+
+
+# Markdown read outside the site: a notebook's Markdown cells (Jupyter, Colab), an archive's README (GitHub,
+# an editor). CommonMark makes any backslash-escaped ASCII punctuation literal, which reads better in a plain
+# README than character references; these are the characters that can start something in CommonMark, GFM
+# (autolinks, tables, strikethrough) or Jupyter (math), wherever they stand in a line.
+MARKDOWN_SPECIAL = frozenset("\\`*_{}[]<>&|~$!:@^")
+LINE_START = re.compile(r"\A(?:[#+=>-]|[0-9]+(?=[.)]))")  # a heading, list, quote or setext line at a line start
+
+
+def markdown_text(value: object, limit: int = MAX_TEXT, line_start: bool = False) -> str:
+    """Text that any Markdown reader shows as the characters it is: no HTML, link, image, bare URL or address,
+    emphasis, code, math, table cell, heading or list; one line, controls and invisible characters visible,
+    bounded. For lesson.toml text and evidence fields in notebooks and archive READMEs; `line_start` where
+    the text begins a line (where '# ', '- ' or '1. ' would start a heading or a list)."""
+    s = visible(ANSI.sub("", str(value)).replace("\r\n", " ").replace("\n", " ").replace("\r", " ")
+                .replace("\t", " ")).strip()
+    if len(s) > limit:
+        s = s[:limit] + f" [... {len(s) - limit} more characters]"
+    s = "".join(f"\\{c}" if c in MARKDOWN_SPECIAL else c for c in s)
+    s = WWW.sub(r"\1\\.", s)
+    if not line_start:
+        return s
+    return LINE_START.sub(lambda m: m.group() + "\\" if m.group()[0].isdigit() else "\\" + m.group(), s)
 
 
 def code(value: object) -> str:

@@ -276,9 +276,12 @@ def _mode_state(mode: str, records: list[Record], source_hash: str) -> ModeState
 def _phrase(record: Record) -> str:
     env = record.env
     if record.mode == "interpreter":
-        who = f"the Triton {env.triton} interpreter run"
+        triton = _version("Triton", env.triton)
+        who = (f"the {triton} interpreter run" if env.triton[:1].isdigit()
+               else "the interpreter run" + (f" ({triton})" if triton else ""))
     else:
-        who = f"the GPU run on {env.device_name or 'an unnamed GPU'} (Triton {env.triton}, torch {env.torch})"
+        versions = ", ".join(v for v in (_version("Triton", env.triton), _version("torch", env.torch)) if v)
+        who = f"the GPU run on {env.device_name or 'an unnamed GPU'}" + (f" ({versions})" if versions else "")
     outcome = {
         "passed": "passed",
         "failed": f"failed (exit {record.exit_code}{': ' + record.reason if record.reason else ''})",
@@ -287,6 +290,11 @@ def _phrase(record: Record) -> str:
         "by-design": f"stopped by design ({record.reason})",
     }[record.outcome]
     return f"{who} {outcome} on {record.date}"
+
+
+def _version(package: str, version: str) -> str:
+    """'Triton 3.6.0', 'Triton not installed', or '' when the record does not say."""
+    return f"{package} {version}" if version.strip() else ""
 
 
 def _summary(current: list[Record]) -> str:

@@ -24,6 +24,7 @@ import os
 import shutil
 import sys
 import tempfile
+from functools import partial
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -32,7 +33,7 @@ from bundles import import_bundles, write_bundle  # noqa: E402
 from capture import kill_all_on_signals  # noqa: E402
 from evidence import EvidenceError, read_record, record_path  # noqa: E402
 from lessons import MODES, Lesson, LessonError, discover  # noqa: E402
-from machine import Machine, this_machine  # noqa: E402
+from machine import SETUP, Machine, mode_problem, this_machine  # noqa: E402
 from plan import execute, parse_shard, plan_runs, recorded_wall, shard  # noqa: E402
 from report import (  # noqa: E402
     check_problems,
@@ -42,7 +43,7 @@ from report import (  # noqa: E402
     status_json,
     terminal_safe,
 )
-from runner import mode_key, sweep_orphans  # noqa: E402
+from runner import mode_key, run_lesson, sweep_orphans  # noqa: E402
 from safefs import UnsafePathError  # noqa: E402
 from status import judge  # noqa: E402
 
@@ -179,6 +180,16 @@ def compare_fresh(lessons: list[Lesson], evidence_dir: Path, machine: Machine, j
         shutil.rmtree(scratch, ignore_errors=True)
 
 
+def preflight(modes: list[str]) -> None:
+    """UsageError (exit 2, nothing run or written) unless this Python can run each of `modes`."""
+    for mode in modes:
+        problem = mode_problem(mode)
+        if problem:
+            label = "interpreter" if mode == "interpreter" else "GPU"
+            raise UsageError(f"the {label} mode cannot run here: {problem}. It needs {SETUP}. Nothing was run "
+                             "and nothing was written")
+
+
 def do_run(args, lessons: list[Lesson], evidence_dir: Path) -> int:
     kill_all_on_signals()
     sweep_orphans()
@@ -186,6 +197,7 @@ def do_run(args, lessons: list[Lesson], evidence_dir: Path) -> int:
     print(f"machine: python {machine.python}, torch {machine.torch}, triton {machine.triton}, "
           f"GPUs: {', '.join(f'{g.index}: {g.name}' for g in machine.gpus) or 'none'}", flush=True)
     if args.compare:
+        preflight(["interpreter"])
         problems = compare_fresh(lessons, evidence_dir, machine, args.jobs, args.timeout)
         for problem in problems:
             print(f"compare: {terminal_safe(problem)}", file=sys.stderr)
@@ -201,7 +213,8 @@ def do_run(args, lessons: list[Lesson], evidence_dir: Path) -> int:
         lessons = shard(lessons, k, n, lambda lesson: recorded_wall(lesson, modes, evidence_dir))
         print(f"shard {k}/{n}: {', '.join(lesson.name for lesson in lessons) or 'no lessons'}", flush=True)
     todo, skipped = plan_runs(lessons, modes, machine, evidence_dir, args.force)
-    ran = execute(todo, machine, evidence_dir, args.jobs, args.timeout, gpus,
+    preflight(sorted({mode for _, mode in todo}, key=MODES.index))
+    ran = execute(todo, machine, evidence_dir, args.jobs, args.timeout, gpus, run=partial(run_lesson, force=args.force),
                   wall=lambda lesson: recorded_wall(lesson, ["gpu"], evidence_dir))
     print_summary(ran + skipped)
     status = 0

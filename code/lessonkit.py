@@ -57,7 +57,7 @@ EXIT_MEANINGS = {
 }
 
 # A step's name, as a page names it in `::step NAME`: like a snippet region's name.
-STEP_NAME = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
+STEP_NAME = re.compile(r"\A[a-z0-9]+(?:-[a-z0-9]+)*\Z")
 STEP_NAME_MAX = 60
 STEP_OUTPUT_KEPT = 32 * 1024  # characters of one step's output kept (head and tail)
 

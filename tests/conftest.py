@@ -23,6 +23,7 @@ import json
 import os
 import re
 import shutil
+import statistics
 import struct
 import subprocess
 import sys
@@ -188,13 +189,22 @@ def figure_name(stem: str, data: bytes = FAKE_PNG) -> str:
 def bench(name: str = "b", ratio: float = 1.0, low: float | None = None, high: float | None = None, *,
           threshold: float | None = None, gate: bool = True, stretch: float | None = None, unit: str = "ms",
           label: str = "", note: str = "", samples: int = 15, baseline_name: str = "torch"):
-    """A kit Benchmark with its verdicts computed from the interval, as the kit would record it."""
-    from kit import Benchmark, verdict
+    """A kit Benchmark as the kit would record it: rounds whose median and 95 % interval are (ratio, low,
+    high), and verdicts computed from that interval (status.py re-derives both from the rounds)."""
+    from kit import RATE_UNITS, Benchmark, median_interval, verdict
 
     low = ratio if low is None else low
     high = ratio if high is None else high
-    return Benchmark(name=name, label=label or name, unit=unit, measured=2.0 * ratio, baseline=2.0,
+    _, k, _ = median_interval(list(range(samples)))  # the interval's ends are the k-th smallest and largest
+    ratios = [ratio] if samples == 1 else [low] * (k + 1) + [ratio] * max(samples - 2 * k - 2, 0) + [high] * (k + 1)
+    kernel_ms, baseline_ms = [1.0 / r for r in ratios], [1.0] * samples
+    scale = RATE_UNITS.get(unit)
+    work = 2.0 / scale if scale else None  # bytes or FLOPs per call, so that the baseline runs at 2.0 units
+    measured, base = ((work / statistics.median(kernel_ms) * scale, 2.0) if scale
+                      else (statistics.median(kernel_ms), 1.0))
+    return Benchmark(name=name, label=label or name, unit=unit, measured=measured, baseline=base,
                      baseline_name=baseline_name, ratio=ratio, ratio_low=low, ratio_high=high, samples=samples,
+                     kernel_ms=kernel_ms, baseline_ms=baseline_ms,
                      threshold=threshold, gate=gate,
                      verdict=None if threshold is None else verdict(low, high, threshold),
                      stretch=stretch, stretch_verdict=None if stretch is None else verdict(low, high, stretch),
@@ -338,7 +348,10 @@ class SiteProject(Project):
         lesson = load_lesson(self.code / name)
         env = fields.pop("env", None) or Environment(python="3.11", torch="2.13", triton="3.9", platform="Linux",
                                                      device_name="CPU" if mode == "interpreter" else "Fake GPU")
-        base = dict(lesson=name, mode=mode, key=key or ("interpreter" if mode == "interpreter" else "gpu-fake"),
+        from evidence import gpu_key
+
+        base = dict(lesson=name, mode=mode, key=key or ("interpreter" if mode == "interpreter" else
+                                                        gpu_key(env.device_name)),
                     outcome="passed", exit_code=0, started_utc="2026-01-02T03:04:05Z", wall_s=1.5,
                     command=f"python code/{name}/{lesson.main.name}", source_hash=lesson.source_hash(),
                     source_files=lesson.source_file_hashes(), env=env)

@@ -885,7 +885,7 @@ def figure_site(tmp_path_factory) -> Path:
     light, dark = png(4, 3), png(5, 3)
     light_name, dark_name = figure_name("plot", light), figure_name("plot-dark", dark)
     project.write(project.make_record("figs", "interpreter"))
-    project.write(project.make_record("figs", "gpu", key="gpu-fake", figures=[
+    project.write(project.make_record("figs", "gpu", figures=[
         Figure(name="plot", file=light_name, caption="A plot", dark_file=dark_name)]),
         {light_name: light, dark_name: dark})
     result = project.build()

@@ -28,7 +28,7 @@ import markdown
 import pytest
 
 from conftest import Doc, SiteProject, bench, build_output, figure_name, make_site_project, png, toml_string
-from evidence import Environment, read_record
+from evidence import Environment, gpu_key, read_record
 from kit import Check, Figure, SkippedPart, Table
 from render import MAX_LINE, MAX_LINES, MAX_TEXT, clean_output, code_block, text
 
@@ -166,6 +166,10 @@ SECTIONS = ["requirements", "region", "course", "checks", "benchmarks", "figures
             "status-table", "benchmark-table"]
 
 
+HOSTILE_DEVICE = f'Fake GPU {HOSTILE} **bold** "quoted" `tick`'
+HOSTILE_KEY = gpu_key(HOSTILE_DEVICE)  # a GPU record's key is derived from its device name
+
+
 def hostile_records(project: SiteProject) -> None:
     """The interpreter passed, the GPU run failed: every string a run can record is hostile."""
     interp = project.make_record(
@@ -178,12 +182,12 @@ def hostile_records(project: SiteProject) -> None:
         skipped_parts=[SkippedPart(f"timing {HOSTILE}", HOSTILE_LINE)],
     )
     gpu_env = Environment(python="3.11", torch=f"2.13 {HOSTILE}", triton="3.9 **bold**", platform="Linux",
-                          device_name=f'Fake GPU {HOSTILE} **bold** "quoted" `tick`', capability="9.0",
+                          device_name=HOSTILE_DEVICE, capability="9.0",
                           driver="{{ config }}", cuda="13.0 | table |")
     light, dark = png(), png(5, 3)
     light_name, dark_name = figure_name("plot", light), figure_name("plot-dark", dark)
     gpu = project.make_record(
-        "hostile", "gpu", key="gpu-fake", outcome="failed", exit_code=1, env=gpu_env,
+        "hostile", "gpu", outcome="failed", exit_code=1, env=gpu_env,
         reason=f"failed checks: {HOSTILE_LINE}",
         stdout=HOSTILE_BLOCK + "\n" + LONG_LINE,
         stderr=bulk(50),
@@ -292,12 +296,12 @@ def test_a_hostile_reason_for_an_unsupported_mode_shows_as_text(hostile):
 def test_figures_are_published_under_their_record_and_nowhere_else(hostile, hostile_doc):
     srcs = [e.attrs["src"].split("#")[0] for e in hostile_doc.find("img") if e.section == "figures"]
     for src in srcs:
-        assert re.fullmatch(r"\.\./\.\./evidence/hostile/gpu-fake/plot(-dark)?-[0-9a-f]{12}\.png", src), src
+        assert re.fullmatch(rf"\.\./\.\./evidence/hostile/{HOSTILE_KEY}/plot(-dark)?-[0-9a-f]{{12}}\.png", src), src
         assert (hostile.site / "lessons" / "hostile" / src).resolve().read_bytes().startswith(b"\x89PNG")
     published = sorted(p.relative_to(hostile.site).as_posix() for p in (hostile.site / "evidence").rglob("*")
                        if p.is_file())
-    assert published == sorted(["evidence/hostile/interpreter.json", "evidence/hostile/gpu-fake.json",
-                                "evidence/unsupported/gpu-fake.json"] + [s.removeprefix("../../") for s in srcs])
+    assert published == sorted(["evidence/hostile/interpreter.json", f"evidence/hostile/{HOSTILE_KEY}.json",
+                                "evidence/unsupported/gpu-fake-gpu.json"] + [s.removeprefix("../../") for s in srcs])
 
 
 # -- (c) the layout survives -------------------------------------------------------------------
@@ -419,7 +423,7 @@ def test_a_field_that_would_become_markup_is_refused_naming_it(case, tmp_path):
     changes, field, message = REFUSED[case]
     project = plain_project(tmp_path / "p")
     raw = {**good_raw(project, "gpu"), **changes}
-    key = "gpu-fake"
+    key = "gpu-fake-gpu"  # the key of its device, "Fake GPU"
     path = project.evidence / "plain" / f"{key}.json"
     path.parent.mkdir(parents=True)
     path.write_text(json.dumps(raw), encoding="utf-8")

@@ -61,7 +61,7 @@ def test_invisible_characters_in_recorded_text_are_shown_visibly(tmp_path):
     site.add_lesson("plain", table="sweep", title=f"Plain {RLO}title", summary=f"summary {RLO}here")
     marked = f"before{RLO}after"
     record = site.make_record(
-        "plain", "gpu", key="gpu-fake",
+        "plain", "gpu",
         env=Environment(python="3.11", torch="2.13", triton="3.9", platform="Linux", device_name=f"GPU{RLO}X"),
         stdout=f"line one\nprint('{marked}')\n", stderr=f"warn {marked}\n",
         checks=[Check("check", "pass", marked)],

@@ -66,7 +66,7 @@ def builds(tmp_path_factory) -> dict[str, Doc]:
     data = png()
     name = figure_name("plot", data)
     gpu = site.make_record(
-        "plain", "gpu", key="gpu-fake",
+        "plain", "gpu",
         env=Environment(python="3.11", torch="2.13", triton="3.9", platform="Linux", device_name="Fake GPU"),
         checks=[Check("first", "pass", "m1"), Check("second", "pass", "m2")],
         benchmarks=[bench("speed", 1.2, 1.1, 1.3, threshold=1.0, label="speed")],

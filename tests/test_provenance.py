@@ -111,7 +111,7 @@ def test_an_import_without_the_options_needs_no_attestation(good, tmp_path):
 
 def test_the_options_need_import(good):
     result = good.verify("--status", "--expect-mode", "gpu")
-    assert result.returncode == 2 and "go with --import" in result.stderr
+    assert result.returncode == 2 and "applies to --import" in result.stderr
 
 
 def test_a_malformed_signer_is_a_usage_error(good, tmp_path):

@@ -417,8 +417,10 @@ def test_a_record_here_that_is_newer_is_kept(two_lessons, tmp_path):
     before = project.files()
     old = bundle_of(tmp_path / "old.tar.gz", [fake_record(lesson, "gpu", started="2026-01-01T00:00:00Z")])
     result = project.verify("--import", str(old))
-    assert "kept the newer one here" in result.stdout
-    assert result.returncode == 1 and "nothing merged" in result.stderr  # nothing came in: say so, exit 1
+    # a claimed date settles nothing alone: an older record is a change, listed, and needs --accept-changes
+    assert "held back: one/gpu-nvidia-h200: started: 2026-03-01T00:00:00Z here -> 2026-01-01T00:00:00Z" \
+        in result.stderr
+    assert result.returncode == 1 and "--accept-changes" in result.stderr  # nothing came in: say so, exit 1
     assert project.files() == before
 
 
@@ -444,7 +446,10 @@ def test_import_prints_changes_and_carries_history(two_lessons, tmp_path):
                                                benchmarks=[bench("b", 1.0, 0.98, 1.02, label="the b")]))
     newer = bundle_of(tmp_path / "n.tar.gz", [fake_record(lesson, "gpu", started="2026-02-01T00:00:00Z",
                                                           benchmarks=[bench("b", 0.7, 0.68, 0.72, label="the b")])])
-    result = project.verify("--import", str(newer))
+    held = project.verify("--import", str(newer))  # a ratio beyond noise of the current record: listed, held
+    assert held.returncode == 1 and "held back: one/gpu-nvidia-h200: the b: 1.000x [0.980, 1.020] -> " \
+        "0.700x [0.680, 0.720]" in held.stderr
+    result = project.verify("--import", str(newer), "--accept-changes")
     assert result.returncode == 0, result.stderr
     assert "change beyond noise: one [gpu-nvidia-h200] the b: slower, 1.000x [0.980, 1.020] on 2026-01-01 -> " \
            "0.700x [0.680, 0.720] (-30.0 %)" in result.stdout

@@ -45,6 +45,8 @@ def lesson_with_checks(project, statuses: list[str]) -> directives.Page:
     project.add("good", PASSING)
     record = fake_record(project.lesson("good"), "gpu")
     record.checks = [Check(f"check-{i:02d}", status, f"message {i}") for i, status in enumerate(statuses)]
+    if "fail" in statuses:  # a run with a failed check did not pass (status.py re-derives the outcome)
+        record.outcome, record.exit_code = "failed", 1
     write_record(project.evidence, record)
     return page_of(project)
 

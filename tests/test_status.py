@@ -51,7 +51,7 @@ def test_status_rules(project, lesson, interp, gpu, expected):
         old = state.startswith("old-")
         outcome = state.removeprefix("old-")
         put(project, lesson, mode, outcome, source_hash=OLD if old else None,
-            exit_code=None if outcome == "timeout" else (0 if outcome == "passed" else 1),
+            exit_code={"timeout": None, "passed": 0, "crashed": -11, "by-design": 3}.get(outcome, 1),
             reason="by design" if outcome == "by-design" else "")
     st = judge(lesson, project.evidence)
     assert st.status == expected

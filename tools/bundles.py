@@ -1,17 +1,23 @@
 """Bundles: records and figures carried between machines as one archive.
 
 One job: write a bundle on the machine that recorded, and merge bundles here
-without trusting them. A bundle is read as a stream with every size bounded
+without trusting them (status.contradictions judges every record, its key
+is derived from its device, a date ahead of this machine's clock is refused,
+its own history is dropped). A bundle is read as a stream with every size bounded
 while reading (members, each member, the total); only plain files named
 `<lesson>/<key>.json` and `<lesson>/<key>/<figure>.png` are accepted. Each
 bundle is all-or-nothing: everything in it is validated (schema, current
 source, figures present and PNG) before anything is written, and one refused
 member refuses the bundle. Several bundles merge together; two records for
 the same lesson, mode and GPU model keep the newer by start time, and say so.
+Replacing a current record here by a different one (another outcome, a
+ratio beyond noise, an older start) needs `--accept-changes`.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import datetime
 import gzip
 import io
 import re
@@ -21,13 +27,15 @@ import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from changes import Change, carry_history, changes
+import schema
+from changes import Change, carry_history, changes, differences
 from evidence import (
     PNG_MAGIC,
     EvidenceError,
     Record,
     check_writable,
     figure_files,
+    figure_path,
     gpu_key,
     parse_json,
     read_figure,
@@ -39,9 +47,10 @@ from evidence import (
 from lessons import Lesson
 from limits import LIMITS
 from report import changed_files
+from status import contradictions
 
-MEMBER = re.compile(r"^(?P<lesson>[a-z0-9][a-z0-9-]{0,63})/(?:(?P<key>[a-z0-9-]{1,64})\.json|"
-                    r"(?P<fkey>[a-z0-9-]{1,64})/(?P<file>[A-Za-z0-9][A-Za-z0-9._-]{0,150}\.png))$")
+MEMBER = re.compile(r"\A(?P<lesson>[a-z0-9][a-z0-9-]{0,63})/(?:(?P<key>[a-z0-9-]{1,64})\.json|"
+                    r"(?P<fkey>[a-z0-9-]{1,64})/(?P<file>[A-Za-z0-9][A-Za-z0-9._-]{0,150}\.png))\Z")
 
 
 def write_bundle(path: Path, records: list[Record], evidence_dir: Path) -> None:
@@ -73,19 +82,32 @@ class ImportReport:
     refused: list[str] = field(default_factory=list)  # "bundle:member: why"
     notes: list[str] = field(default_factory=list)  # conflicts resolved, members not selected
     changes: list[Change] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)  # "lesson/key": the same record is here already
+    held: list[str] = field(default_factory=list)  # "lesson/key: what -> what": needs --accept-changes
 
     @property
     def ok(self) -> bool:
-        return not self.refused and bool(self.merged)
+        return not self.refused and not self.held and bool(self.merged or self.unchanged)
+
+
+FUTURE_SLACK = datetime.timedelta(days=1)  # clocks differ; a record dated further ahead than this is refused
 
 
 def import_bundles(paths: list[Path], lessons: dict[str, Lesson], evidence_dir: Path,
-                   selected: set[str] | None = None) -> ImportReport:
-    """Validate every bundle, resolve conflicts between them, then write what was accepted."""
+                   selected: set[str] | None = None, accept_changes: bool = False,
+                   now: datetime.datetime | None = None) -> ImportReport:
+    """Validate every bundle, resolve conflicts between them, then write what was accepted.
+
+    A record that would replace a current record here by one with another
+    outcome, a benchmark moved beyond noise or an older start is a change:
+    every change is listed and nothing at all is written unless
+    `accept_changes`. The same record twice is no change.
+    """
     report = ImportReport()
+    now = now or datetime.datetime.now(datetime.UTC)
     accepted: dict[tuple[str, str], Incoming] = {}
     for path in paths:
-        incoming, refused, notes = read_bundle(path, lessons, selected)
+        incoming, refused, notes = read_bundle(path, lessons, selected, now)
         report.notes += notes
         for item in incoming:  # a link under evidence/ would take the write outside the repository
             try:
@@ -109,23 +131,50 @@ def import_bundles(paths: list[Path], lessons: dict[str, Lesson], evidence_dir: 
                 accepted[key] = keep
             else:
                 accepted[key] = item
+    writes = []
     for (lesson, key), item in sorted(accepted.items()):
-        path = record_path(evidence_dir, lesson, key)
-        previous = None
-        if path.exists():
-            try:
-                previous = read_record(path, evidence_dir)
-            except EvidenceError as exc:
-                report.notes.append(f"{path}: the record here is unusable and is replaced ({exc})")
-        if previous is not None and previous.started_utc > item.record.started_utc:
-            report.notes.append(f"conflict: {lesson}/{key} here was recorded {previous.started_utc}, after the "
-                                f"bundle's {item.record.started_utc}; kept the newer one here")
+        previous = _record_here(evidence_dir, lessons[lesson], key, report)
+        if previous is not None and _same(previous, item.record) and _figures_here(evidence_dir, previous):
+            report.unchanged.append(f"{lesson}/{key}")
             continue
+        if previous is not None and previous.source_hash == item.record.source_hash:
+            report.held += [f"{lesson}/{key}: {change}" for change in differences(previous, item.record)]
+        writes.append((item, previous))
+    if report.held and not accept_changes:
+        return report  # every change is listed; nothing is replaced
+    for item, previous in writes:
         carry_history(item.record, previous)
         write_record(evidence_dir, item.record, item.figures)
         report.merged.append(item.record)
         report.changes += changes(item.record, previous)
+    report.held = []  # accepted
     return report
+
+
+def _record_here(evidence_dir: Path, lesson: Lesson, key: str, report: ImportReport) -> Record | None:
+    """The usable record here for this lesson and key, if any; an unusable one is noted and replaced."""
+    path = record_path(evidence_dir, lesson.name, key)
+    if not path.exists():
+        return None
+    try:
+        previous = read_record(path, evidence_dir)
+    except EvidenceError as exc:
+        report.notes.append(f"{path}: the record here is unusable and is replaced ({exc})")
+        return None
+    found = contradictions(lesson, previous)
+    if found:
+        report.notes.append(f"{path}: the record here contradicts itself and is replaced ({'; '.join(found)})")
+        return None
+    return previous
+
+
+def _same(here: Record, incoming: Record) -> bool:
+    """The same recording: equal in everything but the history (which is this repository's own)."""
+    return dataclasses.replace(here, history={}) == dataclasses.replace(incoming, history={})
+
+
+def _figures_here(evidence_dir: Path, record: Record) -> bool:
+    return all(figure_path(evidence_dir, record, file).is_file() for file in figure_files(record))
 
 
 class _Budget:
@@ -146,8 +195,8 @@ class _TooBig(Exception):
     pass
 
 
-def read_bundle(path: Path, lessons: dict[str, Lesson], selected: set[str] | None
-                ) -> tuple[list[Incoming], list[str], list[str]]:
+def read_bundle(path: Path, lessons: dict[str, Lesson], selected: set[str] | None,
+                now: datetime.datetime | None = None) -> tuple[list[Incoming], list[str], list[str]]:
     """(records with their figures, refusals, notes) of one bundle; nothing is written."""
     try:
         size = path.stat().st_size
@@ -176,7 +225,7 @@ def read_bundle(path: Path, lessons: dict[str, Lesson], selected: set[str] | Non
         return [], [f"{path}: not a readable bundle, or truncated ({exc}); nothing imported"], []
     if refused and not (jsons or pngs):
         return [], refused, notes
-    return _records(path, jsons, pngs, lessons, refused, notes)
+    return _records(path, jsons, pngs, lessons, refused, notes, now or datetime.datetime.now(datetime.UTC))
 
 
 def _members(path: Path, tar: tarfile.TarFile, selected: set[str] | None):
@@ -185,12 +234,21 @@ def _members(path: Path, tar: tarfile.TarFile, selected: set[str] | None):
     pngs: dict[str, bytes] = {}
     refused, notes = [], []
     count, total = 0, 0
+    seen: set[str] = set()
     for member in tar:
         count += 1
         if count > LIMITS.bundle_members:
             return ({}, {}), [f"{path}: more than {LIMITS.bundle_members} members; refused whole"], notes
         name = member.name
+        if not (name.isascii() and name.isprintable()):
+            refused.append(f"{path}:{ascii(name)[1:-1][:200]}: a name with a newline, control or non-ASCII "
+                           "character; refused")
+            continue
         where = f"{path}:{name[:200]}"
+        if name in seen:  # a tar keeps both, and extracting it lets the last one win, silently
+            refused.append(f"{where}: a second member of this name; refused")
+            continue
+        seen.add(name)
         if member.isdir():
             notes.append(f"{where}: a folder entry, skipped")
             continue
@@ -218,7 +276,8 @@ def _members(path: Path, tar: tarfile.TarFile, selected: set[str] | None):
 
 
 def _records(path: Path, jsons: dict[str, bytes], pngs: dict[str, bytes], lessons: dict[str, Lesson],
-             refused: list[str], notes: list[str]) -> tuple[list[Incoming], list[str], list[str]]:
+             refused: list[str], notes: list[str], now: datetime.datetime
+             ) -> tuple[list[Incoming], list[str], list[str]]:
     incoming = []
     used_pngs: set[str] = set()
     for name, data in sorted(jsons.items()):
@@ -228,7 +287,7 @@ def _records(path: Path, jsons: dict[str, bytes], pngs: dict[str, bytes], lesson
         except EvidenceError as exc:
             refused.append(f"{exc}; refused")
             continue
-        problem = _record_problem(record, name, lessons)
+        problem = _record_problem(record, name, lessons) or _future(record, now)
         if problem:
             refused.append(f"{where}: {problem}; refused")
             continue
@@ -251,10 +310,18 @@ def _records(path: Path, jsons: dict[str, bytes], pngs: dict[str, bytes], lesson
     return incoming, refused, notes
 
 
+def _future(record: Record, now: datetime.datetime) -> str:
+    started = schema.utc_stamp(record.started_utc)  # read through the schema: a strict stamp
+    if started is not None and started > now + FUTURE_SLACK:
+        return (f"started_utc: {record.started_utc} is more than a day ahead of this machine's clock "
+                f"({now.strftime(schema.UTC_FORMAT)})")
+    return ""
+
+
 def _record_problem(record: Record, member: str, lessons: dict[str, Lesson]) -> str:
     lesson = lessons.get(record.lesson)
     key_ok = (record.key == "interpreter" if record.mode == "interpreter"
-              else record.mode == "gpu" and record.key == gpu_key(record.key[4:]))
+              else record.mode == "gpu" and record.key == gpu_key(record.env.device_name))
     if lesson is None:
         return f"no lesson '{record.lesson}' here"
     if not key_ok or member != f"{record.lesson}/{record.key}.json":
@@ -264,4 +331,4 @@ def _record_problem(record: Record, member: str, lessons: dict[str, Lesson]) -> 
         changed = changed_files(lesson, record)
         return (f"recorded for source {record.source_hash[:12]}, but the current source is {current[:12]} "
                 f"(differs in {', '.join(changed) or 'the file list'})")
-    return ""
+    return "; ".join(contradictions(lesson, record))

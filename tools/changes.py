@@ -2,7 +2,9 @@
 
 One job: when a new record replaces an older one for the same lesson, mode
 and GPU model, carry each benchmark's earlier results forward (at most
-LIMITS.history of them) and say which benchmarks moved. A move counts when
+LIMITS.history of them, taken from this repository's records only: a bundle's
+own history is never believed) and say which benchmarks moved; before an
+import replaces a current record, list what it would change. A move counts when
 the two recordings' 95 % intervals do not overlap and the medians differ by
 more than NOISE (criterion.rs's noise threshold plays the same part): two
 runs of unchanged code on one GPU differ by a few percent, and a site that
@@ -44,13 +46,17 @@ def points_of(record: Record) -> dict[str, HistoryPoint]:
 
 
 def carry_history(new: Record, previous: Record | None) -> None:
-    """Fill new.history from what it already has, the previous record's history and its results."""
+    """Set new.history from the record it replaces here: that record's history and its own results.
+
+    Whatever history `new` arrived with (a bundle's) is dropped: the history
+    of a benchmark is what this repository recorded or imported.
+    """
     older = {}
     if previous is not None and previous.started_utc < new.started_utc:
         older = points_of(previous)
     history = {}
     for bench in new.benchmarks:
-        points = {p.started_utc: p for p in new.history.get(bench.name, [])}
+        points = {}
         if previous is not None:
             points.update({p.started_utc: p for p in previous.history.get(bench.name, [])})
         if bench.name in older:
@@ -61,18 +67,41 @@ def carry_history(new: Record, previous: Record | None) -> None:
     new.history = history
 
 
+def moved(old: HistoryPoint, new: HistoryPoint) -> bool:
+    """Beyond noise: the two intervals do not overlap and the medians differ by more than NOISE."""
+    if old.ratio <= 0:
+        return False
+    apart = new.ratio_low > old.ratio_high or new.ratio_high < old.ratio_low
+    return apart and abs(new.ratio / old.ratio - 1) > NOISE
+
+
 def changes(new: Record, previous: Record | None) -> list[Change]:
     """Benchmarks of `new` that moved beyond noise since `previous`."""
     if previous is None or previous.started_utc >= new.started_utc:
         return []
     old, now = points_of(previous), points_of(new)
     labels = {b.name: b.label for b in new.benchmarks}
+    return [Change(new.lesson, new.key, labels[name], old[name], p) for name, p in now.items()
+            if name in old and moved(old[name], p)]
+
+
+def differences(here: Record, incoming: Record) -> list[str]:
+    """What replacing the record `here` by `incoming` would change, before -> after, one line each:
+    the outcome, every benchmark that moved beyond noise (or appeared, or went), and an older start."""
     found = []
-    for name, p in now.items():
-        q = old.get(name)
-        if q is None or q.ratio <= 0:
-            continue
-        apart = p.ratio_low > q.ratio_high or p.ratio_high < q.ratio_low
-        if apart and abs(p.ratio / q.ratio - 1) > NOISE:
-            found.append(Change(new.lesson, new.key, labels[name], q, p))
+    if incoming.started_utc < here.started_utc:
+        found.append(f"started: {here.started_utc} here -> {incoming.started_utc} in the bundle (older than the "
+                     "record here)")
+    if here.outcome != incoming.outcome:
+        found.append(f"outcome: {here.outcome} -> {incoming.outcome}")
+    old, now = points_of(here), points_of(incoming)
+    labels = {b.name: b.label for b in here.benchmarks} | {b.name: b.label for b in incoming.benchmarks}
+    for name in [*old, *(n for n in now if n not in old)]:
+        q, p = old.get(name), now.get(name)
+        if q is None or p is None or moved(q, p):
+            found.append(f"{labels[name]}: {_point(q)} -> {_point(p)}")
     return found
+
+
+def _point(p: HistoryPoint | None) -> str:
+    return "not recorded" if p is None else f"{p.ratio:.3f}x [{p.ratio_low:.3f}, {p.ratio_high:.3f}]"

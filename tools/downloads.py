@@ -29,8 +29,11 @@ import directives  # noqa: E402
 import notebook as notebooks  # noqa: E402
 from lessons import Lesson  # noqa: E402
 from limits import LIMITS  # noqa: E402
+from numfmt import seconds  # noqa: E402
+from render import markdown_text  # noqa: E402
 from requirements import INSTALL, requirements  # noqa: E402
-from safefs import read_bytes  # noqa: E402
+from safefs import UnsafePathError, read_bytes, same_bytes, write_bytes  # noqa: E402
+from siteconfig import REPO_URL, ConfigError, check_branch, check_repo_url  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 ARCHIVES, NOTEBOOKS = "downloads", "notebooks"
@@ -39,10 +42,14 @@ ZIP_TIME = (2020, 1, 1, 0, 0, 0)  # fixed, so the same lesson always makes the s
 
 def colab_url(repo_url: str, branch: str, lesson: Lesson) -> str:
     """Colab's GitHub form: https://colab.research.google.com/github/OWNER/REPO/blob/BRANCH/notebooks/NAME.ipynb"""
-    match = re.match(r"^https://github\.com/([A-Za-z0-9_.-]+)/([A-Za-z0-9_.-]+?)(?:\.git)?/?$", repo_url or "")
-    if not match or not re.match(r"^[A-Za-z0-9._/-]+$", branch or ""):
+    try:  # siteconfig's checks: a plain GitHub repository and a valid branch name, or no link at all
+        match = REPO_URL.match(check_repo_url(repo_url))
+        check_branch(branch)
+    except ConfigError:
         return ""
-    owner, repo = match.groups()
+    if not match:
+        return ""
+    owner, repo = match["owner"], match["repo"].removesuffix(".git")
     return f"https://colab.research.google.com/github/{owner}/{repo}/blob/{branch}/{NOTEBOOKS}/{lesson.name}.ipynb"
 
 
@@ -87,15 +94,16 @@ def lesson_files(lesson: Lesson, code_dir: Path) -> dict[str, bytes]:
 def readme(lesson: Lesson, site: directives.Site) -> str:
     req = requirements(lesson, site.status(lesson.name))
     interp, gpu = req.commands()
-    need = (f"a CUDA GPU of compute capability {req.capability} or newer ({req.why})" if req.capability
+    md = markdown_text  # lesson.toml text and evidence fields: shown as the characters they are
+    need = (f"a CUDA GPU of compute capability {md(req.capability)} or newer ({md(req.why)})" if req.capability
             else "a CUDA GPU")
-    lines = [f"# {lesson.title}", "", lesson.summary, "",
+    lines = [f"# {md(lesson.title)}", "", md(lesson.summary, line_start=True), "",
              "## Run it", "", f"    {INSTALL}",
              *(f"    {line}   # optional: a baseline the benchmarks compare against" for line in req.optional_installs),
              f"    {interp}   # any machine: the checks, on the CPU",
              f"    {gpu}                      # a CUDA GPU: checks and benchmarks", "",
              f"The GPU run needs {need}. {req.colab_sentence}",
-             f"It needs Triton {req.triton} or newer." if req.triton else "",
+             f"It needs Triton {md(req.triton)} or newer." if req.triton else "",
              *([req.optional_sentence] if req.optional else []), "",
              "Exit codes: 0 passed, 1 a check failed or a gating target was missed, 2 this machine cannot run "
              "it (no GPU and no interpreter, or Triton too old), 3 declined by design (a GPU below the capability "
@@ -104,8 +112,8 @@ def readme(lesson: Lesson, site: directives.Site) -> str:
              "`lesson.toml` declares what the lesson needs.", ""]
     if req.runs:
         lines += ["## What the recorded runs used", ""]
-        lines += [f"- {r.mode}: {r.machine}, {r.date}, Triton {r.triton}, torch {r.torch}, Python {r.python}, "
-                  f"{r.wall_s:.0f} s, {r.outcome}" for r in req.runs]
+        lines += [f"- {r.mode}: {md(r.machine)}, {md(r.date)}, Triton {md(r.triton)}, torch {md(r.torch)}, "
+                  f"Python {md(r.python)}, {seconds(r.wall_s)}, {md(r.outcome)}" for r in req.runs]
         lines.append("")
     return "\n".join(line for line in lines) + "\n"
 
@@ -140,11 +148,12 @@ def notebook_bytes(lesson: Lesson, site: directives.Site, docs_dir: Path) -> byt
 # -- command line ------------------------------------------------------------------------
 
 def _config() -> tuple[str, str]:
-    """repo_url and the branch from mkdocs.yml, without importing MkDocs' loaders."""
+    """repo_url and the branch from mkdocs.yml, without importing MkDocs' loaders; ConfigError if either is bad."""
     text = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
-    repo = re.search(r'^repo_url:\s*"?([^"\n]*)"?\s*$', text, re.M)
-    branch = re.search(r"^\s+branch:\s*([A-Za-z0-9._/-]+)", text, re.M)
-    return (repo.group(1).strip() if repo else ""), (branch.group(1) if branch else "main")
+    repo = re.search(r'^repo_url:[ \t]*"?([^"\n]*)"?[ \t]*$', text, re.M)
+    branch = re.search(r"^[ \t]+branch:[ \t]*([^\s#]+)", text, re.M)
+    return (check_repo_url(repo.group(1).strip() if repo else ""),
+            check_branch(branch.group(1).strip("\"'") if branch else "main"))
 
 
 def parse_args(argv: list[str]):
@@ -171,16 +180,27 @@ def parse_args(argv: list[str]):
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
     argv = [args.command] + ([str(args.dir)] if args.command == "build" else [])  # the checked command line
-    repo, branch = _config()
+    try:
+        repo, branch = _config()
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     site = directives.Site.load(ROOT / "code", ROOT / "evidence", repo_url=repo, branch=branch)
     docs = ROOT / "docs"
+    try:
+        return _write_downloads(argv, site, docs)
+    except UnsafePathError as exc:  # a link in a download folder: never followed, nothing written through it
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _write_downloads(argv: list[str], site: directives.Site, docs: Path) -> int:
+    """Every file goes through safefs: no link in the folders is followed, nothing lands outside them."""
     if argv[0] == "build":
-        out = Path(argv[1]) if len(argv) > 1 else ROOT / "site-downloads"
-        (out / ARCHIVES).mkdir(parents=True, exist_ok=True)
-        (out / NOTEBOOKS).mkdir(parents=True, exist_ok=True)
+        out = Path(argv[1] if len(argv) > 1 else ROOT / "site-downloads").absolute()
         for lesson in site.lessons:
-            (out / ARCHIVES / f"{lesson.name}.zip").write_bytes(archive(lesson, site))
-            (out / NOTEBOOKS / f"{lesson.name}.ipynb").write_bytes(notebook_bytes(lesson, site, docs))
+            write_bytes(out / ARCHIVES / f"{lesson.name}.zip", archive(lesson, site), out)
+            write_bytes(out / NOTEBOOKS / f"{lesson.name}.ipynb", notebook_bytes(lesson, site, docs), out)
         print(f"wrote {len(site.lessons)} archives and notebooks under {out}")
         return 0
     stale = []
@@ -188,11 +208,10 @@ def main(argv: list[str]) -> int:
         path = ROOT / NOTEBOOKS / f"{lesson.name}.ipynb"
         data = notebook_bytes(lesson, site, docs)
         if argv[0] == "notebooks":
-            path.parent.mkdir(exist_ok=True)
-            if not path.exists() or path.read_bytes() != data:
-                path.write_bytes(data)
+            if not same_bytes(path, data, ROOT):
+                write_bytes(path, data, ROOT)
                 print(f"wrote {path.relative_to(ROOT)}")
-        elif not path.exists() or path.read_bytes() != data:
+        elif not same_bytes(path, data, ROOT):
             stale.append(path.relative_to(ROOT).as_posix())
     for name in sorted(p.name for p in (ROOT / NOTEBOOKS).glob("*.ipynb")):
         if name.removesuffix(".ipynb") not in {lesson.name for lesson in site.lessons}:

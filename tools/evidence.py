@@ -157,6 +157,9 @@ def read_record(path: Path, root: Path | None = None) -> Record:
     return record_from_json(parse_json(data, str(path)), str(path))
 
 
+STAMP_RULE = "expected YYYY-MM-DDTHH:MM:SSZ (a real UTC date and time in ASCII digits, nothing after the Z)"
+
+
 def _value_rules(r: Record) -> None:
     req = schema.require
     req(schema.LESSON_NAME.match(r.lesson) is not None, "lesson", f"{r.lesson[:60]!r} is not a lesson name")
@@ -167,7 +170,9 @@ def _value_rules(r: Record) -> None:
     else:
         req(schema.GPU_KEY.match(r.key) is not None and len(r.key) <= 64, "key",
             f"{r.key[:60]!r} is not a GPU key (gpu-<slug>)")
-    req(schema.UTC_STAMP.match(r.started_utc) is not None, "started_utc", "expected YYYY-MM-DDTHH:MM:SSZ")
+        req(r.key == gpu_key(r.env.device_name), "key", f"{r.key!r}, but its device {r.env.device_name[:60]!r} "
+            f"names it {gpu_key(r.env.device_name)!r} (a GPU record's key is derived, never chosen)")
+    req(schema.utc_stamp(r.started_utc) is not None, "started_utc", STAMP_RULE)
     req(schema.SHA256.match(r.source_hash) is not None, "source_hash", "expected 64 hex digits")
     for rel, sha in r.source_files.items():
         req(schema.REL_PATH.match(rel) is not None, "source_files", f"{rel[:60]!r} is not a relative path")
@@ -212,8 +217,7 @@ def _value_rules(r: Record) -> None:
     for name, points in r.history.items():
         _name_rule(name, f"history.{name[:60]}")
         for j, p in enumerate(points):
-            req(schema.UTC_STAMP.match(p.started_utc) is not None, f"history.{name[:60]}[{j}].started_utc",
-                "expected YYYY-MM-DDTHH:MM:SSZ")
+            req(schema.utc_stamp(p.started_utc) is not None, f"history.{name[:60]}[{j}].started_utc", STAMP_RULE)
 
 
 def _step_rules(r: Record) -> None:

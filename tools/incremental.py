@@ -18,7 +18,10 @@ every page is rendered again.
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
+
+from safefs import same_bytes, write_bytes
 
 _fingerprints: dict[str, tuple] = {}
 _course: tuple | None = None
@@ -75,20 +78,17 @@ def memo(key: tuple, make):
     return _memo[key]
 
 
-def write_if_changed(path: Path, data: bytes) -> None:
-    """Write only when the content differs, so an unchanged file keeps its time and is not rebuilt."""
-    try:
-        if path.read_bytes() == data:
-            return
-    except OSError:
-        pass
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
+def write_if_changed(path: Path, data: bytes, root: Path) -> None:
+    """Write only when the content differs, so an unchanged file keeps its time and is not rebuilt.
+
+    Through the safe-file layer: a link planted in the cache is replaced or refused, never followed, and
+    nothing is written outside `root` (the project).
+    """
+    if not same_bytes(path, data, root):
+        write_bytes(path, data, root)
 
 
 def mark_stale(dest: str | None) -> None:
-    """Make a page's output older than any source, so a dirty build renders it again."""
-    if dest and os.path.isfile(dest):
-        os.utime(dest, (0, 0))
+    """Make a page's output older than any source, so a dirty build renders it again (a link is left alone)."""
+    if dest and os.path.lexists(dest) and stat.S_ISREG(os.lstat(dest).st_mode):
+        os.utime(dest, (0, 0), follow_symlinks=False)

@@ -27,8 +27,8 @@ from safefs import UnsafePathError, read_bytes, read_text
 ROOT = Path(__file__).resolve().parent.parent
 CODE_DIR = ROOT / "code"
 MODES = ("interpreter", "gpu")
-LESSON_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
-VERSION = re.compile(r"^\d+(\.\d+){0,2}$")
+LESSON_NAME = re.compile(r"\A[a-z0-9][a-z0-9-]{0,63}\Z")
+VERSION = re.compile(r"\A[0-9]+(\.[0-9]+){0,2}\Z")
 DEFAULT_TIMEOUT = 300.0
 UNPLACED = 999.0  # the order of a lesson.toml that gives neither `order` nor `after`: the end of the course
 

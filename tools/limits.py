@@ -25,6 +25,7 @@ class Limits:
     results_json: int = 8 * MIB  # the results file a lesson writes while it runs
     string: int = 4000  # characters of any one recorded string but the streams
     name: int = 120  # characters of a check, benchmark, table or figure name
+    environment: int = 120  # characters of a version, platform, device or driver name (shown on every row)
     checks: int = 2000  # per record
     benchmarks: int = 200
     tables: int = 50
@@ -33,6 +34,8 @@ class Limits:
     samples: int = 200  # timed rounds kept per benchmark
     history: int = 12  # earlier results kept per benchmark
     rows_shown: int = 100  # rows of one table on a page; the rest fold away, then are cut
+    amplification: int = 8  # bytes one record may add to any one generated file, per byte of the record...
+    amplification_allowance: int = 64 * KIB  # ...beyond this much markup for its (bounded number of) rows
     bundle_members: int = 5000
     bundle_member: int = 8 * MIB  # one file inside a bundle, uncompressed
     bundle_total: int = 512 * MIB  # all files inside one bundle, uncompressed
@@ -48,13 +51,15 @@ class Limits:
 
 
 def _human(value: int, name: str) -> str:
+    if name == "amplification":
+        return f"{value} × the record's size"
     if name in BYTE_LIMITS:
         return f"{value // MIB} MiB" if value >= MIB else f"{value // KIB} KiB"
     return f"{value:,}"
 
 
 BYTE_LIMITS = {"source_file", "record_json", "figure", "stream_kept", "results_json", "bundle_member",
-               "bundle_total", "bundle_file"}
+               "bundle_total", "bundle_file", "amplification_allowance"}
 DESCRIPTIONS = {
     "source_file": "a lesson source file or lesson.toml",
     "record_json": "one evidence record (JSON)",
@@ -64,6 +69,7 @@ DESCRIPTIONS = {
     "results_json": "the results file a lesson writes while it runs",
     "string": "characters of one recorded text (a message, a caption, a cell)",
     "name": "characters of a check, benchmark, table or figure name",
+    "environment": "characters of a version, platform, device or driver name in a record",
     "checks": "checks per record",
     "benchmarks": "benchmarks per record",
     "tables": "tables per record",
@@ -72,6 +78,9 @@ DESCRIPTIONS = {
     "samples": "timed rounds kept per benchmark",
     "history": "earlier results kept per benchmark",
     "rows_shown": "rows of one table shown on a page (more fold away; past 4 times this, cut)",
+    "amplification": "what one record adds to any one generated file (a page, the search index, a notebook, "
+                     "a README), every number in it written at most 13 characters wide",
+    "amplification_allowance": "markup one record's rows may add on top of that (its rows are bounded above)",
     "bundle_members": "files in one bundle",
     "bundle_member": "one file in a bundle, uncompressed",
     "bundle_total": "all files in one bundle, uncompressed",
@@ -80,9 +89,12 @@ DESCRIPTIONS = {
 WHERE = {
     "source_file": "verify, build", "record_json": "verify, status, build, import", "figure": "verify, build, import",
     "figures_per_record": "schema", "stream_kept": "verify (while capturing)", "results_json": "verify",
-    "string": "schema", "name": "schema", "checks": "schema", "benchmarks": "schema", "tables": "schema",
+    "string": "schema", "name": "schema", "environment": "schema", "checks": "schema", "benchmarks": "schema",
+    "tables": "schema",
     "table_rows": "schema", "table_columns": "schema", "samples": "schema", "history": "schema",
-    "rows_shown": "build", "bundle_members": "import", "bundle_member": "import (while extracting)",
+    "rows_shown": "build", "amplification": "build (tests/test_hostile_amplify.py)",
+    "amplification_allowance": "build (tests/test_hostile_amplify.py)", "bundle_members": "import",
+    "bundle_member": "import (while extracting)",
     "bundle_total": "import (while extracting)", "bundle_file": "import",
 }
 

@@ -34,6 +34,7 @@ from evidence import EvidenceError, figure_files, read_figure  # noqa: E402
 from lessons import LessonError, discover  # noqa: E402
 from limits import LIMITS  # noqa: E402
 from safefs import UnsafePathError, read_text  # noqa: E402
+from siteconfig import ConfigError, check_branch, check_repo_url  # noqa: E402
 from snippets import SnippetError, read_regions  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -97,13 +98,15 @@ class _Output:
     def __init__(self, files: Files, config):
         self.files, self.config = files, config
         self.dirty = os.environ.get("VT_DIRTY_SERVE") == "1"
-        self.cache = Path(config["config_file_path"] or ROOT / "mkdocs.yml").parent / ".cache" / "site-files"
+        self.root = Path(config["config_file_path"] or ROOT / "mkdocs.yml").parent  # nothing is written outside it
+        self.cache = self.root / ".cache" / "site-files"
 
     def add(self, uri: str, content: str | bytes) -> None:
         if not self.dirty:
             self.files.append(File.generated(self.config, uri, content=content))
             return
-        incremental.write_if_changed(self.cache / uri, content.encode() if isinstance(content, str) else content)
+        incremental.write_if_changed(self.cache / uri, content.encode() if isinstance(content, str) else content,
+                                     self.root)
         self.files.append(File(uri, src_dir=str(self.cache), dest_dir=self.config["site_dir"],
                                use_directory_urls=self.config["use_directory_urls"]))
 
@@ -180,10 +183,13 @@ def on_pre_build(config) -> None:
     _site = None
     if _lessons is None:  # on_config reported why
         return
-    repo = (config.get("repo_url") or "").rstrip("/")
     extra = dict(config.get("extra") or {})
+    try:  # both become links: a plain GitHub repository and a valid branch, or the build stops naming the setting
+        repo, branch = check_repo_url(config.get("repo_url") or ""), check_branch(extra.get("branch", "main"))
+    except ConfigError as exc:
+        raise PluginError(str(exc)) from None
     try:
-        _site = directives.Site.load(CODE_DIR, EVIDENCE_DIR, _lessons, repo, extra.get("branch", "main"), extra)
+        _site = directives.Site.load(CODE_DIR, EVIDENCE_DIR, _lessons, repo, branch, extra)
     except (LessonError, EvidenceError, UnsafePathError) as exc:
         raise PluginError(str(exc)) from None
     _site.docs_dir = Path(config["docs_dir"]).absolute()

@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from lessons import LessonError, discover  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-VALID = re.compile(r"^[a-z][a-z0-9]*(?:-[a-z0-9]+)*$")
+VALID = re.compile(r"\A[a-z][a-z0-9]*(?:-[a-z0-9]+)*\Z")
 
 # The lesson file keeps to 88 columns (code/ruff.toml), so no line hides behind a scroll on the page.
 LESSON_PY = '''"""{title}.

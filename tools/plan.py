@@ -22,6 +22,7 @@ from lessons import Lesson
 from machine import Machine
 from report import terminal_safe
 from runner import RunResult, mode_key, run_lesson
+from status import contradictions
 
 HEARTBEAT_S = 20.0
 DEFAULT_WALL_S = 60.0  # a lesson never recorded counts as this in shard balancing
@@ -52,7 +53,7 @@ def plan_runs(lessons: list[Lesson], modes: list[str], machine: Machine, evidenc
                     old = read_record(path, evidence_dir)
                 except EvidenceError:
                     old = None
-                if old and is_up_to_date(old, lesson.source_hash(), machine):
+                if old and is_up_to_date(old, lesson.source_hash(), machine) and not contradictions(lesson, old):
                     skipped.append(RunResult(lesson, mode, old, "up to date"))
                     continue
             todo.append((lesson, mode))
@@ -144,6 +145,8 @@ class Progress:
                 print(f"[{self.done}/{self.total}] {label}: error ({terminal_safe(result.skipped)})", flush=True)
                 return
             extra = f" ({terminal_safe(record.reason)})" if record.reason else ""
+            if not result.written:
+                extra = f"; {terminal_safe(result.skipped)}"
             print(f"[{self.done}/{self.total}] {label}: {record.outcome} in {record.wall_s:.1f} s{extra}", flush=True)
             for change in result.changes:
                 print(f"    change beyond noise: {terminal_safe(change.describe())}", flush=True)

@@ -9,10 +9,10 @@ markup. The directives (tools/directives/) build pages from these blocks.
 
 from __future__ import annotations
 
-import math
 import re
 import unicodedata
 
+import numfmt
 from limits import LIMITS
 from status import Status
 
@@ -21,6 +21,7 @@ CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 MAX_LINE = 1000  # characters of one output line shown on a page
 MAX_LINES = 400  # lines of one stream shown on a page (head and tail)
 MAX_TEXT = LIMITS.string  # characters of one inline value (a check message, a table cell, a reason)
+SECOND_COPY = 200  # characters of a text shown a second time on one page (a failed check above its fold, alt text)
 COLLAPSE_ROWS_OVER = 12  # a longer checks table folds away behind its summary
 
 
@@ -41,21 +42,50 @@ def visible(s: str) -> str:
 # numeric character reference; other punctuation (. , ; / ( ) + - % ?) cannot
 # start anything on its own and stays as it is, which keeps pages of long
 # evidence tables cheap to build.
-SPECIAL = frozenset('&<>"\'`*_[]|{}:\\$~^=!#')
+# '@' and the '.' of "www." too: Jupyter's and GitHub's Markdown make a link of a bare address (GFM
+# autolinks), and the directives' text also reaches notebooks.
+SPECIAL = frozenset('&<>"\'`*_[]|{}:\\$~^=!#@')
 _ESCAPES = {ord(c): f"&#{ord(c)};" for c in SPECIAL | {"\t"}}
+WWW = re.compile(r"(?i)(www)\.")
 
 
-def text(value: object) -> str:
+def text(value: object, limit: int = MAX_TEXT) -> str:
     """Inline text that Markdown, HTML and the template engine all leave alone.
 
     Every character in SPECIAL becomes a numeric character reference, so
     nothing in it can open a tag, a link, emphasis, a table cell, math or an
-    emoji shortcode; the browser shows the same characters.
+    emoji shortcode; the browser shows the same characters. Past `limit`
+    characters the rest is cut, and the cut is said (a second copy of a text
+    on one page, such as an alt text, takes a short limit: no amplification).
     """
     s = visible(ANSI.sub("", str(value)).replace("\r\n", " ").replace("\n", " ").replace("\r", " "))
-    if len(s) > MAX_TEXT:
-        s = s[:MAX_TEXT] + f" [... {len(s) - MAX_TEXT} more characters]"
-    return s.translate(_ESCAPES)
+    if len(s) > limit:
+        s = s[:limit] + f" [... {len(s) - limit} more characters]"
+    return WWW.sub(r"\1&#46;", s.translate(_ESCAPES))
+
+
+# Markdown read outside the site: a notebook's Markdown cells (Jupyter, Colab), an archive's README (GitHub,
+# an editor). CommonMark makes any backslash-escaped ASCII punctuation literal, which reads better in a plain
+# README than character references; these are the characters that can start something in CommonMark, GFM
+# (autolinks, tables, strikethrough) or Jupyter (math), wherever they stand in a line.
+MARKDOWN_SPECIAL = frozenset("\\`*_{}[]<>&|~$!:@^")
+LINE_START = re.compile(r"\A(?:[#+=>-]|[0-9]+(?=[.)]))")  # a heading, list, quote or setext line at a line start
+
+
+def markdown_text(value: object, limit: int = MAX_TEXT, line_start: bool = False) -> str:
+    """Text that any Markdown reader shows as the characters it is: no HTML, link, image, bare URL or address,
+    emphasis, code, math, table cell, heading or list; one line, controls and invisible characters visible,
+    bounded. For lesson.toml text and evidence fields in notebooks and archive READMEs; `line_start` where
+    the text begins a line (where '# ', '- ' or '1. ' would start a heading or a list)."""
+    s = visible(ANSI.sub("", str(value)).replace("\r\n", " ").replace("\n", " ").replace("\r", " ")
+                .replace("\t", " ")).strip()
+    if len(s) > limit:
+        s = s[:limit] + f" [... {len(s) - limit} more characters]"
+    s = "".join(f"\\{c}" if c in MARKDOWN_SPECIAL else c for c in s)
+    s = WWW.sub(r"\1\\.", s)
+    if not line_start:
+        return s
+    return LINE_START.sub(lambda m: m.group() + "\\" if m.group()[0].isdigit() else "\\" + m.group(), s)
 
 
 def snippet_safe(markdown: str) -> str:
@@ -167,19 +197,13 @@ def badge(status: Status) -> str:
 # -- numbers -------------------------------------------------------------------------
 
 def number(x: float | int | None) -> str:
-    """One rounding rule for measured values: 3 significant digits, thousands separated."""
-    if x is None or (isinstance(x, float) and not math.isfinite(x)):
-        return "-"
-    if isinstance(x, int) and not isinstance(x, bool):
-        return f"{x:,}"
-    if abs(x) >= 100:
-        return f"{x:,.0f}"
-    return f"{x:.3g}"
+    """One rounding rule for measured values: 3 significant digits, thousands separated, bounded width."""
+    return numfmt.number(x)
 
 
 def ratio(x: float) -> str:
-    return f"{x:.2f}×"
+    return f"{numfmt.fixed(x)}×"
 
 
 def interval(low: float, high: float) -> str:
-    return f"{low:.2f}–{high:.2f}"
+    return f"{numfmt.fixed(low)}–{numfmt.fixed(high)}"

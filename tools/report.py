@@ -88,7 +88,7 @@ def print_summary(results) -> None:
     results, folded = _fold_not_run_here(results)
     print("\nlesson                         mode         outcome     time    note")
     for r in sorted(results, key=lambda r: (r.lesson.order, r.lesson.name, MODES.index(r.mode))):
-        ran = r.record is not None and not r.skipped
+        ran = r.record is not None and (not r.skipped or not r.written)  # not written: it ran, the record stayed
         outcome = r.record.outcome if ran else ("error" if r.record is None and "verify" in r.skipped else "-")
         wall = f"{r.record.wall_s:6.1f}s" if ran else "      -"
         note = r.skipped or (r.record.reason if r.record else "")

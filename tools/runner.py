@@ -3,13 +3,16 @@
 One job: set up the run as the kit's contract says (the variable names and
 exit codes come from code/lessonkit.py through kit.py), capture it with
 capture.py, read the kit's results through the schema, decide the outcome
-from the exit code and the kit's own pass rule, and write the record with its
-figures and the benchmarks' history.
+from the exit code and the kit's own pass rule, take this machine's paths out
+of what it printed (scrub.py), and write the record with its figures and the
+benchmarks' history, unless it would replace a current pass with a failure
+this machine caused.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -34,8 +37,10 @@ from evidence import (
 )
 from lessons import Lesson, combined_hash
 from limits import LIMITS
-from machine import Machine
+from machine import ENV_MODULES, Machine
 from safefs import UnsafePathError, read_bytes
+from scrub import scrub_record, scrubber
+from status import contradictions
 
 TEMP_PREFIX = "vt-verify-"
 
@@ -45,18 +50,25 @@ class RunResult:
     lesson: Lesson
     mode: str
     record: Record | None
-    skipped: str = ""  # why it did not run: up to date, no GPU, not supported
+    skipped: str = ""  # why it did not run (up to date, no GPU, not supported), or why it was not recorded
     gpu: int | None = None  # the GPU index it ran on
     changes: tuple[Change, ...] = ()
+    written: bool = True  # False: it ran, and the record here was kept (see `skipped`)
 
 
 def mode_key(mode: str, gpu_name: str) -> str:
+    """The record's key: derived from the device name by evidence.gpu_key, the one function that names records."""
     return "interpreter" if mode == "interpreter" else gpu_key(gpu_name)
 
 
 def run_lesson(lesson: Lesson, mode: str, machine: Machine, evidence_dir: Path, timeout: float | None,
-               gpu: int | None = None) -> RunResult:
-    """Run one lesson in one mode in its own process (on GPU `gpu`, if given) and write its record."""
+               gpu: int | None = None, force: bool = False) -> RunResult:
+    """Run one lesson in one mode in its own process (on GPU `gpu`, if given) and write its record.
+
+    A failure never replaces a current passing record when this machine's
+    environment caused it, nor, without `force`, when it ran with other torch
+    or Triton versions than that record: the record stays, and why is said.
+    """
     limit = timeout or lesson.modes[mode].timeout
     device = machine.gpu(gpu) if mode == "gpu" else None
     work = Path(tempfile.mkdtemp(prefix=f"{TEMP_PREFIX}{os.getpid()}-{lesson.name}-"))
@@ -80,11 +92,15 @@ def run_lesson(lesson: Lesson, mode: str, machine: Machine, evidence_dir: Path, 
         figure_data, figures, fig_problem = ({}, [], "") if results is None else _collect_figures(results, fig_dir)
         if fig_problem:
             outcome, reason = "failed", fig_problem
+        environment = environment_failure(captured.exit_code, captured.stderr, lesson.root)
+        if outcome == "failed" and environment and captured.exit_code != kit.EXIT_CANNOT_RUN:
+            reason = f"this machine could not run it ({environment})"
+        env_now = _environment(mode, machine, device, results)
         record = Record(
-            lesson=lesson.name, mode=mode, key=mode_key(mode, device.name if device else ""), outcome=outcome,
+            lesson=lesson.name, mode=mode, key=mode_key(mode, env_now.device_name), outcome=outcome,
             exit_code=captured.exit_code, started_utc=started.strftime("%Y-%m-%dT%H:%M:%SZ"),
             wall_s=round(captured.wall_s, 2), command=command, source_hash=combined_hash(source_files),
-            source_files=source_files, env=_environment(mode, machine, device, results),
+            source_files=source_files, env=env_now,
             stdout=captured.stdout, stderr=captured.stderr, stdout_omitted=captured.stdout_omitted,
             stderr_omitted=captured.stderr_omitted, reason=reason[:LIMITS.string],
             checks=results.checks if results else [], benchmarks=results.benchmarks if results else [],
@@ -93,13 +109,61 @@ def run_lesson(lesson: Lesson, mode: str, machine: Machine, evidence_dir: Path, 
             predictions=results.predictions if results else [],
             filtered_warnings=results.filtered_warnings if results else [],
         )
+        scrub_record(record, scrubber(lesson.root))  # no path of this machine in the record
         path = record_path(evidence_dir, lesson.name, record.key)
         previous = _previous(path, evidence_dir)
+        kept = _kept(lesson, record, previous, environment, force)
+        if kept:
+            return RunResult(lesson, mode, record, kept, gpu=gpu, written=False)
         carry_history(record, previous)
         write_record(evidence_dir, record, figure_data)
         return RunResult(lesson, mode, record, gpu=gpu, changes=tuple(changes(record, previous)))
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _kept(lesson: Lesson, new: Record, previous: Record | None, environment: str, force: bool) -> str:
+    """Why the failed run `new` must not replace `previous`, a current pass or stop by design ('' if it may)."""
+    if (previous is None or not new.failed or previous.source_hash != new.source_hash
+            or previous.outcome not in ("passed", "by-design") or contradictions(lesson, previous)):
+        return ""
+    kept = f"the record here ({previous.outcome} on {previous.date}) stays"
+    if environment:  # never, even with --force: the lesson did not fail, this machine did
+        return f"not recorded: this machine could not run it ({environment}); {kept}"
+    ran, had = (new.env.torch, new.env.triton), (previous.env.torch, previous.env.triton)
+    if ran != had and not force:
+        return (f"not recorded: this run with torch {ran[0]}, Triton {ran[1]} {new.outcome} ({new.reason[:300]}); "
+                f"the record here {previous.outcome} with torch {had[0]}, Triton {had[1]} and stays. Run again with "
+                "--force to record the failure under these versions")
+    return ""
+
+
+LAST_ERROR = re.compile(r"\A(ModuleNotFoundError|ImportError): (.*)\Z")
+FRAME = re.compile(r'^  File "([^"]+)", line [0-9]+', re.M)
+
+
+def environment_failure(exit_code: int | None, stderr: str, root: Path) -> str:
+    """Why a run failed because of this machine, or '': exit 2 (the kit: cannot run here), or an import
+    error of torch, Triton or numpy, or one raised outside the project (a broken install)."""
+    lines = stderr.strip().splitlines()
+    if exit_code == kit.EXIT_CANNOT_RUN:
+        return f"exit {exit_code}: {lines[-1][:300] if lines else 'cannot run on this machine'}"
+    match = LAST_ERROR.match(lines[-1]) if lines and exit_code not in (None, kit.EXIT_PASSED) else None
+    if match is None:
+        return ""
+    missing = re.search(r"No module named '([^']+)'", match.group(2))
+    frames = [f for f in FRAME.findall(stderr) if not f.startswith("<")]
+    outside = bool(frames) and not _inside(Path(frames[-1]), root)
+    if (missing and missing.group(1).split(".")[0] in ENV_MODULES) or outside:
+        return f"{match.group(1)}: {match.group(2)[:300]}"
+    return ""
+
+
+def _inside(path: Path, root: Path) -> bool:
+    try:
+        return path.resolve().is_relative_to(Path(root).resolve())
+    except OSError:
+        return False
 
 
 def _previous(path: Path, evidence_dir: Path) -> Record | None:

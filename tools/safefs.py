@@ -1,10 +1,12 @@
-"""Reading files that come from code/, evidence/ or a bundle without trusting them.
+"""Reading files that come from code/, evidence/ or a bundle without trusting them, and writing generated files.
 
-One job: hand back the bytes of a plain file inside a known folder, bounded.
-A symbolic link (anywhere on the way), a hard link (a second name for a file
-that may live outside the repository), a FIFO, a socket or a device is
-refused with an error naming the path, so nothing outside the repository is
-ever read into the site or the evidence, and nothing can hang a read. Sizes
+One job: hand back the bytes of a plain file inside a known folder, bounded,
+and write a generated file (a cache entry, an archive, a notebook) inside a
+known folder. A symbolic link (anywhere on the way), a hard link (a second
+name for a file that may live outside the repository), a FIFO, a socket or a
+device is refused with an error naming the path, so nothing outside the
+repository is ever read into the site or the evidence, nothing is ever
+written outside the folder it belongs in, and nothing can hang a read. Sizes
 are checked while reading: a file that grows past its limit stops the read.
 """
 
@@ -13,6 +15,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+import tempfile
 from pathlib import Path
 
 
@@ -92,6 +95,49 @@ def read_text(path: Path, limit: int, root: Path | None = None) -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise UnsafePathError(path, f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+
+
+def make_dirs(folder: Path, root: Path) -> None:
+    """Make `folder` and its parents up to `root`, each a plain folder: a link or a file on the way is an error."""
+    root_s, folder_s = os.path.abspath(root), os.path.abspath(folder)
+    if folder_s != root_s and not folder_s.startswith(root_s.rstrip(os.sep) + os.sep):
+        raise UnsafePathError(folder, f"outside {root_s}")
+    here = root_s
+    for part in [""] + folder_s[len(root_s):].strip(os.sep).split(os.sep):
+        here = os.path.join(here, part) if part else here
+        try:
+            mode = os.lstat(here).st_mode
+        except FileNotFoundError:
+            os.makedirs(here) if here == root_s else os.mkdir(here)  # the root is the caller's to choose
+            continue
+        if not stat.S_ISDIR(mode):
+            raise UnsafePathError(here, f"{_kind(mode)} where a folder belongs; links are never followed")
+
+
+def write_bytes(path: Path, data: bytes, root: Path) -> None:
+    """Write a generated file inside `root`, atomically: its folders are made as plain folders (a link on the
+    way is an error), and the file is a new plain file that replaces whatever stood at `path` (a link there is
+    replaced, never followed). Nothing outside `root` is read, written or touched."""
+    path = Path(path)
+    make_dirs(path.parent, root)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")  # O_EXCL: a new file
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)  # rename replaces a link at `path` itself, never its target
+    except BaseException:
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def same_bytes(path: Path, data: bytes, root: Path) -> bool:
+    """True when `path` is a plain file inside `root` holding exactly `data` (read through no link)."""
+    try:
+        return read_bytes(path, len(data), root) == data
+    except UnsafePathError:
+        return False
 
 
 def walk_files(root: Path, skip=lambda name: False) -> list[Path]:

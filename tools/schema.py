@@ -12,6 +12,7 @@ keys and hashes. Unknown fields, wrong types, NaN and infinities are errors.
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import math
 import re
 import types
@@ -44,15 +45,32 @@ LIST_LIMITS = {
 }
 STRING_LIMITS = {
     "name": LIMITS.name, "stdout": LIMITS.stream_kept + 200, "stderr": LIMITS.stream_kept + 200,
+    # what a run was recorded with: repeated on every row, caption and tab of a page, so kept short
+    **dict.fromkeys(("python", "torch", "triton", "platform", "device_name", "capability", "driver", "cuda"),
+                    LIMITS.environment),
 }
 
-FIGURE_FILE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,150}\.png$")
-LESSON_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
-GPU_KEY = re.compile(r"^gpu-[a-z0-9]+(?:-[a-z0-9]+)*$")
-SHA256 = re.compile(r"^[0-9a-f]{64}$")
-UTC_STAMP = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$")
-PACKAGE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$")  # a package name, or its version
-REL_PATH = re.compile(r"^(?!/)(?!.*(?:^|/)\.\.?(?:/|$))[A-Za-z0-9._/-]{1,200}$")
+# Whole strings only: \A and \Z (a "$" would also match before a trailing newline, and "x.png\n" is no
+# file name), ASCII digits only (\d also matches full-width and other scripts' digits).
+FIGURE_FILE = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9._-]{0,150}\.png\Z")
+LESSON_NAME = re.compile(r"\A[a-z0-9][a-z0-9-]{0,63}\Z")
+GPU_KEY = re.compile(r"\Agpu-[a-z0-9]+(?:-[a-z0-9]+)*\Z")
+SHA256 = re.compile(r"\A[0-9a-f]{64}\Z")
+UTC_STAMP = re.compile(r"\A[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z\Z")
+PACKAGE = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9._+-]{0,63}\Z")  # a package name, or its version
+REL_PATH = re.compile(r"\A(?!/)(?!.*(?:^|/)\.\.?(?:/|\Z))[A-Za-z0-9._/-]{1,200}\Z")
+UTC_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
+
+
+def utc_stamp(text: str) -> datetime.datetime | None:
+    """The moment `text` names, if it is strict RFC 3339 UTC (ASCII digits, a real calendar date and time,
+    'Z' and nothing after it); None otherwise."""
+    if not UTC_STAMP.match(text):
+        return None
+    try:
+        return datetime.datetime.strptime(text, UTC_FORMAT).replace(tzinfo=datetime.UTC)
+    except ValueError:  # 2026-02-30, 25:00, a leap second
+        return None
 
 
 def load(cls, data, where: str = ""):

@@ -10,12 +10,16 @@ Adding a status rule touches `_combine` (and, for a new badge, `Status`).
 
 from __future__ import annotations
 
+import math
+import statistics
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 
-from evidence import Record, lesson_records
+import kit
+from evidence import Record, lesson_records, record_path
 from lessons import Lesson
+from numfmt import fixed, seconds
 
 
 class Status(Enum):
@@ -74,11 +78,23 @@ class LessonStatus:
 
 def judge(lesson: Lesson, evidence_dir: Path) -> LessonStatus:
     records, problems = lesson_records(evidence_dir, lesson.name)
-    return judge_records(lesson, records, problems)
+    return judge_records(lesson, records, problems, evidence_dir)
 
 
-def judge_records(lesson: Lesson, records: list[Record], problems: list[str] | None = None) -> LessonStatus:
+def judge_records(lesson: Lesson, records: list[Record], problems: list[str] | None = None,
+                  evidence_dir: Path | None = None) -> LessonStatus:
     source_hash = lesson.source_hash()
+    problems = list(problems or [])
+    usable = []
+    for record in records:  # a record that its own content contradicts is not used, and is named
+        found = contradictions(lesson, record)
+        if found:
+            where = (record_path(evidence_dir, lesson.name, record.key) if evidence_dir is not None
+                     else f"{lesson.name}/{record.key}.json")
+            problems.append(f"{where}: {'; '.join(found)}; re-record it")
+        else:
+            usable.append(record)
+    records = usable
     interp = _interpreter_state(lesson, [r for r in records if r.mode == "interpreter"], source_hash)
     gpu = _mode_state("gpu", [r for r in records if r.mode == "gpu"], source_hash)
     status = _combine(interp.state, gpu.state)
@@ -90,9 +106,10 @@ def judge_records(lesson: Lesson, records: list[Record], problems: list[str] | N
             continue
         for b in r.benchmarks:
             if b.verdict not in (None, "met") and not b.gate:
-                unmet.append(f"{b.label} reached {b.ratio:.2f}x against a {b.threshold:.2f}x goal ({b.verdict})")
+                unmet.append(f"{b.label} reached {fixed(b.ratio)}x against a {fixed(b.threshold)}x goal "
+                             f"({b.verdict})")
             if b.stretch_verdict not in (None, "met"):
-                unmet.append(f"{b.label} reached {b.ratio:.2f}x against a {b.stretch:.2f}x stretch goal "
+                unmet.append(f"{b.label} reached {fixed(b.ratio)}x against a {fixed(b.stretch)}x stretch goal "
                              f"({b.stretch_verdict})")
     if unmet:
         sentence += " Goals that do not gate the run, not met: " + "; ".join(unmet) + "."
@@ -100,7 +117,121 @@ def judge_records(lesson: Lesson, records: list[Record], problems: list[str] | N
         sentence += f" {len(problems)} evidence file(s) could not be used: " + "; ".join(problems) + "."
     current = [r for r in records if r.source_hash == source_hash]
     return LessonStatus(lesson, status, sentence, _summary(current), source_hash,
-                        {"interpreter": interp, "gpu": gpu}, records, list(problems or []))
+                        {"interpreter": interp, "gpu": gpu}, records, problems)
+
+
+# -- what a record's content implies ------------------------------------------------------------
+
+def contradictions(lesson: Lesson, record: Record) -> list[str]:
+    """Every claim of `record` that its own content does not bear out, as 'field: why' (none: usable).
+
+    A record is never believed about itself: its outcome is re-derived from its exit code, its checks and
+    its benchmarks with the kit's own pass rule; every benchmark's ratio, interval and verdicts from its
+    recorded rounds; and, for the current source, whether the lesson's [requires] allow what it claims.
+    """
+    found = []
+    for i, bench in enumerate(record.benchmarks):
+        found += _benchmark_contradictions(bench, f"benchmarks[{i}]")
+    found += _outcome_contradictions(lesson, record)
+    if record.mode == "gpu" and record.skipped_parts:
+        found.append("skipped_parts: a GPU run skips no parts (the kit records them under the interpreter only)")
+    if record.source_hash == lesson.source_hash() and record.outcome == "passed":
+        found += _requires_contradictions(lesson, record)
+    return found
+
+
+def _close(a: float, b: float) -> bool:
+    return math.isclose(a, b, rel_tol=1e-9)
+
+
+def _benchmark_contradictions(b, where: str) -> list[str]:
+    """A benchmark re-derived as `lesson.benchmark` computes it: ratio, interval, medians, verdicts."""
+    kernel, base = b.kernel_ms, b.baseline_ms
+    if not kernel:
+        return [f"{where}.kernel_ms: no rounds, so its ratio and verdicts cannot be re-derived (records of "
+                "format 1 have none)"]
+    if len(base) != len(kernel):
+        return [f"{where}.baseline_ms: {len(base)} rounds against {len(kernel)} of the kernel"]
+    if b.samples != len(kernel):
+        return [f"{where}.samples: {b.samples}, but it has {len(kernel)} rounds"]
+    if not all(math.isfinite(x) and x > 0 for x in (*kernel, *base, b.measured, b.baseline)):
+        return [f"{where}.kernel_ms: times and rates are positive, finite numbers"]
+    k_med, b_med = statistics.median(kernel), statistics.median(base)
+    if b.unit in kit.RATE_UNITS:
+        # measured = work / median(kernel_ms) * scale: the work per call of each side, recovered
+        scale = kit.RATE_UNITS[b.unit]
+        k_work, b_work = b.measured * k_med / scale, b.baseline * b_med / scale
+        ratios = [(k_work / k * scale) / (b_work / t * scale) for k, t in zip(kernel, base, strict=True)]
+        medians = []
+    else:
+        ratios = [t / k for k, t in zip(kernel, base, strict=True)]
+        medians = [("measured", b.measured, k_med, "kernel"), ("baseline", b.baseline, b_med, "baseline")]
+    found = []
+    ratio, low, high = kit.median_interval(ratios)
+    for name, stated, derived in (("ratio", b.ratio, ratio), ("ratio_low", b.ratio_low, low),
+                                  ("ratio_high", b.ratio_high, high)):
+        if not _close(stated, derived):
+            found.append(f"{where}.{name}: {stated:.6g}, but the rounds give {derived:.6g}")
+    for name, stated, derived, side in medians:
+        if not _close(stated, derived):
+            found.append(f"{where}.{name}: {stated:.6g}, but the median of its {side} rounds is {derived:.6g}")
+    for name, target, stated in (("verdict", b.threshold, b.verdict), ("stretch_verdict", b.stretch,
+                                                                        b.stretch_verdict)):
+        derived = None if target is None else kit.verdict(b.ratio_low, b.ratio_high, target)
+        if stated != derived:
+            against = f"against {target:.6g}" if target is not None else "without a target"
+            found.append(f"{where}.{name}: {stated!r}, but the interval {b.ratio_low:.6g}-{b.ratio_high:.6g} "
+                         f"{against} gives {derived!r}")
+    return found
+
+
+def _outcome_contradictions(lesson: Lesson, record: Record) -> list[str]:
+    """The outcome against the exit code, the checks and the gates, as runner.classify decides it."""
+    code, outcome = record.exit_code, record.outcome
+    if outcome == "timeout":
+        return [] if code is None else [f"exit_code: a run that timed out has no exit code; this one has {code}"]
+    if code is None:
+        return [f"exit_code: missing, but only a run that timed out has none (outcome {outcome!r})"]
+    if outcome == "crashed":
+        return [] if code < 0 else [f"exit_code: a crash is a kill by a signal (a negative exit code); "
+                                    f"this one has {code}"]
+    if outcome == "by-design":
+        expected = lesson.modes[record.mode].expected_exits
+        if code in expected:
+            return [] if record.reason == expected[code] else [
+                f"reason: exit {code} is expected by design as {expected[code][:80]!r}, not {record.reason[:80]!r}"]
+        if code != kit.EXIT_BY_DESIGN:
+            return [f"exit_code: stopped by design, but exit code {code} is neither {kit.EXIT_BY_DESIGN} (the kit "
+                    "declined by design) nor an exit lesson.toml expects"]
+        return [] if record.reason else ["reason: a run stopped by design says why; this one says nothing"]
+    if outcome != "passed":
+        return []
+    found = [] if code == kit.EXIT_PASSED else [f"exit_code: a passing run exits {kit.EXIT_PASSED}; this one "
+                                                 f"has exit code {code}"]
+    found += [f"checks[{i}].status: a failed check in a record whose outcome is 'passed'"
+              for i, c in enumerate(record.checks) if c.status == "fail"]
+    found += [f"benchmarks[{i}].verdict: a gate not met in a record whose outcome is 'passed'"
+              for i, b in enumerate(record.benchmarks) if kit.failures([], [b])]
+    return found
+
+
+def _requires_contradictions(lesson: Lesson, record: Record) -> list[str]:
+    """A pass the lesson's [requires] rule out: the kit exits 2 on an older Triton, 3 on a smaller GPU."""
+    found = []
+    need = lesson.requires
+    env = record.env
+    if need.triton and not (env.triton[:1].isdigit() and kit.version_tuple(env.triton)
+                            >= kit.version_tuple(need.triton)):
+        found.append(f"env.triton: {env.triton[:40]!r} is older than the Triton {need.triton} this lesson "
+                     "requires, where the kit stops before running (exit 2)")
+    if record.mode == "gpu" and need.capability:
+        if not env.capability[:1].isdigit():
+            found.append(f"env.capability: not recorded, so the compute capability {need.capability} this "
+                         "lesson requires cannot be checked")
+        elif kit.version_tuple(env.capability) < kit.version_tuple(need.capability):
+            found.append(f"env.capability: {env.capability[:20]!r} is below the compute capability "
+                         f"{need.capability} this lesson requires, where the kit declines by design (exit 3)")
+    return found
 
 
 def _combine(interp: str, gpu: str) -> Status:
@@ -145,17 +276,25 @@ def _mode_state(mode: str, records: list[Record], source_hash: str) -> ModeState
 def _phrase(record: Record) -> str:
     env = record.env
     if record.mode == "interpreter":
-        who = f"the Triton {env.triton} interpreter run"
+        triton = _version("Triton", env.triton)
+        who = (f"the {triton} interpreter run" if env.triton[:1].isdigit()
+               else "the interpreter run" + (f" ({triton})" if triton else ""))
     else:
-        who = f"the GPU run on {env.device_name or 'an unnamed GPU'} (Triton {env.triton}, torch {env.torch})"
+        versions = ", ".join(v for v in (_version("Triton", env.triton), _version("torch", env.torch)) if v)
+        who = f"the GPU run on {env.device_name or 'an unnamed GPU'}" + (f" ({versions})" if versions else "")
     outcome = {
         "passed": "passed",
         "failed": f"failed (exit {record.exit_code}{': ' + record.reason if record.reason else ''})",
         "crashed": f"crashed ({record.reason or f'exit {record.exit_code}'})",
-        "timeout": f"timed out after {record.wall_s:.0f} s",
+        "timeout": f"timed out after {seconds(record.wall_s)}",
         "by-design": f"stopped by design ({record.reason})",
     }[record.outcome]
     return f"{who} {outcome} on {record.date}"
+
+
+def _version(package: str, version: str) -> str:
+    """'Triton 3.6.0', 'Triton not installed', or '' when the record does not say."""
+    return f"{package} {version}" if version.strip() else ""
 
 
 def _summary(current: list[Record]) -> str:

@@ -25,6 +25,7 @@ import os
 import shutil
 import sys
 import tempfile
+from functools import partial
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -33,7 +34,7 @@ from bundles import import_bundles, write_bundle  # noqa: E402
 from capture import kill_all_on_signals  # noqa: E402
 from evidence import EvidenceError, read_record, record_path  # noqa: E402
 from lessons import MODES, Lesson, LessonError, discover  # noqa: E402
-from machine import Machine, this_machine  # noqa: E402
+from machine import SETUP, Machine, mode_problem, this_machine  # noqa: E402
 from plan import execute, parse_shard, plan_runs, recorded_wall, shard  # noqa: E402
 from provenance import Expectation, provenance_problems  # noqa: E402
 from report import (  # noqa: E402
@@ -44,7 +45,7 @@ from report import (  # noqa: E402
     status_json,
     terminal_safe,
 )
-from runner import mode_key, sweep_orphans  # noqa: E402
+from runner import mode_key, run_lesson, sweep_orphans  # noqa: E402
 from safefs import UnsafePathError  # noqa: E402
 from status import judge  # noqa: E402
 
@@ -115,6 +116,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--require-attestation", metavar="OWNER/REPO/.github/workflows/FILE@REF",
                    help="with --import: refuse a bundle unless `gh attestation verify` vouches that this workflow "
                         "made it")
+    p.add_argument("--accept-changes", action="store_true",
+                   help="with --import: replace current records even where the outcome or a ratio changes")
     p.add_argument("--evidence-dir", type=Path, default=ROOT / "evidence", help=argparse.SUPPRESS)
     p.add_argument("--code-dir", type=Path, default=ROOT / "code", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -138,6 +141,12 @@ def invalid_combination(args: argparse.Namespace) -> str:
     if len(actions) > 1:
         return f"{actions[0]} and {actions[1]} are separate jobs: run them one at a time"
     allowed = {"--compare": {"timeout"}}.get(actions[0], set()) if actions else set(RUN_OPTIONS)
+    if not args.import_paths:
+        stray = [flag for flag, on in (("--accept-changes", args.accept_changes), ("--expect-mode", args.expect_mode),
+                                       ("--expect-gpu", args.expect_gpu),
+                                       ("--require-attestation", args.require_attestation)) if on]
+        if stray:
+            return f"{stray[0]} applies to --import"
     ignored = [f"--{name}" for name in RUN_OPTIONS if name not in allowed and getattr(args, name) not in (None, False)]
     if ignored:
         return f"{ignored[0]} applies to a run of the lessons, which {actions[0]} does not start"
@@ -188,7 +197,7 @@ def do_import(args, every: list[Lesson], lessons: list[Lesson], evidence_dir: Pa
             print("import: nothing merged; a bundle that did not come from the job it should have may mean the run "
                   "was tampered with, so no bundle of this import is taken", file=sys.stderr)
             return 1
-    report = import_bundles(args.import_paths, by_name, evidence_dir, selected)
+    report = import_bundles(args.import_paths, by_name, evidence_dir, selected, args.accept_changes)
     for rec in report.merged:
         print(f"imported {rec.lesson} {rec.key} ({rec.outcome}, {rec.started_utc})")
     for note in report.notes:
@@ -197,8 +206,14 @@ def do_import(args, every: list[Lesson], lessons: list[Lesson], evidence_dir: Pa
         print(f"change beyond noise: {terminal_safe(change.describe())}")
     for problem in report.refused:
         print(f"refused: {terminal_safe(problem)}", file=sys.stderr)
-    print(f"import: {len(report.merged)} records merged, {len(report.refused)} refused")
-    if not report.merged and not report.refused:
+    for change in report.held:
+        print(f"held back: {terminal_safe(change)}", file=sys.stderr)
+    if report.held:
+        print("import: these records here would change; nothing was replaced. Look at the changes, then "
+              "import again with --accept-changes to take the bundles' records", file=sys.stderr)
+    print(f"import: {len(report.merged)} records merged, {len(report.refused)} refused"
+          + (f", {len(report.unchanged)} unchanged" if report.unchanged else ""))
+    if not report.merged and not report.refused and not report.unchanged and not report.held:
         print("import: nothing merged", file=sys.stderr)
     return 0 if report.ok else 1
 
@@ -277,6 +292,16 @@ def compare_fresh(lessons: list[Lesson], evidence_dir: Path, machine: Machine, j
         shutil.rmtree(scratch, ignore_errors=True)
 
 
+def preflight(modes: list[str]) -> None:
+    """UsageError (exit 2, nothing run or written) unless this Python can run each of `modes`."""
+    for mode in modes:
+        problem = mode_problem(mode)
+        if problem:
+            label = "interpreter" if mode == "interpreter" else "GPU"
+            raise UsageError(f"the {label} mode cannot run here: {problem}. It needs {SETUP}. Nothing was run "
+                             "and nothing was written")
+
+
 def do_run(args, lessons: list[Lesson], evidence_dir: Path) -> int:
     kill_all_on_signals()
     sweep_orphans()
@@ -284,6 +309,7 @@ def do_run(args, lessons: list[Lesson], evidence_dir: Path) -> int:
     print(f"machine: python {machine.python}, torch {machine.torch}, triton {machine.triton}, "
           f"GPUs: {', '.join(f'{g.index}: {g.name}' for g in machine.gpus) or 'none'}", flush=True)
     if args.compare:
+        preflight(["interpreter"])
         problems = compare_fresh(lessons, evidence_dir, machine, args.jobs, args.timeout)
         for problem in problems:
             print(f"compare: {terminal_safe(problem)}", file=sys.stderr)
@@ -299,7 +325,8 @@ def do_run(args, lessons: list[Lesson], evidence_dir: Path) -> int:
         lessons = shard(lessons, k, n, lambda lesson: recorded_wall(lesson, modes, evidence_dir))
         print(f"shard {k}/{n}: {', '.join(lesson.name for lesson in lessons) or 'no lessons'}", flush=True)
     todo, skipped = plan_runs(lessons, modes, machine, evidence_dir, args.force)
-    ran = execute(todo, machine, evidence_dir, args.jobs, args.timeout, gpus,
+    preflight(sorted({mode for _, mode in todo}, key=MODES.index))
+    ran = execute(todo, machine, evidence_dir, args.jobs, args.timeout, gpus, run=partial(run_lesson, force=args.force),
                   wall=lambda lesson: recorded_wall(lesson, ["gpu"], evidence_dir))
     print_summary(ran + skipped)
     status = 0
@@ -326,8 +353,6 @@ def main(argv: list[str]) -> int:
         lessons = select(every, args.lesson)
         if args.import_paths:
             return do_import(args, every, lessons, evidence_dir)
-        if args.expect_mode or args.expect_gpu or args.require_attestation:
-            raise UsageError("--expect-mode, --expect-gpu and --require-attestation go with --import")
         if args.status or args.check:
             return do_status(args, lessons, evidence_dir)
         return do_run(args, lessons, evidence_dir)

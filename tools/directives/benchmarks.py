@@ -29,9 +29,9 @@ def target_cell(b: Benchmark) -> str:
     parts = []
     if b.threshold is not None:
         kind = "gate" if b.gate else "goal"
-        parts.append(f"{kind} {b.threshold:.2f}×: {VERDICT.get(b.verdict, text(b.verdict))}")
+        parts.append(f"{kind} {ratio(b.threshold)}: {VERDICT.get(b.verdict, text(b.verdict))}")
     if b.stretch is not None:
-        parts.append(f"stretch {b.stretch:.2f}×: {VERDICT.get(b.stretch_verdict, text(b.stretch_verdict))}")
+        parts.append(f"stretch {ratio(b.stretch)}: {VERDICT.get(b.stretch_verdict, text(b.stretch_verdict))}")
     return "<br>".join(parts) or "informational"
 
 
@@ -184,7 +184,7 @@ def sparkline(points: list[HistoryPoint], record: Record, b: Benchmark) -> str:
 
     parts = [f'<svg class="vt-spark" width="{w}" height="{h}" viewBox="0 0 {w} {h}" role="img" '
              f'aria-label="history of this ratio">']
-    title = "; ".join(f"{d}: {r:.2f}× ({a:.2f}–{z:.2f})" for d, r, a, z in series)
+    title = "; ".join(f"{d}: {ratio(r)} ({interval(a, z)})" for d, r, a, z in series)
     parts.append(f"<title>{html.escape(title)}</title>")
     for i, (_, r, a, z) in enumerate(series):
         x = 8 + 16 * i
@@ -225,8 +225,8 @@ def ratio_chart(bars: list[tuple[str, Benchmark]], clip: float = 2.0) -> str:
         for target, kind in ((b.threshold, "vt-gate"), (b.stretch, "vt-stretch")):
             if target is not None:
                 marks.append(f'<span class="{kind}" style="left:{x(target)}"></span>')
-        shown = f"{b.ratio:.2f}×" + (" ›" if b.ratio > clip else "")
-        interval_text = f" ({b.ratio_low:.2f}–{b.ratio_high:.2f})"
+        shown = ratio(b.ratio) + (" ›" if b.ratio > clip else "")
+        interval_text = f" ({interval(b.ratio_low, b.ratio_high)})"
         marks.append(f'<span class="vt-value" style="left:{x(max(b.ratio, b.ratio_high))}">{shown}'
                      f'<span class="vt-sr">{html.escape(interval_text)}</span></span>')
         rows.append(f'<li><span class="vt-label">{html.escape(label[:80])}</span>'

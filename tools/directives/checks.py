@@ -12,7 +12,7 @@ from __future__ import annotations
 from directives import Page, directive
 from directives.common import STALE_MARK, gpu_first, mode_label
 from evidence import Record
-from render import COLLAPSE_ROWS_OVER, admonition, bounded_rows, code, md_table, text
+from render import COLLAPSE_ROWS_OVER, MAX_TEXT, SECOND_COPY, admonition, bounded_rows, code, md_table, text
 from status import LessonStatus
 
 MARK = {"pass": ":material-check: pass", "fail": ":material-close: **fail**", "skip": ":material-minus: skip"}
@@ -57,19 +57,21 @@ def why_of(records: list[Record], name: str) -> str:
     return ""
 
 
-def rows_for(st: LessonStatus, records: list[Record], names: list[str]) -> list[list[str]]:
+def rows_for(st: LessonStatus, records: list[Record], names: list[str], limit: int = MAX_TEXT
+             ) -> list[list[str]]:
+    """One row per check; `limit` cuts each text, for a second copy above the fold (no amplification)."""
     by_record = [{c.name: c for c in r.checks} for r in records]
     rows = []
     for name in names:
         why = why_of(records, name)
-        row = [code(name) + (f"<br><small>{text(why)}</small>" if why else "")]
+        row = [code(name) + (f"<br><small>{text(why, limit)}</small>" if why else "")]
         for record, found in zip(records, by_record, strict=True):
             check = found.get(name)
             if check is None:
                 row.append("not run")
                 continue
-            prefix = "" if st.is_current(record) else f"{STALE_MARK}: "
-            row.append(f"{prefix}{MARK.get(check.status, text(check.status))}: {text(check.message)}")
+            prefix = f"{'' if st.is_current(record) else f'{STALE_MARK}: '}{MARK.get(check.status, text(check.status))}"
+            row.append(f"{prefix}: {text(check.message, limit)}")
         rows.append(row)
     return rows
 
@@ -100,7 +102,8 @@ def check_table(st: LessonStatus, records: list[Record], names: list[str]) -> st
         return md_table(headers, rows)
     out = [f"**{len(rows)} checks** recorded ({counts(records, names)})."]
     if notable(rows):
-        out += ["", "Failed or skipped:", "", bounded_rows(headers, notable(rows), what="checks")]
+        out += ["", "Failed or skipped:", "", bounded_rows(headers, notable(rows_for(st, records, names, SECOND_COPY)),
+                                                       what="checks")]
     out += ["", admonition("abstract", f"All {len(rows)} checks", bounded_rows(headers, rows, what="checks"), True)]
     return "\n".join(out)
 
@@ -119,7 +122,8 @@ def partial_group(st: LessonStatus, ran: list[Record], records: list[Record], na
     headers, rows = headers_for(st, ran), rows_for(st, ran, names)
     out = [f"**{n} {'check' if n == 1 else 'checks'} {where}** ({missing}): {counts(ran, names)}."]
     if notable(rows):
-        out += ["", "Failed or skipped:", "", bounded_rows(headers, notable(rows), what="checks")]
+        out += ["", "Failed or skipped:", "", bounded_rows(headers, notable(rows_for(st, ran, names, SECOND_COPY)),
+                                                       what="checks")]
     title = f"The {n} {'check' if n == 1 else 'checks'} {where}"
     out += ["", admonition("abstract", title, bounded_rows(headers, rows, what="checks"), True)]
     return "\n".join(out)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from directives import Page, directive
+from numfmt import seconds
 from render import badge, md_table, text
 from status import LessonStatus
 
@@ -30,7 +31,7 @@ def mode_cell(st: LessonStatus, mode: str) -> str:
     machine = env.device_name if mode == "gpu" else "CPU"
     current = "" if st.is_current(rec) else ", ⚠ older source"
     return text(f"{rec.outcome}{current}, {rec.date}, {machine}, Triton {env.triton}, torch {env.torch}, "
-                f"{rec.wall_s:.0f} s")
+                f"{seconds(rec.wall_s)}")
 
 
 @directive("status-table", "every lesson's status, summary, and the date, machine and versions of each run",

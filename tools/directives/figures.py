@@ -10,19 +10,20 @@ from directives import DirectiveError, Page, directive, notebook_form
 from directives.common import STALE_MARK, gpu_first, mode_label, stale_note
 from evidence import Record, read_figure
 from kit import Figure
-from render import admonition, text
+from render import SECOND_COPY, admonition, text
 from status import LessonStatus
 
 
 def figure_html(page: Page, st: LessonStatus, record: Record, fig: Figure) -> str:
     caption = text(fig.caption or fig.name)
+    alt = text(fig.caption or fig.name, SECOND_COPY)  # the caption is shown in full once, under the figure
     base = f"{page.root}evidence/{st.lesson.name}/{record.key}/"
     # Each image is a link to itself: a tap opens it full size (GLightbox, loaded on that first tap by
     # assets/javascripts/reader.js; without scripts the link opens the PNG).
     variants = [(fig.file, "#only-light" if fig.dark_file else "")]
     if fig.dark_file:
         variants.append((fig.dark_file, "#only-dark"))
-    images = [f"  [![{caption}]({base}{file}{scheme}){{ loading=lazy }}]({base}{file}{scheme}){{ .vt-zoom }}"
+    images = [f"  [![{alt}]({base}{file}{scheme}){{ loading=lazy }}]({base}{file}{scheme}){{ .vt-zoom }}"
               for file, scheme in variants]
     where = text(f"{mode_label(record)}, {record.date}")
     block = ('<figure markdown="span" class="vt-figure">\n' + "\n".join(images)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from directives import Page, directive
 from directives.common import gpu_first, mode_label, stale_note
+from numfmt import seconds
 from render import clean_output, code_block, indent_block, text
 
 # Recorded output is evidence, not prose: kept out of the search index (it filled it with logs). The mark
@@ -22,7 +23,7 @@ def environment_line(record) -> str:
     if env.driver:
         parts.append(f"driver {env.driver}")
     parts.append(f"outcome {record.outcome}" + (f" (exit {record.exit_code})" if record.exit_code is not None else ""))
-    parts.append(f"{record.wall_s:.1f} s")
+    parts.append(seconds(record.wall_s, 1))
     return f"{text(' · '.join(parts))}  \nCommand: <code>{text(record.command)}</code>"
 
 

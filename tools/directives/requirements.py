@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from directives import Page, directive, notebook_form
+from numfmt import seconds
 from render import admonition, md_table, text
 from requirements import INSTALL, requirements
 from sources import page_uri, site_path
@@ -21,7 +22,7 @@ def requirements_markdown(page: Page) -> str:
     body = "  \n".join(line for line in lines if line)
     if req.runs:
         rows = [[text(r.mode), text(f"{r.machine}, {r.date}"), text(r.triton), text(r.torch), text(r.python),
-                 text(f"{r.wall_s:.0f} s"), text(r.outcome + ("" if r.current else ", ⚠ older source"))]
+                 text(seconds(r.wall_s)), text(r.outcome + ("" if r.current else ", ⚠ older source"))]
                 for r in req.runs]
         body += "\n\n" + md_table(["Run", "Where, when", "Triton", "torch", "Python", "Took", "Outcome"], rows)
     if req.skew:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from directives import DirectiveError, Page, directive, notebook_form
 from directives.common import STALE_MARK, gpu_first, mode_label, stale_note
-from render import admonition, bounded_rows, number, text
+from render import SECOND_COPY, admonition, bounded_rows, number, text
 
 
 def cell(value) -> str:
@@ -22,7 +22,8 @@ def table(page: Page, name: str) -> str:
                 continue
             rows = [[cell(c) for c in row] + [""] * (len(t.columns) - len(row)) for row in t.rows]
             rows = [row[: len(t.columns)] for row in rows]
-            body = bounded_rows([text(c) for c in t.columns], rows, what="rows")
+            # a header is repeated inside the fold of a long table: short, so it is no amplifier
+            body = bounded_rows([text(c, SECOND_COPY) for c in t.columns], rows, what="rows")
             where = f"({text(mode_label(record))}, {text(record.date)})"
             caption = (f"{text(t.caption)} " if t.caption else "") + where
             block = f"{body}\n\n<small>{caption}</small>"

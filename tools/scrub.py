@@ -1,0 +1,81 @@
+"""No paths of the recording machine in a record.
+
+One job: before a record is written, turn the absolute paths a run printed
+(tracebacks, warnings, messages) into forms that say the same on every
+machine: paths under the project become repository-relative
+(code/vector-add/vector_add.py), and others are shortened to stable forms:
+<site-packages>/triton/..., <python>/subprocess.py (the standard library),
+<tmp>/..., ~/.... A record is then the same wherever it was made, and a page
+never shows a user name or a folder layout of the machine that ran it.
+tools/migrations/scrub_paths.py cleans records written before this existed.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sysconfig
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+# A path starts at a '/' that does not continue a word, a URL or another path.
+_START = r"(?<![\w.:~<>/-])"
+_END = r"(?![\w./-])"  # ...and ends where no path character follows
+# Forms any machine's paths take, for paths this machine cannot name (a record made elsewhere).
+GENERIC = [
+    (re.compile(_START + r"/(?:[^\s/\"'<>]+/)*?(?:site|dist)-packages/"), "<site-packages>/"),
+    (re.compile(_START + r"/(?:home|Users)/[^\s/\"'<>]+(?=/)"), "~"),
+    (re.compile(_START + r"/root(?=/)"), "~"),
+    (re.compile(_START + r"/private/var/folders/[^\s/\"'<>]+/[^\s/\"'<>]+/T(?=/)"), "<tmp>"),
+    (re.compile(_START + r"/var/folders/[^\s/\"'<>]+/[^\s/\"'<>]+/T(?=/)"), "<tmp>"),
+    (re.compile(_START + r"/(?:var/)?tmp(?=/)"), "<tmp>"),
+]
+
+
+def scrubber(root: Path) -> Callable[[str], str]:
+    """A function that rewrites this machine's paths in a text: the project `root` first, then the Python's
+    packages and standard library, the temporary folder and the home folder, then the generic forms."""
+    places = [(root, "", True)]
+    paths = sysconfig.get_paths()
+    places += [(paths[k], "<site-packages>", False) for k in ("purelib", "platlib")]
+    places += [(paths[k], "<python>", False) for k in ("stdlib", "platstdlib")]
+    places += [(tempfile.gettempdir(), "<tmp>", False), (Path.home(), "~", False)]
+    specific = []
+    for place, name, relative in places:
+        for form in {os.path.abspath(place), os.path.realpath(place)}:
+            if form != os.sep:
+                specific.append((form.rstrip(os.sep), name, relative))
+    specific.sort(key=lambda item: -len(item[0]))  # the longest first: the project may lie in <tmp> or ~
+    patterns = []
+    for form, name, relative in specific:
+        if relative:  # under the project: relative to it (code/x.py); the folder itself: "."
+            patterns.append((re.compile(_START + re.escape(form) + "/"), ""))
+            patterns.append((re.compile(_START + re.escape(form) + _END), "."))
+        else:
+            patterns.append((re.compile(_START + re.escape(form) + r"(?=/|[^\w.-]|\Z)"), name))
+
+    def scrub(text: str) -> str:
+        if "/" not in text:
+            return text
+        for pattern, name in [*patterns, *GENERIC]:
+            text = pattern.sub(name, text)
+        return text
+
+    return scrub
+
+
+def scrub_record(record, scrub: Callable[[str], str]) -> None:
+    """Every text of a record that a run wrote (its output, reason, messages, notes, captions, cells), scrubbed."""
+    record.stdout, record.stderr, record.reason = scrub(record.stdout), scrub(record.stderr), scrub(record.reason)
+    for check in record.checks:
+        check.message = scrub(check.message)
+    for part in record.skipped_parts:
+        part.reason = scrub(part.reason)
+    for bench in record.benchmarks:
+        bench.note, bench.method = scrub(bench.note), scrub(bench.method)
+    for table in record.tables:
+        table.caption = scrub(table.caption)
+        table.rows = [[scrub(cell) if isinstance(cell, str) else cell for cell in row] for row in table.rows]
+    for figure in record.figures:
+        figure.caption = scrub(figure.caption)

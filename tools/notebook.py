@@ -35,7 +35,8 @@ from directives.common import gpu_first
 from evidence import Record
 from lessons import Lesson
 from limits import LIMITS
-from render import clean_output, code, code_block, text
+from numfmt import seconds
+from render import clean_output, code, code_block, markdown_text
 from requirements import COLAB_GPUS, INSTALL, version_tuple
 from safefs import read_text
 from snippets import END, MARKER_LIKE, START, extract
@@ -46,10 +47,10 @@ HIDDEN = {"cellView": "form", "jupyter": {"source_hidden": True}}  # collapsed i
 CODE_DIRECTIVES = ("snippet", "step")
 
 
-def md_text(value: object) -> str:
+def md_text(value: object, line_start: bool = False) -> str:
     """The one door for lesson.toml and evidence text into a notebook's Markdown cells: shown as the
-    characters it is, never as markup."""
-    return text(value)
+    characters it is, never as markup (no HTML, link, image or emphasis), on one line, bounded."""
+    return markdown_text(value, line_start=line_start)
 
 
 # -- the first cells --------------------------------------------------------------------
@@ -602,7 +603,7 @@ def recorded_run_cells(lesson: Lesson, site: directives.Site, record: Record | N
     older = "" if st.is_current(record) else " (⚠ for an older version of the source)"
     body = (f"## The recorded GPU run{older}\n\n{md_text(env.device_name)}, "
             f"{md_text(record.started_utc.replace('T', ' '))}, Triton {md_text(env.triton)}, torch "
-            f"{md_text(env.torch)}, {record.wall_s:.0f} s, {md_text(record.outcome)}.\n\n"
+            f"{md_text(env.torch)}, {seconds(record.wall_s)}, {md_text(record.outcome)}.\n\n"
             "<details><summary>Its whole output</summary>\n\n"
             + code_block(clean_output(record.stdout) or "(nothing)") + "\n\n</details>")
     return [Cell("markdown", body, "recorded-run")]

@@ -16,10 +16,10 @@ runs the steps that need a GPU too, on the CPU, once, on tiny inputs
 (`lesson.size(gpu=..., smoke=...)` picks them), so a typo in benchmark code
 fails before any GPU time is spent. `bench_interleaved` and `bench_ms` call
 each function once and time nothing; `benchmark`, `table`, `plot` and
-`measured` in such a step record nothing (a check says the benchmark's code
-ran); a part that cannot run on a CPU is skipped with its reason
-(`not_on_interpreter`), a whole step with `smoke=False`. A smoke run is never
-evidence: verify.py records no smoke run.
+`measured` run but record nothing (a check says each benchmark's code ran);
+a part that cannot run on a CPU is skipped with its reason
+(`not_on_interpreter`), a whole step with `smoke=False` or the reason as
+`smoke`. A smoke run is never evidence: verify.py records no smoke run.
 
 The first part of this file is the contract between lessons and
 `tools/verify.py`: the variable names, the exit codes, the shape of the
@@ -340,7 +340,6 @@ class Lesson:
             smoke=self.smoke,
         )
         self._step: Step | None = None  # the step running now
-        self._smoke_step = False  # it needs a GPU and runs only because of a smoke run
         self._kept: _Kept | None = None  # its output so far
         self._stdout = None  # sys.stdout before the step's tee
         self._save()
@@ -516,7 +515,6 @@ class Lesson:
             + ("" if runs else f" not run here: {why}")
             + (f" smoke run ({needs_gpu}): tiny inputs, untimed" if smoke_step else "")
         )
-        self._smoke_step = smoke_step
         if runs:
             self._step, self._kept = step, _Kept(STEP_OUTPUT_KEPT)
             if self._results_path:  # recording: keep a copy of what the step prints
@@ -531,7 +529,7 @@ class Lesson:
             sys.stdout.flush()
             sys.stdout, self._stdout = self._stdout, None
         self._step.stdout, self._step.stdout_omitted = self._kept.text()
-        self._step, self._kept, self._smoke_step = None, None, False
+        self._step, self._kept = None, None
         self._save()
 
     def _in_step(self) -> str:
@@ -662,7 +660,7 @@ class Lesson:
                 f"measured {name}: no prediction of that name with quantity "
                 "'value' (call lesson.predict first)"
             )
-        if self._smoke_step:  # a smoke run times nothing: its value measures nothing
+        if self.smoke:  # a smoke run times nothing: its values measure nothing
             print(f"  measured {name}: not recorded (a smoke run measures nothing)")
             return
         if not math.isfinite(value):
@@ -752,7 +750,11 @@ class Lesson:
                 f"benchmark {name}: unit {unit!r} is not one of {', '.join(UNITS)}"
             )
         if self.smoke:
-            return self._smoke_benchmark(name, timings, kernel, baseline, unit, work)
+            judged = (f", target {threshold:.2f}x{'' if gate else ' (goal)'}"
+                      if threshold is not None else "") + (
+                f", library {library}" if library else "")
+            return self._smoke_benchmark(name, timings, kernel, baseline, unit, work,
+                                         judged)
         if not getattr(timings, "timed", True):
             raise ValueError(f"benchmark {name}: a smoke run's timings measure nothing")
         k_ms, b_ms = list(timings[kernel]), list(timings[baseline])
@@ -834,9 +836,11 @@ class Lesson:
         return bench
 
     def _smoke_benchmark(
-        self, name: str, timings: Timings, kernel: str, baseline: str, unit: str, work
+        self, name: str, timings: Timings, kernel: str, baseline: str, unit: str,
+        work, judged: str,
     ) -> None:
-        """A smoke run's benchmark: its arguments checked, a check that it ran."""
+        """A smoke run's benchmark: its arguments checked, a check that it ran
+        (with what a GPU run would judge: `judged`)."""
         missing = [key for key in (kernel, baseline) if key not in timings]
         if missing:
             raise KeyError(
@@ -848,7 +852,8 @@ class Lesson:
         self.check(
             f"smoke-{_name(name)}"[:120],
             True,
-            f"{kernel} and {baseline} each ran once on tiny inputs; nothing timed",
+            f"{kernel} and {baseline} each ran once on tiny inputs, untimed; "
+            f"on a GPU: {unit}{judged}",
             why="a smoke run: the benchmark's code runs, no benchmark is recorded",
         )
 
@@ -862,7 +867,7 @@ class Lesson:
         table = Table(
             _name(name), [str(c) for c in columns], rows, caption, self._in_step()
         )
-        if self._smoke_step:  # its numbers come from timings a smoke run never made
+        if self.smoke:  # its numbers may come from timings a smoke run never made
             print(f"\n  table {name}: not recorded (a smoke run measures nothing)")
         else:
             self.results.tables.append(table)
@@ -893,7 +898,7 @@ class Lesson:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
 
-        if self._smoke_step:  # draw() runs once; untimed data is never rendered
+        if self.smoke:  # draw() runs once; untimed data is never rendered
             fig = plt.figure(figsize=size)
             draw(fig)
             plt.close(fig)
@@ -934,8 +939,8 @@ class Lesson:
         if self.smoke:
             ran = sum(c.name.startswith("smoke-") for c in checks)
             print(
-                f"a smoke run: the code of {ran} benchmarks ran once on tiny inputs; "
-                "nothing was timed"
+                f"a smoke run: the code of {ran} benchmark{'s' * (ran != 1)} ran "
+                "once on tiny inputs; nothing was timed"
             )
         if problems:
             for what in problems:

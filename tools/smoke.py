@@ -50,7 +50,7 @@ class SmokeRun:
         r = self.results
         ran = sum(c.name.startswith("smoke-") for c in r.checks) if r else 0
         skipped = [p.part for p in r.skipped_parts] if r else []
-        how = f"{ran} benchmarks' code ran once, untimed"
+        how = f"the code of {ran} benchmark{'s' * (ran != 1)} ran once, untimed"
         if skipped:
             how += f"; skipped or lent: {', '.join(skipped)}"
         if self.outcome == "declined":
@@ -67,8 +67,8 @@ def smoke_env(results: Path, figures: Path) -> dict[str, str]:
     return env
 
 
-def smoke_run(lesson: Lesson, timeout: float | None = None) -> SmokeRun:
-    """Run one lesson as a smoke run in a scratch folder and judge it."""
+def smoke_run(lesson: Lesson, timeout: float | None = None, env: dict[str, str] | None = None) -> SmokeRun:
+    """Run one lesson as a smoke run in a scratch folder and judge it (`env`: more variables)."""
     spec = lesson.modes["interpreter"]
     if not spec.supported:
         return SmokeRun(lesson, "not supported", error=f"its interpreter mode is not supported: {spec.reason}")
@@ -76,7 +76,8 @@ def smoke_run(lesson: Lesson, timeout: float | None = None) -> SmokeRun:
     try:
         results_file = work / "results.json"
         limit = timeout or spec.timeout
-        run = run_bounded(str(lesson.main), lesson.folder, smoke_env(results_file, work / "figures"), limit)
+        run = run_bounded(str(lesson.main), lesson.folder,
+                          {**smoke_env(results_file, work / "figures"), **(env or {})}, limit)
         results = _results(results_file)
         smoke = SmokeRun(lesson, "passed", run.wall_s, results=results)
         if run.timed_out:
@@ -132,10 +133,11 @@ def _is_under(path: Path, folder: Path) -> bool:
         return False
 
 
-def smoke_all(lessons: list[Lesson], jobs: int, timeout: float | None = None, report=print) -> list[SmokeRun]:
-    """Smoke-run the lessons, `jobs` at a time, reporting each as it ends; in the lessons' order."""
+def smoke_all(lessons: list[Lesson], jobs: int, timeout: float | None = None, report=print,
+              env: dict[str, str] | None = None) -> list[SmokeRun]:
+    """Smoke-run the lessons, `jobs` at a time, reporting each in the lessons' order."""
     with ThreadPoolExecutor(max(1, jobs)) as pool:
-        futures = [pool.submit(smoke_run, lesson, timeout) for lesson in lessons]
+        futures = [pool.submit(smoke_run, lesson, timeout, env) for lesson in lessons]
         runs = []
         for future in futures:
             runs.append(future.result())

@@ -66,7 +66,7 @@ what it does (one of):
                 (a GPU below [requires] capability declined it): what the publish job runs
   --compare     re-run the interpreter mode in a scratch folder, exit 1 where it disagrees
   --smoke       a smoke run: the interpreter mode with the GPU steps too, on tiny inputs, untimed;
-                exit 1 at the first error's FILE:LINE; records nothing (tools/smoke.py)
+                exit 1 if a lesson fails, each failure at its FILE:LINE; records nothing (tools/smoke.py)
   --import      merge bundles recorded on other machines
 
 modes (--mode):
@@ -81,6 +81,7 @@ exit codes:
 
 examples:
   .venv/bin/python tools/verify.py --lesson row-sum            # after editing one lesson
+  .venv/bin/python tools/verify.py --smoke --lesson row-sum    # its GPU steps' code too, before a GPU run
   .venv/bin/python tools/verify.py --status
   .venv/bin/python tools/verify.py --check --publish           # before publishing
   python3 tools/verify.py --mode gpu --bundle gpu.tar.gz       # on a GPU machine

@@ -639,10 +639,6 @@ def error_vs_k(lesson: Lesson, best: Config) -> None:
                 "error against the fp16 inputs.", draw)
 
 
-# Why a smoke run (lessonkit.py) skips the GPU steps too: every one runs the
-# kernel on float8 operands.
-NO_FLOAT8 = "the interpreter has no float8, and the kernel runs on float8 inputs"
-
 E5M2_MAX = 57344.0  # largest finite float8_e5m2: 1.75 * 2**15
 
 
@@ -693,6 +689,11 @@ def try_this(lesson: Lesson, device: str) -> None:
         f"worst row: {worst_row(per_row):.3g} with a scale per row (<= 2^-4), "
         f"{worst_row(per_tensor):.3g} with one scale for the tensor",
     )
+
+
+# Why a smoke run (lessonkit.py) skips the GPU steps too: every one runs the
+# kernel on float8 operands.
+NO_FLOAT8 = "the interpreter has no float8, and the kernel runs on float8 inputs"
 
 
 def main() -> int:

@@ -150,6 +150,6 @@ def smoke_command(lessons: list[Lesson], jobs: int, timeout: float | None) -> in
     runs = smoke_all(lessons, jobs, timeout)
     bad = [r for r in runs if not r.ok]
     wall = sum(r.wall_s for r in runs)
-    print(f"smoke: {len(runs) - len(bad)} of {len(runs)} lessons ran their GPU-only code on the CPU "
+    print(f"smoke: {len(runs) - len(bad)} of {len(runs)} lessons ran through on the CPU "
           f"({wall:.0f} s of runs; nothing timed, nothing recorded)")
     return 1 if bad else 0

@@ -11,6 +11,16 @@ step of every check, benchmark, table and figure. Run alone with plain
 result to the JSON file named by VT_RESULTS (rewritten after each call, so a
 crash keeps what was found before it) and saves figures into VT_FIGURES.
 
+A smoke run (VT_SMOKE=1 with TRITON_INTERPRET=1, or `verify.py --smoke`)
+runs the steps that need a GPU too, on the CPU, once, on tiny inputs
+(`lesson.size(gpu=..., smoke=...)` picks them), so a typo in benchmark code
+fails before any GPU time is spent. `bench_interleaved` and `bench_ms` call
+each function once and time nothing; `benchmark`, `table`, `plot` and
+`measured` run but record nothing (a check says each benchmark's code ran);
+a part that cannot run on a CPU is skipped with its reason
+(`not_on_interpreter`), a whole step with `smoke=False` or the reason as
+`smoke`. A smoke run is never evidence: verify.py records no smoke run.
+
 The first part of this file is the contract between lessons and
 `tools/verify.py`: the variable names, the exit codes, the shape of the
 results and the rule that says whether a run passed. The tools load this file
@@ -41,6 +51,7 @@ FIGURES_ENV = "VT_FIGURES"  # the folder the kit saves figures into
 INTERPRET_ENV = (
     "TRITON_INTERPRET"  # "1": kernels run on the CPU through Triton's interpreter
 )
+SMOKE_ENV = "VT_SMOKE"  # "1" with INTERPRET_ENV: a smoke run (never evidence)
 RESULTS_FORMAT = 2
 
 EXIT_PASSED = 0  # every check passed and no gating target was missed
@@ -219,6 +230,7 @@ class Results:
     format: int = RESULTS_FORMAT
     predictions: list[Prediction] = field(default_factory=list)
     filtered_warnings: list[FilteredWarning] = field(default_factory=list)
+    smoke: bool = False  # a smoke run (SMOKE_ENV): GPU steps ran untimed, no evidence
 
 
 def failures(checks: list[Check], benchmarks: list[Benchmark]) -> list[str]:
@@ -315,13 +327,17 @@ class Lesson:
     def __init__(self, name: str):
         self.name = name
         self.interpret = os.environ.get(INTERPRET_ENV) == "1"
+        # A smoke run: the GPU steps run too, on tiny inputs, untimed (see size()).
+        self.smoke = self.interpret and os.environ.get(SMOKE_ENV) == "1"
         self._results_path = os.environ.get(RESULTS_ENV)
         folder = _main_folder()
         self._figure_dir = Path(os.environ.get(FIGURES_ENV) or folder / "_output")
         self.requires = _requirements(folder / "lesson.toml")
         self._missing: set[str] = set()  # optional baselines that could not be imported
         self.results = Results(
-            lesson=name, mode="interpreter" if self.interpret else "gpu"
+            lesson=name,
+            mode="interpreter" if self.interpret else "gpu",
+            smoke=self.smoke,
         )
         self._step: Step | None = None  # the step running now
         self._kept: _Kept | None = None  # its output so far
@@ -356,6 +372,13 @@ class Lesson:
                 "TRITON_INTERPRET=1: kernels run on the CPU through Triton's "
                 "interpreter; nothing is timed."
             )
+            if self.smoke:
+                print(
+                    f"{SMOKE_ENV}=1: a smoke run: the steps that need a GPU run "
+                    "too, once, on tiny inputs; nothing is timed or recorded as "
+                    "evidence."
+                )
+                _lend_smoke_stand_ins(self, torch)
             return "cpu"
         if not torch.cuda.is_available():
             self._stop(
@@ -392,10 +415,27 @@ class Lesson:
         self._save()
         self._stop(EXIT_BY_DESIGN, f"declined by design: {reason}")
 
+    def size(self, gpu, smoke):
+        """`gpu` on a GPU and under the interpreter; `smoke` in a smoke run.
+
+        How a step that needs a GPU picks its inputs: a size, a shape, a
+        list of them, or a dtype stand-in (fp16 for bf16, which the
+        interpreter lacks). A smoke run calls every function once on the
+        `smoke` inputs, so they can be tiny: it catches errors, it measures
+        nothing.
+        """
+        return smoke if self.smoke else gpu
+
     def not_on_interpreter(self, part: str, reason: str) -> bool:
-        """True when `part` must be skipped here; records it for the page."""
+        """True when `part` must be skipped here; records it for the page.
+
+        In a smoke run this is also how a part of a GPU step that cannot run
+        on a CPU (float8, CUDA graphs, Gluon) is skipped, with its reason.
+        """
         if not self.interpret:
             return False
+        if SkippedPart(part, reason) in self.results.skipped_parts:
+            return True  # said once: a part skipped in a loop is one part
         print(f"skipped under the interpreter: {part} ({reason})")
         self.results.skipped_parts.append(SkippedPart(part, reason))
         self._save()
@@ -440,7 +480,9 @@ class Lesson:
         return found
     # -- steps -------------------------------------------------------------
 
-    def step(self, name: str, needs_gpu: str = "") -> _StepScope:
+    def step(
+        self, name: str, needs_gpu: str = "", smoke: bool | str = True
+    ) -> _StepScope:
         """Start step `name` of main() (ending the one before); true if it runs here.
 
         `with lesson.step("check-sizes"):` wraps the calls of a step that runs
@@ -448,6 +490,10 @@ class Lesson:
         GPU"):` runs its block on a GPU only; under the interpreter the step
         is recorded as not run, with that reason. Either way the step ends at
         the next step or at finish(); `with` also ends it at its block's end.
+        A smoke run runs a GPU step too, on tiny inputs, unless `smoke` is
+        False (nothing in it runs on a CPU: PTX, memory statistics) or says
+        why not ("the interpreter has no float8"); it is then not run there
+        either, with that reason.
         """
         if not (STEP_NAME.match(name) and len(name) <= STEP_NAME_MAX):
             raise ValueError(
@@ -457,12 +503,18 @@ class Lesson:
         if self._results_path and any(s.name == name for s in self.results.steps):
             raise ValueError(f"step {name!r} started twice")
         self._end_step()
-        runs = not (needs_gpu and self.interpret)
-        step = Step(name, not_run="" if runs else needs_gpu)
+        smoke_step = bool(needs_gpu and self.smoke and smoke is True)
+        runs = not (needs_gpu and self.interpret) or smoke_step
+        why = smoke if self.smoke and isinstance(smoke, str) and smoke else needs_gpu
+        step = Step(name, not_run="" if runs else why)
         self.results.steps.append(step)
         if not runs:  # the page's "not run here" list names it too
-            self.results.skipped_parts.append(SkippedPart(f"step {name}", needs_gpu))
-        print(f"\n== {name} ==" + ("" if runs else f" not run here: {needs_gpu}"))
+            self.results.skipped_parts.append(SkippedPart(f"step {name}", why))
+        print(
+            f"\n== {name} =="
+            + ("" if runs else f" not run here: {why}")
+            + (f" smoke run ({needs_gpu}): tiny inputs, untimed" if smoke_step else "")
+        )
         if runs:
             self._step, self._kept = step, _Kept(STEP_OUTPUT_KEPT)
             if self._results_path:  # recording: keep a copy of what the step prints
@@ -608,6 +660,9 @@ class Lesson:
                 f"measured {name}: no prediction of that name with quantity "
                 "'value' (call lesson.predict first)"
             )
+        if self.smoke:  # a smoke run times nothing: its values measure nothing
+            print(f"  measured {name}: not recorded (a smoke run measures nothing)")
+            return
         if not math.isfinite(value):
             raise ValueError(f"measured {name}: the value must be finite")
         found.measured = float(value)
@@ -677,7 +732,7 @@ class Lesson:
         stretch: float | None = None,
         note: str = "",
         library: str = "",
-    ) -> Benchmark:
+    ) -> Benchmark | None:
         """Compare timings[kernel] with timings[baseline], round by round.
 
         `timings` comes from `bench_interleaved`, where the two took turns.
@@ -687,12 +742,21 @@ class Lesson:
         whole interval lies below the threshold fails the lesson; gate=False
         makes it a goal the page reports. `stretch` is a higher goal that
         never gates. `library` names what practitioners use instead when the
-        baseline is that (a library, or "torch.compile").
+        baseline is that (a library, or "torch.compile"). A smoke run records
+        no benchmark (None): a check says its functions ran.
         """
         if unit not in UNITS:
             raise ValueError(
                 f"benchmark {name}: unit {unit!r} is not one of {', '.join(UNITS)}"
             )
+        if self.smoke:
+            judged = (f", target {threshold:.2f}x{'' if gate else ' (goal)'}"
+                      if threshold is not None else "") + (
+                f", library {library}" if library else "")
+            return self._smoke_benchmark(name, timings, kernel, baseline, unit, work,
+                                         judged)
+        if not getattr(timings, "timed", True):
+            raise ValueError(f"benchmark {name}: a smoke run's timings measure nothing")
         k_ms, b_ms = list(timings[kernel]), list(timings[baseline])
         if len(k_ms) != len(b_ms) or not k_ms:
             raise ValueError(
@@ -771,6 +835,28 @@ class Lesson:
                 self._report_prediction(p, [bench])
         return bench
 
+    def _smoke_benchmark(
+        self, name: str, timings: Timings, kernel: str, baseline: str, unit: str,
+        work, judged: str,
+    ) -> None:
+        """A smoke run's benchmark: its arguments checked, a check that it ran
+        (with what a GPU run would judge: `judged`)."""
+        missing = [key for key in (kernel, baseline) if key not in timings]
+        if missing:
+            raise KeyError(
+                f"benchmark {name}: no timings for {', '.join(map(repr, missing))} "
+                f"(timed: {', '.join(map(repr, timings))})"
+            )
+        if unit in RATE_UNITS and work is None:
+            raise ValueError(f"benchmark {name}: a rate in {unit} needs `work`")
+        self.check(
+            f"smoke-{_name(name)}"[:120],
+            True,
+            f"{kernel} and {baseline} each ran once on tiny inputs, untimed; "
+            f"on a GPU: {unit}{judged}",
+            why="a smoke run: the benchmark's code runs, no benchmark is recorded",
+        )
+
     # -- tables and figures ------------------------------------------------
 
     def table(
@@ -778,12 +864,14 @@ class Lesson:
     ) -> None:
         """A small table of results (a sweep, the winning configs) for the page."""
         rows = [[_plain(cell) for cell in row] for row in rows]
-        self.results.tables.append(
-            Table(
-                _name(name), [str(c) for c in columns], rows, caption, self._in_step()
-            )
+        table = Table(
+            _name(name), [str(c) for c in columns], rows, caption, self._in_step()
         )
-        self._save()
+        if self.smoke:  # its numbers may come from timings a smoke run never made
+            print(f"\n  table {name}: not recorded (a smoke run measures nothing)")
+        else:
+            self.results.tables.append(table)
+            self._save()
         cells = [
             [str(c) for c in columns],
             *[["" if v is None else str(v) for v in row] for row in rows],
@@ -810,6 +898,12 @@ class Lesson:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
 
+        if self.smoke:  # draw() runs once; untimed data is never rendered
+            fig = plt.figure(figsize=size)
+            draw(fig)
+            plt.close(fig)
+            print(f"  figure {_name(name)}: drawn, not saved (a smoke run)")
+            return
         self._figure_dir.mkdir(parents=True, exist_ok=True)
         files = {}
         for theme, suffix in (("light", ""), ("dark", "-dark")):
@@ -842,6 +936,12 @@ class Lesson:
         )
         for w in self.results.filtered_warnings:
             print(f"expected warning filtered {w.count} time(s): {w.text!r} ({w.why})")
+        if self.smoke:
+            ran = sum(c.name.startswith("smoke-") for c in checks)
+            print(
+                f"a smoke run: the code of {ran} benchmark{'s' * (ran != 1)} ran "
+                "once on tiny inputs; nothing was timed"
+            )
         if problems:
             for what in problems:
                 print(f"FAILED {what}", file=sys.stderr)
@@ -993,6 +1093,87 @@ PLOT_THEMES = {
 }
 
 
+def _lend_smoke_stand_ins(lesson: Lesson, torch) -> None:
+    """What a smoke run lends the CPU so that GPU-only code runs once.
+
+    torch.compile's code generation needs a GPU: the eager function runs
+    in its place. torch.cuda's device queries answer for a pretend Hopper
+    of 4 SMs, as the persistent kernels' interpreter runs pretend: enough
+    to size a grid. Each is recorded as a skipped part when a lesson uses
+    it, as is the autotuner's benchmarker (each config runs once, the first
+    wins). torch.cuda.synchronize has nothing to wait for on a CPU. Triton's
+    interpreter hands a float argument to a kernel as a Python float and
+    has no libdevice.rsqrt, where a GPU has an fp32 scalar and the
+    function: both are lent (Liger-Kernel's norm kernels need them).
+    """
+    import contextlib
+    import types
+
+    def lent(part: str, why: str) -> None:  # recorded once, when a lesson uses it
+        if not any(p.part == part for p in lesson.results.skipped_parts):
+            lesson.results.skipped_parts.append(SkippedPart(part, f"smoke run: {why}"))
+            lesson._save()
+            print(f"  smoke: {part}: {why}")
+
+    def eager(fn=None, **options):  # torch.compile(fn, ...) and @torch.compile(...)
+        lent("torch.compile", "the function runs uncompiled (codegen needs a GPU)")
+        return fn if fn is not None else (lambda f: f)
+
+    gpu = types.SimpleNamespace(name="a pretend GPU", major=9, minor=0,
+                                multi_processor_count=4, total_memory=16 << 30)
+
+    def properties(device=None):
+        lent("torch.cuda.get_device_properties", "a pretend GPU of 4 SMs, sm_90")
+        return gpu
+
+    def untimed(kernel_call, quantiles=None):  # the autotuner's benchmarker
+        lent("triton.autotune", "each config runs once, untimed; the first is kept")
+        kernel_call()
+        return [math.nan] * len(quantiles or (0.5,))
+
+    class Stream:  # a CPU runs everything in order, as on one stream
+        def wait_stream(self, other) -> None:
+            pass
+
+    def stream(*args, **kwargs):
+        lent("torch.cuda streams", "the CPU's one stream (it runs everything in order)")
+        return Stream()
+
+    torch.compile = eager
+    torch.cuda.synchronize = lambda *args, **kwargs: None
+    torch.cuda.Stream = torch.cuda.current_stream = stream
+    torch.cuda.stream = lambda side: contextlib.nullcontext()
+    torch.cuda.get_device_properties = properties
+    torch.cuda.get_device_capability = lambda device=None: (
+        properties().major, properties().minor)
+    torch.cuda.get_device_name = lambda device=None: properties().name
+    try:
+        import numpy as np
+        import triton.language as tl
+        import triton.runtime.interpreter as interpreter
+        from triton.language.extra import libdevice
+        from triton.runtime import autotuner
+
+        plain = interpreter._implicit_cvt
+
+        def fp32_scalar(arg):
+            if type(arg) is float:
+                box = interpreter.TensorHandle(np.array([arg], np.float32), tl.float32)
+                return tl.tensor(box, tl.float32)
+            return plain(arg)
+
+        def rsqrt(x):
+            data = x.handle.data
+            out = (1.0 / np.sqrt(data.astype(np.float64))).astype(data.dtype)
+            return tl.core.tensor(interpreter.TensorHandle(out, x.handle.dtype), x.type)
+
+        interpreter._implicit_cvt = fp32_scalar
+        libdevice.rsqrt = rsqrt
+        autotuner.Autotuner.do_bench = property(lambda self: untimed)
+    except (ImportError, AttributeError):  # another Triton: its interpreter as it is
+        pass
+
+
 def _main_folder() -> Path:
     """The folder of the running lesson file (or the working folder, in a notebook)."""
     main = getattr(sys.modules.get("__main__"), "__file__", None)
@@ -1052,16 +1233,27 @@ def _plain(value):
 
 
 class Timings(dict):
-    """name -> milliseconds of every round (`bench_interleaved`); `method` says how."""
+    """name -> milliseconds of every round (`bench_interleaved`); `method` says how.
+
+    A smoke run's timings are not timed (`timed` false): one NaN per
+    function, so no number derived from them can pass for a measurement.
+    """
 
     method = ""
+    timed = True
 
     def median(self, name: str) -> float:
         return statistics.median(self[name])
 
 
 def bench_ms(fn, warmup_ms: int = 25, rep_ms: int = 100) -> float:
-    """Median milliseconds of fn() from do_bench (CUDA events, L2 flushed)."""
+    """Median milliseconds of fn() from do_bench (CUDA events, L2 flushed).
+
+    In a smoke run: fn() once, and NaN (nothing is timed).
+    """
+    if _smoke_run():
+        fn()
+        return math.nan
     import triton.testing
 
     return triton.testing.do_bench(
@@ -1094,7 +1286,11 @@ def bench_interleaved(
     when the launch overhead is what the lesson compares, such as one launch
     against a loop of many. If a function cannot be captured, every function
     of the call is timed with events, and `method` says so.
+
+    In a smoke run each function is called once, and nothing is timed.
     """
+    if _smoke_run():
+        return _smoke_timings(fns)
     import time
 
     # Compile (and autotune) everything before anything is timed.
@@ -1129,6 +1325,21 @@ def bench_interleaved(
     for _ in range(rounds):
         for name, timer in timers.items():
             times[name].append(timer())
+    return times
+
+
+def _smoke_run() -> bool:
+    return os.environ.get(INTERPRET_ENV) == "1" and os.environ.get(SMOKE_ENV) == "1"
+
+
+def _smoke_timings(fns: dict) -> Timings:
+    """Each function called once, in turn; a NaN for its time: nothing is timed."""
+    for fn in fns.values():
+        fn()
+    times = Timings({name: [math.nan] for name in fns})
+    times.timed = False
+    times.method = "a smoke run: each function called once on tiny inputs, not timed"
+    print(f"  smoke: {', '.join(map(str, fns))}: each ran once, untimed")
     return times
 
 

@@ -168,6 +168,16 @@ def project(tmp_path: Path) -> Project:
     return make_project(tmp_path / "project")
 
 
+@pytest.fixture(scope="session")
+def smoke_runs() -> dict:
+    """Every lesson of the course as a smoke run (tools/smoke.py), once per test session: name -> SmokeRun."""
+    from lessons import discover
+    from smoke import smoke_all
+
+    runs = smoke_all(discover(REPO / "code"), jobs=os.cpu_count() or 1, report=lambda line: None)
+    return {run.lesson.name: run for run in runs}
+
+
 # -- fake lessons used by several modules -------------------------------------------
 
 PASSING = """\

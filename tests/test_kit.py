@@ -7,6 +7,8 @@ its stated coverage on data whose median is known.
 
 from __future__ import annotations
 
+import collections
+import json
 import math
 import random
 
@@ -184,3 +186,109 @@ def test_the_gate_fails_the_run_only_when_not_met(project: Project, ratio, sprea
     assert result.returncode == (0 if outcome == "passed" else 1)
     if outcome == "failed":
         assert record.reason == "target gate"
+
+
+# -- smoke runs (issue 26, Build 6) ----------------------------------------------------------------------
+# In a smoke run (VT_SMOKE=1 under TRITON_INTERPRET=1) the steps that need a GPU run on the CPU, once, on
+# tiny inputs: every benchmarked function is called once and nothing is timed, and no number from it may
+# reach a benchmark, a table, a figure or a prediction. Before this issue the kit had no smoke run: a GPU
+# step never ran under the interpreter, and every test below fails on the old kit (no SMOKE_ENV, no size()).
+
+@pytest.fixture
+def smoke(monkeypatch, tmp_path):
+    """A lesson in a smoke run, recording to results.json as under verify."""
+    monkeypatch.setenv(kit.INTERPRET_ENV, "1")
+    monkeypatch.setenv(kit.SMOKE_ENV, "1")
+    monkeypatch.setenv(kit.RESULTS_ENV, str(tmp_path / "results.json"))
+    monkeypatch.setenv(kit.FIGURES_ENV, str(tmp_path / "figures"))
+    monkeypatch.chdir(tmp_path)
+    return kit.kit.Lesson("smoke-test")
+
+
+def recorded(tmp_path) -> dict:
+    return json.loads((tmp_path / "results.json").read_text())
+
+
+def test_a_smoke_run_calls_every_benchmarked_function_once_and_times_nothing(smoke):
+    calls = collections.Counter()
+    fns = {name: (lambda name=name: calls.update([name])) for name in ("kernel", "baseline", "copy")}
+    t = kit.kit.bench_interleaved(fns, rounds=15, method="events")
+    assert calls == {"kernel": 1, "baseline": 1, "copy": 1}
+    assert t.timed is False and all(len(v) == 1 and math.isnan(v[0]) for v in t.values())
+    assert "not timed" in t.method
+    assert math.isnan(kit.kit.bench_ms(lambda: calls.update(["alone"]))) and calls["alone"] == 1
+
+
+def test_a_smoke_benchmark_is_a_check_that_its_code_ran_never_a_benchmark(smoke, tmp_path):
+    assert smoke.step("benchmark", needs_gpu="timings need a GPU")
+    t = kit.kit.bench_interleaved({"k": lambda: None, "b": lambda: None})
+    assert smoke.benchmark("x", "x", t, "k", "b", unit="GB/s", work=1.0, threshold=0.95,
+                           library="Liger-Kernel") is None
+    with pytest.raises(KeyError, match="no timings for 'typo'"):  # a typo in a key fails here, not on a GPU
+        smoke.benchmark("y", "y", t, "typo", "b")
+    with pytest.raises(ValueError, match="needs `work`"):
+        smoke.benchmark("z", "z", t, "k", "b", unit="GB/s")
+    assert smoke.finish() == 0
+    results = recorded(tmp_path)
+    assert results["smoke"] is True and results["benchmarks"] == []
+    [check] = results["checks"]
+    assert (check["name"], check["status"], check["step"]) == ("smoke-x", "pass", "benchmark")
+    assert "k and b each ran once on tiny inputs, untimed" in check["message"]
+    assert "GB/s, target 0.95x, library Liger-Kernel" in check["message"]  # what a GPU run would judge
+
+
+def test_untimed_timings_never_become_a_benchmark_outside_a_smoke_run(lesson):
+    t = kit.kit.Timings({"k": [1.0], "b": [1.0]})
+    t.timed = False
+    with pytest.raises(ValueError, match="measure nothing"):
+        lesson.benchmark("x", "x", t, "k", "b")
+    assert lesson.results.benchmarks == []
+
+
+def test_a_smoke_run_records_no_table_figure_or_measured_value(smoke, tmp_path):
+    drawn = []
+    assert smoke.step("sweep", needs_gpu="timings need a GPU")
+    smoke.predict("p", 2.0, "a model", 0.1, quantity="value", unit="x")
+    t = kit.kit.bench_interleaved({"k": lambda: None})
+    smoke.measured("p", 1.0)  # whatever it is, a smoke run measured nothing
+    smoke.table("sweep", ["n", "ms"], [[1, t.median("k")]])  # built and printed: its code runs
+    smoke.plot("sweep", "a figure", lambda fig: drawn.append(fig.subplots().plot([1], [t.median("k")])))
+    assert smoke.finish() == 0
+    results = recorded(tmp_path)
+    assert drawn, "the figure's code ran"
+    assert results["tables"] == [] and results["figures"] == []
+    assert [p["measured"] for p in results["predictions"]] == [None]
+    assert not (tmp_path / "figures").exists()
+
+
+def test_a_gpu_step_runs_in_a_smoke_run_unless_it_says_why_not(smoke, tmp_path):
+    assert smoke.step("benchmark", needs_gpu="timings need a GPU")
+    assert not smoke.step("compiled-code", needs_gpu="the interpreter compiles nothing", smoke=False)
+    assert not smoke.step("accuracy", needs_gpu="timings need a GPU", smoke="the interpreter has no float8")
+    with smoke.step("exercises"):
+        pass
+    smoke.finish()
+    steps = {s["name"]: s["not_run"] for s in recorded(tmp_path)["steps"]}
+    assert steps == {"benchmark": "", "compiled-code": "the interpreter compiles nothing",
+                     "accuracy": "the interpreter has no float8", "exercises": ""}
+
+
+def test_without_smoke_the_interpreter_runs_no_gpu_step_and_sizes_are_the_gpus(monkeypatch, tmp_path):
+    monkeypatch.setenv(kit.INTERPRET_ENV, "1")
+    monkeypatch.delenv(kit.SMOKE_ENV, raising=False)
+    monkeypatch.delenv(kit.RESULTS_ENV, raising=False)
+    monkeypatch.chdir(tmp_path)
+    plain = kit.kit.Lesson("plain")
+    assert not plain.smoke and plain.size(gpu=1 << 28, smoke=1000) == 1 << 28
+    assert not plain.step("benchmark", needs_gpu="timings need a GPU")
+    monkeypatch.setenv(kit.SMOKE_ENV, "1")
+    assert kit.kit.Lesson("smoke").size(gpu=1 << 28, smoke=1000) == 1000
+    monkeypatch.delenv(kit.INTERPRET_ENV)  # on a GPU, VT_SMOKE changes nothing
+    gpu = kit.kit.Lesson("gpu")
+    assert not gpu.smoke and gpu.size(gpu=1 << 28, smoke=1000) == 1 << 28
+
+
+def test_a_part_skipped_in_a_loop_is_recorded_once(smoke, tmp_path):
+    for _ in range(3):
+        assert smoke.not_on_interpreter("PTX counts", "the interpreter compiles no PTX")
+    assert smoke.results.skipped_parts == [kit.SkippedPart("PTX counts", "the interpreter compiles no PTX")]

@@ -4,19 +4,15 @@ The kit imports an optional library or records why not (with the install
 line) and records its version; lesson.toml declares it ([requires.optional]);
 the record's environment carries the version; the requirements box says how
 to install it; the benchmarks page lists every comparison with such a
-library. The five lessons that compare against Liger-Kernel run under the
-interpreter with it and without it, and their GPU-only comparison code runs
-on the CPU at small shapes (a dry run: timings faked, Triton's interpreter
-helped over two gaps, see DRY_RUN).
+library. The five lessons that compare against Liger-Kernel run as smoke runs
+(their checks under the interpreter, and their GPU-only comparison code once,
+untimed, at small shapes) with it and without it.
 """
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
 import sys
-import textwrap
 from dataclasses import replace
 
 import pytest
@@ -28,16 +24,17 @@ from directives.benchmarks import library_table
 from evidence import EvidenceError, read_record, write_record
 from lessons import LessonError, discover
 from requirements import RecordedRun, Requirements
+from smoke import smoke_all
 from status import judge
 
 LIGER = "liger-kernel"
-# lesson -> (main file, the benchmarks with Liger its GPU-only comparison records in the dry run below)
+# lesson -> (main file, the benchmarks with Liger its GPU-only comparison runs in a smoke run, at its shapes)
 LESSONS = {
     "cross-entropy": ("cross_entropy.py", ["fused-vs-liger-8192x131072-bf16", "fused-vs-liger-net-of-copy"]),
-    "rmsnorm-rope": ("rmsnorm_rope.py", ["qk-fused-vs-liger-64x32-8x128-float16"]),
-    "layer-norm": ("layer_norm.py", ["forward-vs-liger-4x1024-fp16", "backward-vs-liger-4x1024-fp16",
-                                     "forward-vs-liger-1x4096-fp16", "backward-vs-liger-1x4096-fp16"]),
-    "softmax-fp32-matmul": ("softmax_fp32_matmul.py", ["softmax-vs-liger-64x1024"]),
+    "rmsnorm-rope": ("rmsnorm_rope.py", ["qk-fused-vs-liger-64x4-2x128-float16"]),
+    "layer-norm": ("layer_norm.py", ["forward-vs-liger-8x1024-fp16", "backward-vs-liger-8x1024-fp16",
+                                     "forward-vs-liger-2x4096-fp16", "backward-vs-liger-2x4096-fp16"]),
+    "softmax-fp32-matmul": ("softmax_fp32_matmul.py", ["softmax-vs-liger-4x1024", "softmax-vs-liger-2x4096"]),
     "gelu-libdevice": ("gelu_libdevice.py", ["geglu-tanh-vs-liger-8192x8192-fp32"]),
 }
 HIDE_LIGER = "import sys\nsys.modules['liger_kernel'] = None  # every import of it fails\n"
@@ -190,148 +187,62 @@ def test_the_library_view_says_when_a_run_skipped_the_library(project):
 
 
 # -- the five lessons ------------------------------------------------------------------------------
+# Each runs as a smoke run (tools/smoke.py, the kit's VT_SMOKE): the interpreter's checks and, once,
+# untimed and on tiny inputs, the GPU-only comparison code, with Liger-Kernel installed (the session's
+# smoke runs of every lesson, tests/conftest.py) and with every import of it failing. The kit lends the
+# interpreter what Liger's kernels need there (a float argument as an fp32 scalar, libdevice.rsqrt) and
+# runs torch.compile's functions uncompiled, as this file's own dry run did before the kit could.
 
-def interpreter_env(results: os.PathLike) -> dict:
-    env = dict(os.environ, TRITON_INTERPRET="1", MPLBACKEND="Agg", PYTHONDONTWRITEBYTECODE="1",
-               CUDA_VISIBLE_DEVICES="", VT_RESULTS=str(results))
-    env.pop("VT_FIGURES", None)
-    return env
-
-
-def run_lesson(name: str, tmp_path, hide_liger: bool) -> tuple[subprocess.CompletedProcess, dict]:
-    main = REPO / "code" / name / LESSONS[name][0]
-    script = (HIDE_LIGER if hide_liger else "") + textwrap.dedent(f"""\
-        import runpy, sys
-        sys.argv = [{str(main)!r}]
-        runpy.run_path({str(main)!r}, run_name="__main__")
-    """)
-    results = tmp_path / "results.json"
-    run = subprocess.run([sys.executable, "-c", script], cwd=main.parent, env=interpreter_env(results),
-                         capture_output=True, text=True, timeout=600)
-    return run, json.loads(results.read_text())
+@pytest.fixture(scope="module")
+def without_liger(tmp_path_factory) -> dict:
+    """The five lessons as smoke runs in which every import of liger_kernel fails (a sitecustomize)."""
+    folder = tmp_path_factory.mktemp("no-liger")
+    (folder / "sitecustomize.py").write_text(HIDE_LIGER, encoding="utf-8")
+    path = os.pathsep.join(p for p in (str(folder), os.environ.get("PYTHONPATH", "")) if p)
+    lessons = [x for x in discover(REPO / "code") if x.name in LESSONS]
+    runs = smoke_all(lessons, jobs=os.cpu_count() or 1, report=lambda line: None, env={"PYTHONPATH": path})
+    return {run.lesson.name: run for run in runs}
 
 
-@needs_liger
-@pytest.mark.parametrize("name", LESSONS)
-def test_the_lesson_checks_liger_under_the_interpreter(name, tmp_path):
-    run, results = run_lesson(name, tmp_path, hide_liger=False)
-    assert run.returncode == 0, (run.stdout[-2000:], run.stderr[-2000:])
-    assert results["device"]["baselines"] == {LIGER: "0.8.5"}
-    liger = [c for c in results["checks"] if "liger" in c["name"]]
-    assert any(c["status"] == "pass" for c in liger), liger
-    assert all(c["status"] != "fail" for c in results["checks"])
-    assert "optional-liger-kernel" not in [c["name"] for c in results["checks"]]
-
-
-@pytest.mark.parametrize("name", LESSONS)
-def test_the_lesson_runs_without_liger_and_says_how_to_install_it(name, tmp_path):
-    run, results = run_lesson(name, tmp_path, hide_liger=True)
-    assert run.returncode == 0, (run.stdout[-2000:], run.stderr[-2000:])
-    assert results["device"]["baselines"] == {}
-    [skip] = [c for c in results["checks"] if "liger" in c["name"]]
-    assert skip["name"] == "optional-liger-kernel" and skip["status"] == "skip"
-    assert "pip install liger-kernel==0.8.5" in skip["message"]
-
-
-# The GPU-only comparisons, on the CPU. The interpreter cannot time anything, has no bfloat16,
-# passes a float argument as a Python float (Liger's norm kernels call eps.to(...) on it) and has
-# no libdevice.rsqrt: the dry run fakes the rounds (every function still runs once, and once
-# more for the checks), uses fp16 where the lesson has bf16, boxes float arguments as fp32
-# scalars and lends rsqrt, as the gelu lesson lends its libdevice functions. torch.compile is
-# replaced by the function itself (its Triton code generation needs a GPU).
-DRY_RUN = """\
-import importlib.util, json, math, sys
-import numpy as np
-import torch
-import triton.language as tl
-import triton.runtime.interpreter as interpreter
-from triton.language.extra import libdevice
-
-plain = interpreter._implicit_cvt
-def box_floats(arg):
-    if type(arg) is float:
-        return tl.tensor(interpreter.TensorHandle(np.array([arg], np.float32), tl.float32), tl.float32)
-    return plain(arg)
-interpreter._implicit_cvt = box_floats
-
-def rsqrt(x):
-    data = x.handle.data
-    out = (1.0 / np.sqrt(data.astype(np.float64))).astype(data.dtype)
-    return tl.core.tensor(interpreter.TensorHandle(out, x.handle.dtype), x.type)
-libdevice.rsqrt = rsqrt
-torch.compile = lambda fn, **kwargs: fn
-torch.cuda.synchronize = lambda *args: None
-
-spec = importlib.util.spec_from_file_location("lesson_under_test", MAIN)
-m = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(m)
-
-def fake_rounds(fns, **kwargs):
-    for fn in fns.values():
-        fn()
-    # 1 ms a round, a copy 0.5 ms (a lesson subtracts it): every ratio is 1.0
-    times = sys.modules["lessonkit"].Timings({name: [0.5 if name == "copy" else 1.0] * 15 for name in fns})
-    times.method = "dry run"
-    return times
-m.bench_interleaved = fake_rounds
-
-lesson = m.Lesson(NAME)
-lesson.device()
-cpu, half = "cpu", torch.float16
-if NAME == "cross-entropy":
-    x0, t = m.make_inputs(64, 3000, torch.float32, cpu, seed=1)  # fp16 would flush bf16's tiny gradients
-    m.compare_with_liger(lesson, x0, t, torch.empty_like(x0))
-elif NAME == "rmsnorm-rope":
-    cos, sin = m.rope_cache(128, cpu)
-    m.compare_with_liger(lesson, cpu, cos, sin, 64, half)
-elif NAME == "layer-norm":
-    m.ELEMENTS = 4096
-    m.compare_with_libraries(lesson, cpu)
-elif NAME == "softmax-fp32-matmul":
-    m.compare_with_libraries(lesson, torch.randn(64, 1024) * 3, "64x1024")
-elif NAME == "gelu-libdevice":
-    x, y, b = torch.randn(128, 512), torch.randn(128, 512), 0.1 * torch.randn(512)
-    m.compare_with_libraries(lesson, x, b, y, 12 * x.numel() + 4 * 512)
-print(json.dumps({"checks": [[c.name, c.status, c.message] for c in lesson.results.checks],
-                  "benchmarks": [[b.name, b.library, b.threshold, b.gate, b.verdict]
-                                 for b in lesson.results.benchmarks]}))
-"""
-
-
-def dry_run(name: str, hide_liger: bool) -> dict:
-    main = REPO / "code" / name / LESSONS[name][0]
-    script = (HIDE_LIGER if hide_liger else "") + f"MAIN, NAME = {str(main)!r}, {name!r}\n" + DRY_RUN
-    env = interpreter_env(os.devnull)
-    env.pop("VT_RESULTS")
-    run = subprocess.run([sys.executable, "-c", script], cwd=main.parent, env=env, capture_output=True,
-                         text=True, timeout=600)
-    assert run.returncode == 0, (run.stdout[-2000:], run.stderr[-3000:])
-    return json.loads(run.stdout.strip().splitlines()[-1])
+def smoke_checks(results) -> dict[str, str]:
+    """What each benchmark's smoke check says a GPU run would judge, by benchmark name."""
+    return {c.name.removeprefix("smoke-"): c.message.partition("on a GPU: ")[2]
+            for c in results.checks if c.name.startswith("smoke-")}
 
 
 @needs_liger
 @pytest.mark.parametrize("name", LESSONS)
-def test_the_gpu_comparison_with_liger_runs_and_checks_what_it_times(name):
-    out = dry_run(name, hide_liger=False)
-    failed = [c for c in out["checks"] if c[1] != "pass"]
+def test_the_lesson_checks_liger_and_runs_the_gpu_comparison_with_it(smoke_runs, name):
+    run = smoke_runs[name]
+    assert run.ok, run.line()
+    results = run.results
+    assert results.device.baselines == {LIGER: "0.8.5"}
+    failed = [c for c in results.checks if c.status == "fail"]
     assert not failed, failed
-    assert any("liger" in c[0].lower() for c in out["checks"]), "nothing of Liger's was checked"
-    liger = {b[0]: b for b in out["benchmarks"] if b[1] == "Liger-Kernel"}
+    checked = [c for c in results.checks if "liger" in c.name.lower() and not c.name.startswith("smoke-")]
+    assert checked, "nothing of Liger's was checked"
+    judged = smoke_checks(results)
+    liger = {n: what for n, what in judged.items() if what.endswith("library Liger-Kernel")}
     assert sorted(liger) == sorted(LESSONS[name][1])
-    gated = [b for b in liger.values() if b[2] is not None]
-    assert gated and all(b[2] == 0.95 and b[3] for b in gated)
-    compiled = [b for b in out["benchmarks"] if b[1] == "torch.compile"]
-    assert all(not b[3] for b in compiled)  # torch.compile is reported, never gated
+    gated = [what for what in liger.values() if "target" in what]
+    assert gated and all("target 0.95x," in what for what in gated)  # gates at 0.95, never a mere goal
+    compiled = [what for what in judged.values() if what.endswith("library torch.compile")]
+    assert all("target" not in what or "(goal)" in what for what in compiled)  # reported, never gated
     if name in ("layer-norm", "softmax-fp32-matmul", "gelu-libdevice"):
         assert compiled
 
 
 @pytest.mark.parametrize("name", LESSONS)
-def test_the_gpu_comparison_without_liger_records_no_liger_benchmark(name):
-    out = dry_run(name, hide_liger=True)
-    assert not [b for b in out["benchmarks"] if b[1] == "Liger-Kernel"]
-    assert [c[0] for c in out["checks"] if c[1] == "skip"][:1] == ["optional-liger-kernel"]
-    assert all(c[1] != "fail" for c in out["checks"])
+def test_the_lesson_runs_without_liger_and_says_how_to_install_it(without_liger, name):
+    run = without_liger[name]
+    assert run.ok, run.line()
+    results = run.results
+    assert results.device.baselines == {}
+    [skip] = [c for c in results.checks if "liger" in c.name.lower()]  # and no comparison with it
+    assert skip.name == "optional-liger-kernel" and skip.status == "skip"
+    assert "pip install liger-kernel==0.8.5" in skip.message
+    assert all(c.status != "fail" for c in results.checks)
+    assert not [what for what in smoke_checks(results).values() if "Liger" in what]
 
 
 # -- the committed evidence ------------------------------------------------------------------------

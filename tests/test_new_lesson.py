@@ -26,6 +26,7 @@ import new_lesson  # noqa: E402
 from evidence import read_record  # noqa: E402
 from lessons import discover  # noqa: E402
 from mkdocs_hooks import course_nav  # noqa: E402
+from smoke import smoke_run  # noqa: E402
 from status import PARTIAL, judge  # noqa: E402
 
 
@@ -68,8 +69,12 @@ def test_scaffold_creates_a_lesson_that_verifies_and_builds(project):
     # its checks and the exercise's solution pass; the benchmark is skipped, and the record says so
     assert record.outcome == "passed" and {c.status for c in record.checks} == {"pass"}
     assert "exercise-negative-factor" in {c.name for c in record.checks}
-    assert [p.part for p in record.skipped_parts] == ["benchmark"] and not record.benchmarks
+    assert [p.part for p in record.skipped_parts] == ["step benchmark"] and not record.benchmarks
     assert judge(lessons["row-sum"], project / "evidence").status == PARTIAL
+    # its benchmark's code runs on the CPU as generated, once, in a smoke run (issue 26, Build 6)
+    smoke = smoke_run(lessons["row-sum"])
+    assert smoke.outcome == "passed", smoke.line()
+    assert [c.name for c in smoke.results.checks if c.name.startswith("smoke-")] == ["smoke-scale-vs-torch-2^24-fp32"]
 
     env = dict(os.environ, NO_MKDOCS_2_WARNING="1", VT_CODE_DIR=str(project / "code"),
                VT_EVIDENCE_DIR=str(project / "evidence"))

@@ -85,7 +85,8 @@ def benchmark(lesson: Lesson, device: str) -> None:
     # The kernel and its baseline take turns, round after round, in the same
     # run and on the same inputs, so clock drift hits both alike. Each round
     # replays a CUDA graph of each (see "Timing" in docs/writing-a-lesson.md).
-    n = 1 << 24
+    # A smoke run (verify.py --smoke) calls each once on the CPU, on 1000.
+    n = lesson.size(gpu=1 << 24, smoke=1000)
     x = torch.rand(n, device=device)
     ms = bench_interleaved({{"triton": lambda: scale(x, 2.0), "torch": lambda: x * 2.0}})
     # end snippet
@@ -119,6 +120,7 @@ def main() -> int:
         check_correct(lesson, device)
     # The interpreter times nothing: the step is recorded as not run there,
     # with the reason (the page and the notebook say so), not silently dropped.
+    # A smoke run runs it once on tiny inputs, so a typo fails before a GPU run.
     if lesson.step("benchmark", needs_gpu="the interpreter times nothing"):
         benchmark(lesson, device)
     with lesson.step("exercises"):
@@ -268,6 +270,7 @@ def create_lesson(name: str, title: str, root: Path = ROOT, part: str = "") -> t
 NEXT = """
 next:
   .venv/bin/python tools/verify.py --lesson {name}      # interpreter run, recorded under evidence/{name}/
+  .venv/bin/python tools/verify.py --smoke --lesson {name}   # its GPU steps too, once, untimed: not recorded
   bash tools/dev.sh serve                               # http://127.0.0.1:8000/lessons/{name}/
   .venv/bin/python tools/downloads.py notebooks         # its notebook: CI checks each one is current
 on a GPU machine (stock python3), then back here:

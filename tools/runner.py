@@ -77,6 +77,7 @@ def run_lesson(lesson: Lesson, mode: str, machine: Machine, evidence_dir: Path, 
         env = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONIOENCODING="utf-8", MPLBACKEND="Agg")
         env.update({kit.RESULTS_ENV: str(results_file), kit.FIGURES_ENV: str(fig_dir)})
         env.pop(kit.INTERPRET_ENV, None)
+        env.pop(kit.SMOKE_ENV, None)  # a smoke run is never evidence (tools/smoke.py)
         if mode == "interpreter":
             env[kit.INTERPRET_ENV] = "1"
         if device is not None and gpu is not None:

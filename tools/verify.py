@@ -6,6 +6,7 @@
     python tools/verify.py --check              fail unless every lesson's evidence is current and usable
     python tools/verify.py --check --publish    ... and every lesson VERIFIED, or PARTIALLY VERIFIED by design
     python tools/verify.py --compare            re-run the interpreter mode and compare with the record
+    python tools/verify.py --smoke              run each lesson's GPU-only code once on the CPU; record nothing
     python tools/verify.py --mode gpu --gpus 0,1 --shard 1/2 --bundle out.tar.gz   (on GPU machines)
     python tools/verify.py --import a.tar.gz b.tar.gz   merge bundles recorded elsewhere
 
@@ -47,6 +48,7 @@ from report import (  # noqa: E402
 )
 from runner import mode_key, run_lesson, sweep_orphans  # noqa: E402
 from safefs import UnsafePathError  # noqa: E402
+from smoke import smoke_command  # noqa: E402
 from status import judge  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -63,6 +65,8 @@ what it does (one of):
                 also exit 1 unless every lesson is VERIFIED, or PARTIALLY VERIFIED by design
                 (a GPU below [requires] capability declined it): what the publish job runs
   --compare     re-run the interpreter mode in a scratch folder, exit 1 where it disagrees
+  --smoke       a smoke run: the interpreter mode with the GPU steps too, on tiny inputs, untimed;
+                exit 1 if a lesson fails, each failure at its FILE:LINE; records nothing (tools/smoke.py)
   --import      merge bundles recorded on other machines
 
 modes (--mode):
@@ -77,6 +81,7 @@ exit codes:
 
 examples:
   .venv/bin/python tools/verify.py --lesson row-sum            # after editing one lesson
+  .venv/bin/python tools/verify.py --smoke --lesson row-sum    # its GPU steps' code too, before a GPU run
   .venv/bin/python tools/verify.py --status
   .venv/bin/python tools/verify.py --check --publish           # before publishing
   python3 tools/verify.py --mode gpu --bundle gpu.tar.gz       # on a GPU machine
@@ -103,6 +108,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                    help="with --check: also exit 1 unless every lesson is VERIFIED or PARTIALLY VERIFIED by design")
     p.add_argument("--compare", action="store_true",
                    help="re-run the interpreter mode and exit 1 where it disagrees with the record")
+    p.add_argument("--smoke", action="store_true",
+                   help="run every step, the GPU's too, once on tiny inputs under the interpreter; record nothing")
     p.add_argument("--shard", metavar="K/N", help="run shard K of N (balanced by recorded wall time)")
     p.add_argument("--gpus", metavar="LIST", help="GPU indices to run on in parallel, one lesson per GPU "
                                                   "(e.g. 0,1), or 'all'")
@@ -137,10 +144,11 @@ def invalid_combination(args: argparse.Namespace) -> str:
     if args.publish and not args.check:
         return "--publish is a stricter --check: use --check --publish"
     actions = [flag for flag, on in (("--check" if args.check else "--status", args.status or args.check),
-                                     ("--compare", args.compare), ("--import", bool(args.import_paths))) if on]
+                                     ("--compare", args.compare), ("--smoke", args.smoke),
+                                     ("--import", bool(args.import_paths))) if on]
     if len(actions) > 1:
         return f"{actions[0]} and {actions[1]} are separate jobs: run them one at a time"
-    allowed = {"--compare": {"timeout"}}.get(actions[0], set()) if actions else set(RUN_OPTIONS)
+    allowed = {"--compare": {"timeout"}, "--smoke": {"timeout"}}.get(actions[0], set()) if actions else set(RUN_OPTIONS)
     if not args.import_paths:
         stray = [flag for flag, on in (("--accept-changes", args.accept_changes), ("--expect-mode", args.expect_mode),
                                        ("--expect-gpu", args.expect_gpu),
@@ -355,6 +363,8 @@ def main(argv: list[str]) -> int:
             return do_import(args, every, lessons, evidence_dir)
         if args.status or args.check:
             return do_status(args, lessons, evidence_dir)
+        if args.smoke:
+            return smoke_command(lessons, args.jobs, args.timeout)
         return do_run(args, lessons, evidence_dir)
     except BrokenPipeError:
         quiet_broken_pipe()

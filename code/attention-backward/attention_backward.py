@@ -607,10 +607,11 @@ def sdpa_backend(q, k, v, causal) -> str:
         return f"unknown ({type(err).__name__})"
 
 
-def bench_inputs(D, causal, methods):
+def bench_inputs(lesson, device, D, causal, methods):
     """q, k, v, dO at the benchmark shape, and a backward closure per method
     (ours through autograd, as SDPA's), sharing the same inputs."""
-    q, k, v, do = make_inputs(B_, H_, S_, D, "cuda", 1234 + D)
+    B, H, S = lesson.size(gpu=(B_, H_, S_), smoke=(1, 2, 128))
+    q, k, v, do = make_inputs(B, H, S, D, device, 1234 + D)
     q, k, v = (t.requires_grad_() for t in (q, k, v))
     sdpa = torch.nn.functional.scaled_dot_product_attention
     # Autograd runs each backward op on the stream its forward op ran on, and
@@ -659,7 +660,7 @@ def show_compiled_code(lesson: Lesson) -> None:
     )
 
 
-def benchmark(lesson: Lesson) -> None:
+def benchmark(lesson: Lesson, device: str) -> None:
     rows, bars = [], {}
     for D in (128, 64):
         for causal in (False, True):
@@ -675,7 +676,7 @@ def benchmark(lesson: Lesson) -> None:
             # B=4, H=16, S=4096, fp16: ours (forward done once, outside the
             # timing) against torch SDPA's backward, both through autograd on
             # the same q, k, v and dO, taking turns round after round.
-            (q, k, v, do), fns = bench_inputs(D, causal, methods)
+            (q, k, v, do), fns = bench_inputs(lesson, device, D, causal, methods)
             flop = backward_flops(B_, H_, S_, D, causal)
             ms = bench_interleaved(fns, rounds=10)
             # end snippet
@@ -764,12 +765,13 @@ def main() -> int:
             "autograd's backward thread starts without a current CUDA context; "
             "PyTorch makes the primary context, the one all other work uses, "
             "current there: harmless")
-    if lesson.step("compiled-code", needs_gpu="the interpreter compiles nothing"):
+    if lesson.step("compiled-code", needs_gpu="the interpreter compiles nothing",
+                   smoke=False):
         show_compiled_code(lesson)
     with lesson.step("correctness"):
         check_correctness(lesson, device)
     if lesson.step("benchmark", needs_gpu="timings need a GPU"):
-        benchmark(lesson)
+        benchmark(lesson, device)
     with lesson.step("exercises"):
         try_this(lesson, device)
     return lesson.finish()

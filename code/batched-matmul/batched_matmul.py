@@ -411,8 +411,9 @@ def target_operands(batch, device, size=1024):
 
 def race_configs(lesson: Lesson, device: str) -> tuple[dict, dict]:
     """Each step's configurations race at the target shape; the fastest wins."""
-    a, b = target_operands(64, device)
-    flop = 2.0 * 64 * 1024**3
+    batch, size = lesson.size(gpu=(64, 1024), smoke=(2, 64))
+    a, b = target_operands(batch, device, size)
+    flop = 2.0 * batch * size**3
     picked = []
     for table, kernel, configs in (
         ("configs", bmm, GPU_CONFIGS),
@@ -437,7 +438,7 @@ def race_configs(lesson: Lesson, device: str) -> tuple[dict, dict]:
         picked.append(configs[best])
     tiled, persistent = picked
     # The configuration that is benchmarked, checked at the benchmark shape.
-    checks(lesson, device, [(64, 1024, 1024, 1024)], run=bmm_persistent,
+    checks(lesson, device, [(batch, size, size, size)], run=bmm_persistent,
            prefix="persistent-best-", layouts=("contiguous",), config=persistent)
     return tiled, persistent
 
@@ -484,8 +485,8 @@ def benchmark(lesson: Lesson, device: str, tiled: dict, persistent: dict):
     # The same 64 products as 64 launches of the single-matrix case (batch
     # 1 views of the same tensors): each launch has only the tiles of one
     # 1024x1024 C, too few to fill the GPU, and pays its own launch.
-    batch = 64
-    a, b = target_operands(batch, device)
+    batch, size = lesson.size(gpu=(64, 1024), smoke=(2, 64))
+    a, b = target_operands(batch, device, size)
     c = torch.empty_like(a)
 
     def host_loop():
@@ -498,16 +499,16 @@ def benchmark(lesson: Lesson, device: str, tiled: dict, persistent: dict):
     # Both steps, torch.bmm (cuBLAS's batched GEMM) and the host loop take
     # turns, round after round, so clock drift under load treats them alike.
     # Each product is 2 * 1024^3 FLOP (a multiply and an add per term).
-    flop = 2.0 * batch * 1024**3
+    flop = 2.0 * batch * size**3
     # Predictions, before the rounds. Step 2 is the previous lesson's
     # persistent kernel, which matched cuBLAS on one matrix, with the batch as
     # one more index of its tile loop. Step 1 pays, per tile, the pipeline's
     # fill and epilogue (about 3 K steps) and idles in a part-empty last wave.
     # The host loop: 64 launches of one matrix's waves against one launch.
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    per_matrix = (triton.cdiv(1024, tiled["BLOCK_M"])
-                  * triton.cdiv(1024, tiled["BLOCK_N"]))
-    steps, waves = 1024 // tiled["BLOCK_K"], batch * per_matrix / sms
+    per_matrix = (triton.cdiv(size, tiled["BLOCK_M"])
+                  * triton.cdiv(size, tiled["BLOCK_N"]))
+    steps, waves = size // tiled["BLOCK_K"], batch * per_matrix / sms
     loop_waves = batch * math.ceil(per_matrix / sms)
     lesson.predict("bmm-vs-torch-64x1024", 1.0, "the persistent kernel that matched "
                    "cuBLAS on one matrix; the batch is one more tile index", 0.05)
@@ -564,14 +565,16 @@ def sweep_and_plot(lesson: Lesson, device: str, tiled: dict, persistent: dict,
             "torch.bmm": lambda: torch.bmm(a, b),
         }
 
-    flop1 = 2.0 * 1024**3
+    size = lesson.size(gpu=1024, smoke=64)
+    flop1 = 2.0 * size**3
     sweep = {}
     for batch in (1, 4, 16):
-        ms = bench_interleaved(contenders(*target_operands(batch, device)), rounds=3)
+        ms = bench_interleaved(contenders(*target_operands(batch, device, size)),
+                               rounds=3)
         sweep[batch] = {k: tflops(batch * flop1, ms.median(k)) for k in ms}
     sweep[64] = {k: tflops(64 * flop1, at_64.median(k))
                  for k in ("tiled", "persistent", "torch.bmm")}
-    tiles = triton.cdiv(1024, tiled["BLOCK_M"]) * triton.cdiv(1024, tiled["BLOCK_N"])
+    tiles = triton.cdiv(size, tiled["BLOCK_M"]) * triton.cdiv(size, tiled["BLOCK_N"])
     lesson.table(
         "batch-sweep",
         ["batch", "step 1 programs", "step 1 TFLOP/s", "step 2 TFLOP/s",
@@ -640,7 +643,8 @@ def main() -> int:
         check_persistent(lesson, device)
     if lesson.step("race", needs_gpu="the configurations race on GPU time"):
         tiled, persistent = race_configs(lesson, device)
-    if lesson.step("compiled-code", needs_gpu="the interpreter compiles nothing"):
+    if lesson.step("compiled-code", needs_gpu="the interpreter compiles nothing",
+                   smoke=False):
         show_compiled_code(lesson, device, tiled, persistent)
     if lesson.step("benchmark", needs_gpu="timings need a GPU"):
         at_64 = benchmark(lesson, device, tiled, persistent)

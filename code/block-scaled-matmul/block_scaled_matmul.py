@@ -363,15 +363,15 @@ def record_compile_facts(lesson: Lesson) -> None:
     )
 
 
-def benchmark(lesson: Lesson) -> None:
+def benchmark(lesson: Lesson, device: str) -> None:
     # snippet: benchmark
     # 8192^3: 2 * 8192^3 FLOP per call. The baseline is torch.matmul in
     # bfloat16 (cuBLAS): what MXFP8 buys over the usual 16-bit format.
-    size = 8192
-    a_q, a_s = quantize_mxfp8(varied_blocks(size, size, seed=30, device="cuda"))
-    bt_q, b_s = quantize_mxfp8(varied_blocks(size, size, seed=31, device="cuda"))
-    a16 = torch.randn(size, size, device="cuda", dtype=torch.bfloat16)
-    b16 = torch.randn(size, size, device="cuda", dtype=torch.bfloat16)
+    size = lesson.size(gpu=8192, smoke=256)
+    a_q, a_s = quantize_mxfp8(varied_blocks(size, size, seed=30, device=device))
+    bt_q, b_s = quantize_mxfp8(varied_blocks(size, size, seed=31, device=device))
+    a16 = torch.randn(size, size, device=device, dtype=torch.bfloat16)
+    b16 = torch.randn(size, size, device=device, dtype=torch.bfloat16)
     ms = bench_interleaved(
         {
             "mxfp8": lambda: mx_matmul(a_q, a_s, bt_q, b_s),
@@ -405,7 +405,7 @@ def main() -> int:
     with lesson.step("correctness"):
         check_dot_scaled(lesson, device)
     if lesson.step("benchmark", needs_gpu="timings need a GPU"):
-        benchmark(lesson)
+        benchmark(lesson, device)
     with lesson.step("exercises"):
         try_this(lesson)
     return lesson.finish()

@@ -28,6 +28,7 @@ Run it:
     python cross_entropy.py                      # a CUDA GPU: checks, time, memory
 """
 
+import math
 import sys
 from functools import partial
 from pathlib import Path
@@ -379,8 +380,9 @@ def check_liger(lesson: Lesson, device: str) -> None:
 
 def check_full_shape(lesson: Lesson, device: str) -> None:
     """The benchmark's shape: loss over all rows, gradient on a subset."""
-    n_rows, V = 8192, 131072
-    x, t = make_inputs(n_rows, V, torch.bfloat16, device, seed=42)
+    n_rows, V = lesson.size(gpu=(8192, 131072), smoke=(64, 3000))
+    dtype = lesson.size(gpu=torch.bfloat16, smoke=torch.float32)  # CPU: no bf16
+    x, t = make_inputs(n_rows, V, dtype, device, seed=42)
     grad = x.clone()
     loss = cross_entropy_(grad, t)
     valid = t != IGNORE_INDEX
@@ -481,8 +483,12 @@ def backward_of(leaf: torch.Tensor, target: torch.Tensor) -> None:
     F.cross_entropy(leaf, target).backward()
 
 
-def measure_peak(fn) -> int:
-    """Bytes allocated at the peak of fn(), above what was allocated before."""
+def measure_peak(fn) -> float:
+    """Bytes allocated at the peak of fn(), above what was allocated before;
+    NaN where torch.cuda keeps no statistics (a smoke run, on the CPU)."""
+    if not torch.cuda.is_available():
+        fn()
+        return math.nan
     torch.cuda.synchronize()
     torch.cuda.reset_peak_memory_stats()
     before = torch.cuda.memory_allocated()
@@ -491,16 +497,16 @@ def measure_peak(fn) -> int:
     return torch.cuda.max_memory_allocated() - before
 
 
-def benchmark(lesson: Lesson):
-    device = "cuda"
+def benchmark(lesson: Lesson, device: str):
     # snippet: benchmark
     # 8192 tokens x 131072 words in bf16: 2 GiB of logits. The fused kernel
     # destroys its input, so every call of either side starts by restoring
     # the same logits from a pristine copy (2 GiB read + 2 GiB written).
     # Both sides pay that copy; the copy alone is timed too, so it can be
     # subtracted round by round.
-    n_rows, V = 8192, 131072
-    x0, t = make_inputs(n_rows, V, torch.bfloat16, device, seed=1)
+    n_rows, V = lesson.size(gpu=(8192, 131072), smoke=(64, 3000))
+    dtype = lesson.size(gpu=torch.bfloat16, smoke=torch.float32)  # CPU: no bf16
+    x0, t = make_inputs(n_rows, V, dtype, device, seed=1)
     work = torch.empty_like(x0)
     leaf = torch.empty_like(x0).requires_grad_()
 
@@ -580,12 +586,14 @@ def benchmark(lesson: Lesson):
         f"8192 x 131072 bf16 logits ({size / 2**20:.0f} MiB): "
         "torch.cuda.max_memory_allocated() above what was allocated before",
     )
-    lesson.check(
-        "peak-memory-at-most-half",
-        fused_peak <= 0.5 * torch_peak,
-        f"fused {fused_peak / 2**20:.2f} MiB vs torch {torch_peak / 2**20:.0f} MiB "
-        f"above the inputs: {fused_peak / torch_peak:.2g}x (target <= 0.5x)",
-    )
+    if not lesson.not_on_interpreter("peak memory", "a CPU keeps no torch.cuda "
+                                     "memory statistics"):
+        lesson.check(
+            "peak-memory-at-most-half",
+            fused_peak <= 0.5 * torch_peak,
+            f"fused {fused_peak / 2**20:.2f} MiB vs torch {torch_peak / 2**20:.0f} "
+            f"MiB above the inputs: {fused_peak / torch_peak:.2g}x (target <= 0.5x)",
+        )
     leaf.grad = None  # 2 GiB given back before the next comparison
     return x0, t, work  # the inputs the comparison with Liger-Kernel times
 
@@ -657,12 +665,12 @@ def compare_with_liger(lesson: Lesson, x0, t, work) -> None:
     )
 
 
-def sweep_and_plot(lesson: Lesson) -> None:
-    device = "cuda"
+def sweep_and_plot(lesson: Lesson, device: str) -> None:
     # Block size and warps at the benchmark's shape: every row is 32 values
     # per thread, so only the programs per SM and the reduction width change.
-    n_rows, V = 8192, 131072
-    x0, t = make_inputs(n_rows, V, torch.bfloat16, device, seed=2)
+    n_rows, V = lesson.size(gpu=(8192, 131072), smoke=(4, 3000))
+    dtype = lesson.size(gpu=torch.bfloat16, smoke=torch.float32)  # CPU: no bf16
+    x0, t = make_inputs(n_rows, V, dtype, device, seed=2)
     work = torch.empty_like(x0)
     copy_ms = bench_ms(lambda: work.copy_(x0))
     rows = []
@@ -684,11 +692,11 @@ def sweep_and_plot(lesson: Lesson) -> None:
     )
 
     # Vocabulary sweep: time and peak memory of both sides.
-    vocab = [16384, 32768, 65536, 131072]
+    vocab = lesson.size(gpu=[16384, 32768, 65536, 131072], smoke=[1000, 3000])
     curves = {"fused": [], "torch": [], "copy": []}
     peaks = {"fused": [], "torch": []}
     for V in vocab:
-        x0, t = make_inputs(n_rows, V, torch.bfloat16, device, seed=3)
+        x0, t = make_inputs(n_rows, V, dtype, device, seed=3)
         work = torch.empty_like(x0)
         leaf = torch.empty_like(x0).requires_grad_()
 
@@ -736,7 +744,8 @@ def sweep_and_plot(lesson: Lesson) -> None:
 def main() -> int:
     lesson = Lesson("cross-entropy")
     device = lesson.device()
-    if lesson.step("compiled-code", needs_gpu="the interpreter compiles nothing"):
+    if lesson.step("compiled-code", needs_gpu="the interpreter compiles nothing",
+                   smoke=False):
         show_compiled_code(lesson)
     with lesson.step("correctness"):
         check_correctness(lesson, device)
@@ -744,12 +753,12 @@ def main() -> int:
         check_full_shape(lesson, device)
     if lesson.step("benchmark",
                    needs_gpu="timings and torch.cuda's memory statistics need a GPU"):
-        timed_inputs = benchmark(lesson)
+        timed_inputs = benchmark(lesson, device)
     if lesson.step("sweep", needs_gpu="timings need a GPU"):
-        sweep_and_plot(lesson)
+        sweep_and_plot(lesson, device)
     with lesson.step("libraries"):  # Liger-Kernel's kernel, when installed
         check_liger(lesson, device)
-        if not lesson.interpret:
+        if not lesson.interpret or lesson.smoke:  # untimed in a smoke run
             compare_with_liger(lesson, *timed_inputs)
     with lesson.step("exercises"):
         try_this(lesson, device)

@@ -374,7 +374,7 @@ def compiled_code_facts(lesson: Lesson) -> None:
     )
 
 
-def benchmark(lesson: Lesson) -> None:
+def benchmark(lesson: Lesson, device: str) -> None:
     # snippet: benchmark
     # 2^27 float32 values (512 MiB), p = 0.1. Bytes per element, counted:
     #   Triton, either kernel:        read x 4 + write out 4             =  8
@@ -384,10 +384,10 @@ def benchmark(lesson: Lesson) -> None:
     #   torch's backward:             read dy 4 + mask 1 + write dx 4    =  9
     # torch's forward returns only `out`, but it writes the bool mask
     # anyway (native_dropout computes both), so it moves 9 bytes.
-    n, p = 1 << 27, 0.1
+    n, p = lesson.size(gpu=1 << 27, smoke=4096), 0.1
     torch.manual_seed(3)
-    x = torch.randn(n, device="cuda")
-    dy = torch.randn(n, device="cuda")
+    x = torch.randn(n, device=device)
+    dy = torch.randn(n, device=device)
     scale = 1.0 / (1.0 - p)
     _, mask = torch.ops.aten.native_dropout(x, p, True)
     # The prediction from those counts: memory-bound at one bandwidth, the
@@ -438,7 +438,7 @@ def benchmark(lesson: Lesson) -> None:
         ("eager rand_like > p", "eager", 26, 9, f"{n // 2**20} MiB (bool mask)"),
     ):
         t = ms.median(key)
-        rows.append([label, fwd, bwd, held, round(t, 4), round(fwd * n / t / 1e6)])
+        rows.append([label, fwd, bwd, held, round(t, 4), round(fwd * n / t / 1e6, 1)])
     t = ms.median("torch-backward")
     rows.append(
         [
@@ -447,7 +447,7 @@ def benchmark(lesson: Lesson) -> None:
             9,
             "-",
             round(t, 4),
-            round(9 * n / t / 1e6),
+            round(9 * n / t / 1e6, 1),
         ]
     )
     lesson.table(
@@ -498,12 +498,12 @@ def memory_held(lesson: Lesson) -> None:
     )
 
 
-def sweep_and_plot(lesson: Lesson) -> None:
-    sizes = [1 << k for k in range(16, 28, 2)]
+def sweep_and_plot(lesson: Lesson, device: str) -> None:
+    sizes = lesson.size(gpu=[1 << k for k in range(16, 28, 2)], smoke=[256, 1024])
     p = 0.1
     gbs = {"rand4x": [], "rand": [], "torch": []}
     for n in sizes:
-        x = torch.randn(n, device="cuda")
+        x = torch.randn(n, device=device)
         fns = {
             "rand4x": (lambda x=x: dropout(x, p, SEED), 8),
             "rand": (lambda x=x: dropout(x, p, SEED, four=False), 8),
@@ -536,18 +536,20 @@ def sweep_and_plot(lesson: Lesson) -> None:
 def main() -> int:
     lesson = Lesson("dropout")
     device = lesson.device()
-    if lesson.step("compiled-code", needs_gpu="the interpreter compiles no PTX"):
+    if lesson.step("compiled-code", needs_gpu="the interpreter compiles no PTX",
+                   smoke=False):
         compiled_code_facts(lesson)
     with lesson.step("correctness"):
         check_statistics(lesson, device)
         check_backward(lesson, device)
         check_tails(lesson, device)
-    if lesson.step("memory", needs_gpu="torch.cuda's memory statistics need a GPU"):
+    if lesson.step("memory", needs_gpu="torch.cuda's memory statistics need a GPU",
+                   smoke=False):
         memory_held(lesson)
     if lesson.step("benchmark", needs_gpu="timings need a GPU"):
-        benchmark(lesson)
+        benchmark(lesson, device)
     if lesson.step("sweep", needs_gpu="timings need a GPU"):
-        sweep_and_plot(lesson)
+        sweep_and_plot(lesson, device)
     with lesson.step("exercises"):
         try_this(lesson, device)
     return lesson.finish()

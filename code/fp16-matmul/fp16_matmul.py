@@ -302,7 +302,7 @@ def benchmark(lesson: Lesson, device: str) -> None:
     # Random FP16 inputs; cuBLAS (torch.matmul) is timed in the same run.
     # TFLOP/s = 2*M*N*K / time: each of the M*N outputs is K multiply-adds.
     torch.manual_seed(0)
-    size = 4096
+    size = lesson.size(gpu=4096, smoke=256)
     a = random_fp16(size, size, device)
     b = random_fp16(size, size, device)
     flop = 2 * size**3
@@ -363,7 +363,7 @@ def benchmark(lesson: Lesson, device: str) -> None:
 def sweep_and_plot(lesson: Lesson, device: str) -> None:
     # snippet: sweep
     # A table and a figure, not a target: one do_bench median per point.
-    sizes = [512, 1024, 2048, 4096, 8192]
+    sizes = lesson.size(gpu=[512, 1024, 2048, 4096, 8192], smoke=[64, 128])
     curves = {"seed": [], "recommended": [], "cuBLAS": []}
     for size in sizes:
         a = random_fp16(size, size, device)
@@ -451,7 +451,8 @@ def main() -> int:
     device = lesson.device()
     with lesson.step("roofline"):
         check_roofline(lesson)
-    if lesson.step("compiled-code", needs_gpu="the interpreter compiles no PTX"):
+    if lesson.step("compiled-code", needs_gpu="the interpreter compiles no PTX",
+                   smoke=False):
         show_compiled_code(lesson, device)
     with lesson.step("correctness"):
         check_correctness(lesson, device)

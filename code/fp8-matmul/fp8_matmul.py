@@ -691,25 +691,33 @@ def try_this(lesson: Lesson, device: str) -> None:
     )
 
 
+# Why a smoke run (lessonkit.py) skips the GPU steps too: every one runs the
+# kernel on float8 operands.
+NO_FLOAT8 = "the interpreter has no float8, and the kernel runs on float8 inputs"
+
+
 def main() -> int:
     lesson = Lesson("fp8-matmul")
     device = lesson.device()
     with lesson.step("quantizers"):
         check_quantizers(lesson, device)
-    if lesson.step("pick-config", needs_gpu="the configurations race on GPU time"):
+    if lesson.step("pick-config", needs_gpu="the configurations race on GPU time",
+                   smoke=NO_FLOAT8):
         best = pick_config(lesson)
-    if lesson.step("compiled-code", needs_gpu="the interpreter compiles nothing"):
+    if lesson.step("compiled-code", needs_gpu="the interpreter compiles nothing",
+                   smoke=False):
         show_compiled_code(lesson, best)
-    if lesson.step("accuracy", needs_gpu="the interpreter has no float8"):
+    if lesson.step("accuracy", needs_gpu="the interpreter has no float8", smoke=False):
         accuracy(lesson, best)
     with lesson.step("correctness"):
         if lesson.interpret:
             check_standin(lesson)
         else:
             check_gpu(lesson, best)
-    if lesson.step("error-vs-k", needs_gpu="the interpreter has no float8"):
+    if lesson.step("error-vs-k", needs_gpu="the interpreter has no float8",
+                   smoke=False):
         error_vs_k(lesson, best)
-    if lesson.step("benchmark", needs_gpu="timings need a GPU"):
+    if lesson.step("benchmark", needs_gpu="timings need a GPU", smoke=NO_FLOAT8):
         benchmark(lesson, best)
     with lesson.step("exercises"):
         try_this(lesson, device)

@@ -551,15 +551,15 @@ def check_tma_kernel(lesson: Lesson, device: str) -> None:
 B, H, S, D = 4, 32, 4096, 128
 
 
-def bench_inputs():
+def bench_inputs(lesson: Lesson, device: str):
     torch.manual_seed(1234)
-    return [torch.randn(B, H, S, D, device="cuda", dtype=torch.float16)
-            for _ in range(3)]
+    shape = lesson.size(gpu=(B, H, S, D), smoke=(1, 2, 128, D))
+    return [torch.randn(shape, device=device, dtype=torch.float16) for _ in range(3)]
 
 
 def show_compiled_code(lesson: Lesson) -> None:
     """Pointer loads against TMA, same tile: what each costs in registers."""
-    q, k, v = bench_inputs()
+    q, k, v = bench_inputs(lesson, "cuda")
     out = torch.empty_like(q)
     scale = LOG2E / math.sqrt(D)
     tile = {"HEAD_DIM": D, "BLOCK_M": 128, "BLOCK_N": 128, "CAUSAL": False,
@@ -592,11 +592,11 @@ def show_compiled_code(lesson: Lesson) -> None:
     )
 
 
-def race_configs(lesson: Lesson) -> dict:
+def race_configs(lesson: Lesson, device: str) -> dict:
     """Every configuration against SDPA at the benchmark shape; the fastest per
     mask goes on to the benchmark."""
     # snippet: race
-    q, k, v = bench_inputs()
+    q, k, v = bench_inputs(lesson, device)
     sdpa = torch.nn.functional.scaled_dot_product_attention
     race, misfits = {}, []
     for kind, causal in masks():
@@ -639,12 +639,12 @@ def fastest(race) -> dict:
             for kind, _ in masks()}
 
 
-def check_benchmark_shape(lesson: Lesson, best: dict) -> None:
+def check_benchmark_shape(lesson: Lesson, device: str, best: dict) -> None:
     """Correctness at the benchmark shape, with the configurations that won:
     against SDPA's own fp16 output on every head (both round the same way, so
     the two differ by about twice the error of each), and against the fp64
     reference on the first four heads of batch 0."""
-    q, k, v = bench_inputs()
+    q, k, v = bench_inputs(lesson, device)
     sdpa = torch.nn.functional.scaled_dot_product_attention
     for kind, causal in masks():
         cfg = best[kind]
@@ -663,8 +663,8 @@ def check_benchmark_shape(lesson: Lesson, best: dict) -> None:
         del got, want, ref
 
 
-def benchmark(lesson: Lesson, best: dict) -> None:
-    q, k, v = bench_inputs()
+def benchmark(lesson: Lesson, device: str, best: dict) -> None:
+    q, k, v = bench_inputs(lesson, device)
     # snippet: benchmark
     # The fastest configuration of each mask against SDPA, measured afresh:
     # 15 rounds of the two taking turns. FLOPs count the two matmuls only
@@ -781,18 +781,19 @@ def try_this(lesson: Lesson, device: str) -> None:
 def main() -> int:
     lesson = Lesson("fused-attention")
     device = lesson.device()
-    if lesson.step("compiled-code", needs_gpu="the interpreter compiles nothing"):
+    if lesson.step("compiled-code", needs_gpu="the interpreter compiles nothing",
+                   smoke=False):
         show_compiled_code(lesson)
     with lesson.step("correctness"):
         check_pointer_kernel(lesson, device)
         check_tma_kernel(lesson, device)
     if lesson.step("race", needs_gpu="the configurations race on GPU time"):
-        race = race_configs(lesson)
+        race = race_configs(lesson, device)
         best = fastest(race)
-        check_benchmark_shape(lesson, best)
+        check_benchmark_shape(lesson, device, best)
         plot_race(lesson, race)
     if lesson.step("benchmark", needs_gpu="timings need a GPU"):
-        benchmark(lesson, best)
+        benchmark(lesson, device, best)
     with lesson.step("exercises"):
         try_this(lesson, device)
     return lesson.finish()

@@ -494,7 +494,7 @@ def compiled_code_facts(lesson: Lesson) -> None:
     )  # fmt: skip
 
 
-def benchmark(lesson: Lesson):
+def benchmark(lesson: Lesson, device: str):
     # snippet: benchmark
     # 8192 x 8192 float32 (256 MiB per tensor), random inputs. Bytes per
     # element, counted:
@@ -503,11 +503,11 @@ def benchmark(lesson: Lesson):
     #                       * y: read 4 + 4, write 4                   = 28
     # (b is 32 KiB, read from cache; it is counted once.) Both are timed
     # as GB/s of the fused form's bytes, so the ratio is a ratio of times.
-    M = N = 8192
+    M = N = lesson.size(gpu=8192, smoke=256)
     torch.manual_seed(7)
-    x = torch.randn(M, N, device="cuda")
-    y = torch.randn(M, N, device="cuda")
-    b = 0.1 * torch.randn(N, device="cuda")
+    x = torch.randn(M, N, device=device)
+    y = torch.randn(M, N, device=device)
+    b = 0.1 * torch.randn(N, device=device)
     fns = {form: (lambda f=form: geglu(x, b, y, f)) for form in ("none", *FORMS)}
     fns["torch"] = lambda: F.gelu(x + b) * y
     fns["torch-tanh"] = lambda: F.gelu(x + b, approximate="tanh") * y
@@ -558,7 +558,7 @@ def benchmark(lesson: Lesson):
         t = ms.median(key)
         rows.append(
             [label, kernels, per_elem, round(t, 4),
-             round(per_elem * M * N / t / 1e6), round(ms.median("none") / t, 3)]
+             round(per_elem * M * N / t / 1e6, 1), round(ms.median("none") / t, 3)]
         )  # fmt: skip
     lesson.table(
         "timing",
@@ -706,10 +706,11 @@ def main() -> int:
         plot_ulps(lesson, x, errors, ref)
     with lesson.step("fused"):
         check_fused(lesson, device)
-    if lesson.step("compiled-code", needs_gpu="the interpreter compiles no PTX"):
+    if lesson.step("compiled-code", needs_gpu="the interpreter compiles no PTX",
+                   smoke=False):
         compiled_code_facts(lesson)
     if lesson.step("benchmark", needs_gpu="timings need a GPU"):
-        x, b, y, fused_bytes = benchmark(lesson)
+        x, b, y, fused_bytes = benchmark(lesson, device)
     if lesson.step("libraries", needs_gpu="timings need a GPU"):
         compare_with_libraries(lesson, x, b, y, fused_bytes)
     with lesson.step("exercises"):

@@ -552,39 +552,46 @@ def main() -> int:
     lesson = Lesson("gluon-matmul")
     device = lesson.device()  # declines below compute capability 9.0 (lesson.toml)
     seeds = 30 if lesson.interpret else 8
-    locality = check_scheduler(lesson)
-    lesson.table(
-        "scheduler",
-        [
-            "output",
-            "programs",
-            "tiles",
-            "A rows + B columns, first wave (grouped)",
-            "the same, row-major order",
-        ],
-        locality,
-        "The persistent scheduler in plain Python: the first wave's distinct operand "
-        "tiles (fewer = more reuse in L2)",
-    )
-    check_ring(lesson, seeds)
-    lesson.table(
-        "smem",
-        ["stages", "epilogue", "bytes", "fits in 227 KiB"],
-        check_smem_budget(lesson),
-        "Shared memory of the 128x256x64 kernel",
-    )
-    exercise_release_early(lesson, seeds)
-    if device == "cpu":
-        lesson.decline(DECLINE)
-    import matmul_kernels as mk  # Gluon: only here, on a Hopper GPU
-    import torch
+    with lesson.step("smem"):
+        lesson.table(
+            "smem",
+            ["stages", "epilogue", "bytes", "fits in 227 KiB"],
+            check_smem_budget(lesson),
+            "Shared memory of the 128x256x64 kernel",
+        )
+    with lesson.step("scheduler"):
+        locality = check_scheduler(lesson)
+        lesson.table(
+            "scheduler",
+            [
+                "output",
+                "programs",
+                "tiles",
+                "A rows + B columns, first wave (grouped)",
+                "the same, row-major order",
+            ],
+            locality,
+            "The persistent scheduler in plain Python: the first wave's distinct "
+            "operand tiles (fewer = more reuse in L2)",
+        )
+    with lesson.step("ring"):
+        check_ring(lesson, seeds)
+    # Gluon has no interpreter, nor a smoke run on the CPU (lessonkit.py).
+    if lesson.step("gpu-checks", needs_gpu="Gluon has no interpreter", smoke=False):
+        import matmul_kernels as mk  # Gluon: only here, on a Hopper GPU
+        import torch
 
-    pt = tl_lesson()
-    num_sms = torch.cuda.get_device_properties(0).multi_processor_count
-    check_kernel(lesson, mk, num_sms)
-    exercise_fewer_programs(lesson, mk, num_sms)
-    show_compiled(lesson, mk, num_sms)
-    benchmark(lesson, mk, pt, num_sms)
+        num_sms = torch.cuda.get_device_properties(0).multi_processor_count
+        check_kernel(lesson, mk, num_sms)
+        show_compiled(lesson, mk, num_sms)
+    if lesson.step("benchmark", needs_gpu="Gluon has no interpreter", smoke=False):
+        benchmark(lesson, mk, tl_lesson(), num_sms)
+    with lesson.step("exercises"):
+        exercise_release_early(lesson, seeds)
+    if lesson.step("gpu-exercise", needs_gpu="Gluon has no interpreter", smoke=False):
+        exercise_fewer_programs(lesson, mk, num_sms)
+    if device == "cpu":  # the models ran; the kernel cannot: not a verification
+        lesson.decline(DECLINE)
     return lesson.finish()
 
 

@@ -390,7 +390,8 @@ def loop_of_matmuls(groups):
 
 def race_configs(lesson: Lesson, device: str) -> tuple[dict, int]:
     """Tile shape and programs per SM, raced on the benchmark's 16 groups."""
-    groups = make_groups(ragged_shapes(16), device, seed=9)
+    shapes = lesson.size(gpu=ragged_shapes(16), smoke=ragged_shapes(4, lo=8, hi=48))
+    groups = make_groups(shapes, device, seed=9)
     table = problem_table(groups).to(device)
     sms = sm_count()
     small = dict(BLOCK_M=64, BLOCK_N=128, BLOCK_K=64, num_warps=4, num_stages=4)
@@ -419,7 +420,7 @@ def benchmark(lesson: Lesson, device: str, config: dict, programs: int) -> None:
     # 16 groups, M, N, K drawn from [256, 1024] with a fixed seed: one launch
     # against a Python loop of 16 torch.matmul calls (cuBLAS), same inputs,
     # same preallocated outputs. FLOPs: 2 * M * N * K per group.
-    shapes = ragged_shapes(16)
+    shapes = lesson.size(gpu=ragged_shapes(16), smoke=ragged_shapes(4, lo=8, hi=48))
     groups = make_groups(shapes, device, seed=10)
     table = problem_table(groups).to(device)
     flop = sum(2.0 * M * N * K for M, N, K in shapes)
@@ -455,15 +456,17 @@ def moe_benchmark(lesson: Lesson, device: str, config: dict, programs: int) -> N
     # snippet: moe-benchmark
     # The shape torch._grouped_mm was made for: 16 experts sharing K and N,
     # a ragged number of tokens each. bf16, the dtype of its fast path.
-    E, K, N = 16, 1024, 2048
+    E, K, N = lesson.size(gpu=(16, 1024, 2048), smoke=(4, 32, 16))
+    lo, hi = lesson.size(gpu=(256, 1024), smoke=(1, 9))  # tokens per expert
+    dtype = lesson.size(gpu=torch.bfloat16, smoke=torch.float16)  # no bf16 on a CPU
     rng = random.Random(11)
-    sizes = [rng.randint(256, 1024) for _ in range(E)]
+    sizes = [rng.randint(lo, hi) for _ in range(E)]
     T, starts = sum(sizes), [sum(sizes[:e]) for e in range(E)]
     counts = torch.tensor(sizes, device=device)
     offsets = torch.cumsum(counts, 0).to(torch.int32)  # _grouped_mm's form
-    x = torch.randn((T, K), device=device, dtype=torch.bfloat16)
-    w = torch.randn((E, K, N), device=device, dtype=torch.bfloat16)
-    out = torch.full((T, N), float("nan"), device=device, dtype=torch.bfloat16)
+    x = torch.randn((T, K), device=device, dtype=dtype)
+    w = torch.randn((E, K, N), device=device, dtype=dtype)
+    out = torch.full((T, N), float("nan"), device=device, dtype=dtype)
     table = moe_problems(x, w, out, counts)
     flop = 2.0 * T * K * N
     experts = [(x[s:s + m], w[e], out[s:s + m])
@@ -474,7 +477,7 @@ def moe_benchmark(lesson: Lesson, device: str, config: dict, programs: int) -> N
     # end snippet
     fns["grouped"]()
     want = moe_reference(x, w, sizes)
-    rtol, atol, why = tolerance(K, want, torch.bfloat16)
+    rtol, atol, why = tolerance(K, want, dtype)
     lesson.close("moe-bf16-bench-shape", out, want, rtol, atol, why)
     reason = ""
     if not hasattr(torch, "_grouped_mm"):
@@ -507,8 +510,8 @@ def moe_benchmark(lesson: Lesson, device: str, config: dict, programs: int) -> N
 
 def sweep_and_plot(lesson: Lesson, device: str, config: dict, programs: int) -> None:
     """1 to 64 groups: where does one launch start to pay?"""
-    all_shapes = ragged_shapes(64)
-    counts = [1, 2, 4, 8, 16, 32, 64]
+    all_shapes = lesson.size(gpu=ragged_shapes(64), smoke=ragged_shapes(8, lo=8, hi=32))
+    counts = lesson.size(gpu=[1, 2, 4, 8, 16, 32, 64], smoke=[1, 8])
     rows, us = [], {"grouped": [], "loop": []}
     for n in counts:
         shapes = all_shapes[:n]
@@ -553,7 +556,8 @@ def sweep_and_plot(lesson: Lesson, device: str, config: dict, programs: int) -> 
 def main() -> int:
     lesson = Lesson("grouped-gemm")
     device = lesson.device()
-    if lesson.step("compiled-code", needs_gpu="the interpreter compiles nothing"):
+    if lesson.step("compiled-code", needs_gpu="the interpreter compiles nothing",
+                   smoke=False):
         show_compiled_code(lesson, device)
     with lesson.step("correctness"):
         check_correctness(lesson, device)

@@ -456,9 +456,9 @@ def show_compiled_code(lesson: Lesson, device: str, eps=1e-5) -> None:
 # written per forward pass, twice the 60 MB L2 of an H200, and do_bench
 # flushes the L2 between repetitions, so each run streams from DRAM. The
 # ceiling is a device-to-device copy of the same bytes.
-def contenders(N, device, eps=1e-5, with_copy=False):
+def contenders(N, device, eps=1e-5, with_copy=False, elements=ELEMENTS):
     """Ours and torch's, forward and backward, at row width N (and a copy)."""
-    M = ELEMENTS // N
+    M = elements // N
     x, w, b, dy = make_inputs(M, N, device, seed=N)
     # torch's backward kernel itself, from torch's own saved statistics, so
     # neither side pays for autograd's bookkeeping.
@@ -489,11 +489,13 @@ def benchmark(lesson: Lesson, device: str):
     lesson.predict("forward-vs-copy-32768x1024-fp16", 1.0,
                    "memory-bound, moving a copy's bytes (read x, write y) at a "
                    "copy's rate", 0.10)
-    ms = {1024: bench_interleaved(contenders(1024, device, with_copy=True)),
-          4096: bench_interleaved(contenders(4096, device))}
-    fwd_1024 = forward_bytes(ELEMENTS // 1024, 1024, 2)
-    fwd_4096 = forward_bytes(ELEMENTS // 4096, 4096, 2)
-    copy_bytes = 2 * ELEMENTS * 2  # read + write, FP16
+    elements = lesson.size(gpu=ELEMENTS, smoke=8192)
+    ms = {1024: bench_interleaved(contenders(1024, device, with_copy=True,
+                                             elements=elements)),
+          4096: bench_interleaved(contenders(4096, device, elements=elements))}
+    fwd_1024 = forward_bytes(elements // 1024, 1024, 2)
+    fwd_4096 = forward_bytes(elements // 4096, 4096, 2)
+    copy_bytes = 2 * elements * 2  # read + write, FP16
     lesson.benchmark(
         "forward-vs-torch-32768x1024-fp16",
         "forward vs F.layer_norm, 32768 x 1024 fp16",
@@ -516,7 +518,7 @@ def benchmark(lesson: Lesson, device: str):
         "backward-vs-torch-32768x1024-fp16",
         "backward (dx, dw, db) vs torch, 32768 x 1024 fp16",
         ms[1024], "backward", "torch backward", unit="GB/s",
-        work=backward_bytes(ELEMENTS // 1024, 1024, 2),
+        work=backward_bytes(elements // 1024, 1024, 2),
         baseline_name="aten native_layer_norm_backward", threshold=1.0, gate=False,
     )
     return ms, gbps(copy_bytes, ms[1024].median("copy"))
@@ -583,7 +585,7 @@ def compare_with_libraries(lesson: Lesson, device: str) -> None:
     """
     ln = lesson.optional(LIGER, "liger_kernel.ops.layer_norm")
     for N in (1024, 4096):
-        M = ELEMENTS // N
+        M = lesson.size(gpu=ELEMENTS, smoke=8192) // N
         x, w, b, dy = make_inputs(M, N, device, seed=N)
         fns, compile_s = library_contenders(lesson, ln, x, w, b, dy)
         if len(fns) == 2:
@@ -625,12 +627,14 @@ def sweep_and_plot(lesson: Lesson, device: str, measured: dict, copy_gbps: float
                    eps=1e-5) -> None:
     """Four row widths, then the two tuning knobs at N = 1024."""
     results = {}
+    elements = lesson.size(gpu=ELEMENTS, smoke=8192)
     for N in (1024, 2048, 4096, 8192):
         if N in measured:
             ms = measured[N]
         else:  # widths only in the table: three rounds are enough
-            ms = bench_interleaved(contenders(N, device, eps), rounds=3)
-        M = ELEMENTS // N
+            ms = bench_interleaved(contenders(N, device, eps, elements=elements),
+                                   rounds=3)
+        M = elements // N
         fb, bb = forward_bytes(M, N, 2), backward_bytes(M, N, 2)
         results[N] = {"M": M, "forward": gbps(fb, ms.median("forward")),
                       "F.layer_norm": gbps(fb, ms.median("F.layer_norm")),
@@ -673,7 +677,7 @@ def sweep_and_plot(lesson: Lesson, device: str, measured: dict, copy_gbps: float
     # snippet: sweep
     # How much do several rows per program buy at N = 1024? Same kernel,
     # same warps, only ROWS changes; three rounds of the four, taking turns.
-    M, N = 32768, 1024
+    M, N = lesson.size(gpu=(32768, 1024), smoke=(8, 1024))
     x, w, b, dy = make_inputs(M, N, device, seed=1)
     ms = bench_interleaved(
         {r: (lambda r=r: layer_norm_fwd(x, w, b, eps, rows=r)) for r in (1, 2, 4, 8)},
@@ -767,7 +771,8 @@ def try_this(lesson: Lesson, device: str, eps=1e-5) -> None:
 def main() -> int:
     lesson = Lesson("layer-norm")
     device = lesson.device()
-    if lesson.step("compiled-code", needs_gpu="the interpreter compiles nothing"):
+    if lesson.step("compiled-code", needs_gpu="the interpreter compiles nothing",
+                   smoke=False):
         show_compiled_code(lesson, device)
     with lesson.step("correctness"):
         check_correctness(lesson, device)

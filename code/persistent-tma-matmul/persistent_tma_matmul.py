@@ -326,20 +326,22 @@ def measure(n, device, num_sms, rounds):
 def benchmark_and_sweep(lesson, device, num_sms):
     # Rounds: 15 where the stretch goal is a percent away, 10 at 8192^3 (each
     # round is slower there), 3 where only a table and a figure are filled.
-    sizes = {1024: 3, 2048: 3, 4096: 15, 8192: 10}
+    sizes = lesson.size(gpu={1024: 3, 2048: 3, 4096: 15, 8192: 10},
+                        smoke={128: 3, 256: 15, 384: 10})
+    target, large = lesson.size(gpu=(4096, 8192), smoke=(256, 384))
     rates, ratios = {}, {}
     for n, rounds in sizes.items():
         # Predictions, before the rounds. The tiled kernel pays, per tile, the
         # pipeline's fill and its epilogue (about 3 K steps) and idles in the
         # part-empty last wave: the previous lesson's model. The persistent
         # kernel overlaps both, so it should match cuBLAS on the same cores.
-        if n == 4096:
+        if n == target:
             steps, waves = n // BLOCK_K, (n // BLOCK_M) * (n // BLOCK_N) / num_sms
             lesson.predict(
                 "tiled-vs-cublas-4096", steps / (steps + 3) * waves / math.ceil(waves),
                 f"cuBLAS's rate, less 3 of {steps + 3} K steps per tile and the idle "
                 f"part of {waves:.2f} waves of {num_sms} SMs", 0.10)
-        if n in (4096, 8192):
+        if n in (target, large):
             lesson.predict(
                 f"persistent-tma-vs-cublas-{n}", 1.0,
                 "cuBLAS's rate: the same tensor cores, no last-wave tail, and each "
@@ -351,7 +353,7 @@ def benchmark_and_sweep(lesson, device, num_sms):
         ratios[n] = {name: median_interval(
             [c / k for k, c in zip(ms[name], ms["cublas"], strict=True)])
             for name in STEPS}
-        if n == 4096:
+        if n == target:
             for name, step, goal in (
                     ("tiled", "step 0: the previous lesson's tiled kernel", {}),
                     ("tma", "step 1: TMA loads and store, one tile per program", {}),
@@ -362,7 +364,7 @@ def benchmark_and_sweep(lesson, device, num_sms):
                                  "cublas", unit="TFLOP/s", work=flop,
                                  baseline_name="torch.matmul (cuBLAS)", note=step,
                                  **goal)
-        if n == 8192:
+        if n == large:
             lesson.benchmark("persistent-tma-vs-cublas-8192",
                              "persistent TMA vs cuBLAS, 8192^3 fp16", ms,
                              "persistent-tma", "cublas", unit="TFLOP/s", work=flop,
@@ -504,7 +506,8 @@ def main() -> int:
     print(f"NUM_SMS = {num_sms}, blocks {blocks}")
     with lesson.step("correctness"):
         check_correctness(lesson, device, shapes, blocks, num_sms)
-    if lesson.step("compiled-code", needs_gpu="the interpreter compiles nothing"):
+    if lesson.step("compiled-code", needs_gpu="the interpreter compiles nothing",
+                   smoke=False):
         show_compiled_code(lesson, device, num_sms)
     if lesson.step("benchmark", needs_gpu="timings need a GPU"):
         benchmark_and_sweep(lesson, device, num_sms)

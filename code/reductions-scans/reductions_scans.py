@@ -355,7 +355,7 @@ def benchmark(lesson: Lesson, device: str) -> None:
     # from DRAM. Bytes that must move: the cumsum reads x once and writes
     # y once (8 bytes per element); the sum reads x once and writes one
     # float per row. A device-to-device copy of x moves the cumsum's bytes.
-    M, N = 32768, 4096
+    M, N = lesson.size(gpu=(32768, 4096), smoke=(8, 1000))
     x = make_rows(M, N, device, 2)
     y, dst = torch.empty_like(x), torch.empty_like(x)
     # Predictions: both kernels are memory-bound, so each moves its bytes at
@@ -396,7 +396,7 @@ def race_tiles(lesson: Lesson, device: str) -> None:
     # snippet: race
     # The tile is the one free choice. Race a few at the benchmark's shape:
     # rows per program x columns per step, and warps.
-    M, N = 32768, 4096
+    M, N = lesson.size(gpu=(32768, 4096), smoke=(1, 4096))
     x = make_rows(M, N, device, 3)
     y = torch.empty_like(x)
     configs = [(1, 1024, 4), (1, 2048, 8), (1, 4096, 8), (1, 4096, 16),
@@ -433,8 +433,8 @@ def sweep_and_plot(lesson: Lesson, device: str) -> None:
     # Same 2^27 elements (512 MiB) at every width: from many short rows,
     # where several rows share a program, to a few long ones, where each
     # program walks its row in 16 KB steps.
-    widths = [256, 1024, 4096, 16384, 65536]
-    x0 = make_rows(1, 1 << 27, device, 4)
+    widths = lesson.size(gpu=[256, 1024, 4096, 16384, 65536], smoke=[256, 2048])
+    x0 = make_rows(1, lesson.size(gpu=1 << 27, smoke=1 << 11), device, 4)
     dst = torch.empty_like(x0)
     copy_gbps = gbps(2 * x0.numel() * 4, bench_ms(lambda: dst.copy_(x0)))
     rows = [measure_width(x0.view(-1, N)) for N in widths]
@@ -465,7 +465,8 @@ def sweep_and_plot(lesson: Lesson, device: str) -> None:
 def main() -> int:
     lesson = Lesson("reductions-scans")
     device = lesson.device()
-    if lesson.step("compiled-code", needs_gpu="the interpreter compiles no PTX"):
+    if lesson.step("compiled-code", needs_gpu="the interpreter compiles no PTX",
+                   smoke=False):
         show_compiled_code(lesson, device)
     with lesson.step("correctness"):
         check_reductions(lesson, device)

@@ -414,7 +414,8 @@ def benchmark(lesson: Lesson, device: str):
     # snippet: benchmark
     # A prefill of 8 sequences of 4096 tokens (positions 0..4095 each),
     # 32 query heads of 128, bf16: x is 256 MiB, and the output as much.
-    T, H, D, dtype = 32768, 32, 128, torch.bfloat16
+    T, H, D = lesson.size(gpu=(32768, 32, 128), smoke=(64, 4, 128))
+    dtype = lesson.size(gpu=torch.bfloat16, smoke=torch.float16)  # CPU: no bf16
     x, w, _ = make_inputs(T, H, D, dtype, device, 5)
     pos = torch.arange(T, device=device) % 4096
     cos, sin = rope_cache(D, device)
@@ -492,7 +493,8 @@ def compare_with_liger(lesson: Lesson, device: str, cos, sin, T: int, dtype) -> 
     # launches of the fused kernel; Liger's is three: RMSNorm of q, of k,
     # then RoPE of both in place. Its own rounds: nothing it does can change
     # how the comparisons above are timed.
-    Hq, Hkv, D, seqs = 32, 8, 128, 8
+    Hq, Hkv = lesson.size(gpu=(32, 8), smoke=(4, 2))
+    D, seqs = 128, 8
     q, wq, _ = make_inputs(T, Hq, D, dtype, device, 6)
     k, wk, _ = make_inputs(T, Hkv, D, dtype, device, 7)
     pos = torch.arange(T, device=device) % (T // seqs)
@@ -550,10 +552,11 @@ def sweep_and_plot(lesson: Lesson, device: str) -> None:
     # snippet: sweep
     # From a decode step's handful of tokens to a long prefill: 32 heads of
     # 128, bf16, the fused kernel against eager torch and a copy.
-    H, D, dtype = 32, 128, torch.bfloat16
+    H, D = 32, 128
+    dtype = lesson.size(gpu=torch.bfloat16, smoke=torch.float16)  # CPU: no bf16
     cos, sin = rope_cache(D, device)
     rows = [measure_tokens(T, H, D, dtype, cos, sin, device)
-            for T in (64, 512, 4096, 32768)]
+            for T in lesson.size(gpu=(64, 512, 4096, 32768), smoke=(8, 64))]
     # end snippet
     lesson.table("tokens",
                  ["tokens", "fused us", "eager us", "copy us", "fused GB/s",
@@ -590,7 +593,7 @@ def main() -> int:
         sweep_and_plot(lesson, device)
     with lesson.step("libraries"):  # Liger-Kernel's kernels, when installed
         check_liger(lesson, device)
-        if not lesson.interpret:
+        if not lesson.interpret or lesson.smoke:  # untimed in a smoke run
             compare_with_liger(lesson, device, *timed_shape)
     with lesson.step("exercises"):
         try_this(lesson, device)

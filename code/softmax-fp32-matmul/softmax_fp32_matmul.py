@@ -72,6 +72,7 @@ TF32_WIDE = [(128, 256, 32, 8, 8, 3)]
 SWEEP_SIZE = 2048
 MATMUL_SIZES = (2048, 4096)
 SOFTMAX_SHAPES = ((32768, 1024), (4096, 16384))
+SMOKE_SHAPES = ((4, 1024), (2, 4096))  # a smoke run's, on the CPU (lessonkit.py)
 LIGER = "liger-kernel"  # the optional baseline (lesson.toml [requires.optional])
 
 
@@ -498,20 +499,20 @@ def time_softmax(x: torch.Tensor, programs: int) -> Timings:
 # end snippet
 
 
-def benchmark_softmax(lesson: Lesson) -> None:
+def benchmark_softmax(lesson: Lesson, device: str) -> None:
     print("\nPart 3a: softmax bandwidth")
     rows, rates = [], {}
-    for n_rows, n_cols in SOFTMAX_SHAPES:
+    for n_rows, n_cols in lesson.size(gpu=SOFTMAX_SHAPES, smoke=SMOKE_SHAPES):
         shape = f"{n_rows}x{n_cols}"
         torch.manual_seed(3)
-        x = torch.randn(n_rows, n_cols, device="cuda")
+        x = torch.randn(n_rows, n_cols, device=device)
         want = softmax64(x)
         rtol, atol, why = tolerance(F32_RTOL, F32_EPS, n_cols, want)
         programs = persistent_programs(n_cols)
         # What is timed must be right: both launches, on the timed input.
-        got = softmax(x, out=poisoned(x.shape, "cuda"))
+        got = softmax(x, out=poisoned(x.shape, device))
         lesson.close(f"softmax-{shape}-per-row", got, want, rtol, atol, why)
-        got = softmax(x, programs, out=poisoned(x.shape, "cuda"))
+        got = softmax(x, programs, out=poisoned(x.shape, device))
         lesson.close(f"softmax-{shape}-strided", got, want, rtol, atol,
                      f"{programs} programs; {why}")
         del want, got
@@ -551,11 +552,11 @@ def benchmark_softmax(lesson: Lesson) -> None:
     plot_softmax(lesson, rates)
 
 
-def benchmark_softmax_libraries(lesson: Lesson) -> None:
+def benchmark_softmax_libraries(lesson: Lesson, device: str) -> None:
     """Part 3a, continued: the same inputs against Liger-Kernel and torch.compile."""
-    for n_rows, n_cols in SOFTMAX_SHAPES:
+    for n_rows, n_cols in lesson.size(gpu=SOFTMAX_SHAPES, smoke=SMOKE_SHAPES):
         torch.manual_seed(3)  # the inputs benchmark_softmax timed
-        x = torch.randn(n_rows, n_cols, device="cuda")
+        x = torch.randn(n_rows, n_cols, device=device)
         compare_with_libraries(lesson, x, f"{n_rows}x{n_cols}")
 
 
@@ -638,8 +639,7 @@ def plot_softmax(lesson: Lesson, rates: dict) -> None:
                       [s.replace("x", " rows x ") + " cols, fp32" for s in shapes])
         ax.set_ylabel("GB/s (one read + one write)")
         ax.set_title("Row softmax bandwidth, medians of interleaved rounds")
-        # Headroom above the bars for the legend.
-        ax.set_ylim(0, 1.3 * max(max(r.values()) for r in rates.values()))
+        ax.margins(y=0.3)  # headroom above the bars for the legend
         ax.legend(loc="upper center", ncols=2)
 
     lesson.plot("softmax-bandwidth",
@@ -649,12 +649,12 @@ def plot_softmax(lesson: Lesson, rates: dict) -> None:
 
 # == Part 3b: a sweep of tile shapes ==========================================
 
-def sweep_tiles(lesson: Lesson) -> dict:
-    size = SWEEP_SIZE
+def sweep_tiles(lesson: Lesson, device: str) -> dict:
+    size = lesson.size(gpu=SWEEP_SIZE, smoke=64)
     print(f"\nPart 3b: matmul tile sweep at {size}^3, FP32 inputs")
     torch.manual_seed(4)
-    a = torch.randn(size, size, device="cuda")
-    b = torch.randn(size, size, device="cuda")
+    a = torch.randn(size, size, device=device)
+    b = torch.randn(size, size, device=device)
     b_col = b.t().contiguous().t()  # the same B, column-major (see Part 3c)
     want = a.double() @ b.double()
     fns, facts, skipped = {}, {}, {}
@@ -672,14 +672,16 @@ def sweep_tiles(lesson: Lesson) -> dict:
             key = (label, layout, cfg)
             try:
                 out, compiled = matmul(a, b_in, cfg, ieee, with_kernel=True,
-                                       out=poisoned((size, size), "cuda"))
+                                       out=poisoned((size, size), device))
             except OutOfResources as exc:  # too much shared memory for this tile
                 skipped[key] = f"skipped: {exc}"
                 continue
             # Every timed tile is checked too: a fast wrong answer is not a result.
             lesson.close(f"sweep-{label}-b-{layout}-{config_name(cfg)}", out, want,
                          rtol, atol, why)
-            facts[key] = multiply_instructions(compiled)
+            facts[key] = (["", "", ""] if lesson.not_on_interpreter(
+                "PTX counts", "the interpreter compiles no PTX")
+                else multiply_instructions(compiled))
             fns[key] = partial(matmul, a, b_in, cfg, ieee)
     # A table only ranks the tiles: three interleaved rounds are enough.
     ms = bench_interleaved(fns, rounds=3)
@@ -757,13 +759,15 @@ def time_against_cublas(a, b, b_col, best) -> Timings:
     # end snippet
 
 
-def against_cublas(lesson: Lesson, best: dict) -> None:
+def against_cublas(lesson: Lesson, device: str, best: dict) -> None:
     print("\nPart 3c: the best tiles against cuBLAS, B row-major and column-major")
     results = {}
-    for size in MATMUL_SIZES:
+    sweep_size = lesson.size(gpu=SWEEP_SIZE, smoke=64)
+    sizes = lesson.size(gpu=MATMUL_SIZES, smoke=(64, 96))
+    for size in sizes:
         torch.manual_seed(5)
-        a = torch.randn(size, size, device="cuda")
-        b = torch.randn(size, size, device="cuda")
+        a = torch.randn(size, size, device=device)
+        b = torch.randn(size, size, device=device)
         # snippet: column-major-b
         # The same values of B stored column-major: element (k, n) lives at
         # n * K + k, so K is the contiguous dimension. Only the strides the
@@ -776,10 +780,10 @@ def against_cublas(lesson: Lesson, best: dict) -> None:
         want = a.double() @ b.double()
         rtol, atol, why = tolerance(TF32_RTOL, TF32_EPS, size, want)
         got = matmul(a, b_col, best["tf32", "column"], ieee=False,
-                     out=poisoned((size, size), "cuda"))
+                     out=poisoned((size, size), device))
         lesson.close(f"tf32-column-major-b-{size}", got, want, rtol, atol, why)
         if torch.cuda.get_device_capability() >= (9, 0):
-            got = matmul_persistent_tf32(a, b_col, out=poisoned((size, size), "cuda"))
+            got = matmul_persistent_tf32(a, b_col, out=poisoned((size, size), device))
             lesson.close(f"tf32-persistent-tma-{size}", got, want, rtol, atol, why)
         del want, got
 
@@ -787,7 +791,7 @@ def against_cublas(lesson: Lesson, best: dict) -> None:
         # dense tf32 rate over the FMA units' fp32 rate (H200 datasheet). The
         # persistent TMA kernel: cuBLAS's rate, as for fp16 in the persistent
         # TMA lesson, on the same tensor cores with the same K-major tiles.
-        if size == SWEEP_SIZE:
+        if size == sweep_size:
             lesson.predict(f"matmul-tf32-vs-ieee-{size}", 495 / 67,
                            "tensor cores against FMA units: 495 TFLOP/s dense tf32 "
                            "over 67 TFLOP/s fp32 (H200 datasheet)", 0.25)
@@ -802,7 +806,7 @@ def against_cublas(lesson: Lesson, best: dict) -> None:
         tiles = {p: config_name(best[p, "row"]) for p in ("ieee", "tf32")}
         col_tile = config_name(best["tf32", "column"])
         bench = partial(lesson.benchmark, timings=ms, unit="TFLOP/s", work=flop)
-        if size == SWEEP_SIZE:
+        if size == sweep_size:
             # One kernel against itself with one string changed, B row-major
             # for both: if tf32 is not faster than ieee, the tensor cores were
             # not used.
@@ -991,15 +995,15 @@ def main() -> int:
     # The interpreter runs each program one after another on numpy, so a time
     # from it would describe Python, not a GPU.
     if lesson.step("softmax-benchmark", needs_gpu="timings need a GPU"):
-        benchmark_softmax(lesson)
+        benchmark_softmax(lesson, device)
     if lesson.step("softmax-libraries", needs_gpu="timings need a GPU"):
-        benchmark_softmax_libraries(lesson)
+        benchmark_softmax_libraries(lesson, device)
     if lesson.step("sweep", needs_gpu="timings need a GPU"):
-        best = sweep_tiles(lesson)  # also what the compiler made: PTX multiply counts
+        best = sweep_tiles(lesson, device)  # and the PTX's multiply counts
     with lesson.step("persistent-check"):
         check_persistent(lesson, device)
     if lesson.step("against-cublas", needs_gpu="timings need a GPU"):
-        against_cublas(lesson, best)
+        against_cublas(lesson, device, best)
     with lesson.step("exercises"):
         try_this(lesson, device)
     return lesson.finish()

@@ -80,7 +80,7 @@ def benchmark(lesson: Lesson, device: str) -> None:
     # report GB/s against torch's own `x + y` and against a plain copy,
     # which moves 2 * 4 bytes per element and is the best any kernel does.
     # The three take turns, round after round, so clock drift hits all alike.
-    n = 1 << 28
+    n = lesson.size(gpu=1 << 28, smoke=1000)
     x = torch.rand(n, device=device)
     y = torch.rand(n, device=device)
     dst = torch.empty_like(x)

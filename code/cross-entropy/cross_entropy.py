@@ -87,7 +87,8 @@ def cross_entropy_kernel(
     # d = sum(exp(x - m)) over the logits seen so far. A block with a new
     # maximum rescales d by exp(m_old - m_new), so one walk over the row is
     # enough, however long it is. Padding lanes load -inf: they never win
-    # the max and add exp(-inf) = 0 to the sum.
+    # the max and add exp(-inf) = 0 to the sum. Every exponential is written
+    # as exp2(t * log2(e)): tl.exp2 is the hardware's ex2.approx.f32 itself.
     m = float("-inf")
     d = 0.0
     start = 0
@@ -96,7 +97,9 @@ def cross_entropy_kernel(
         x = tl.load(row_ptr + cols, mask=cols < V, other=float("-inf"))
         x = x.to(tl.float32)
         m_new = tl.maximum(m, tl.max(x, axis=0))
-        d = d * tl.exp(m - m_new) + tl.sum(tl.exp(x - m_new), axis=0)
+        d = d * tl.exp2((m - m_new) * 1.4426950408889634) + tl.sum(
+            tl.exp2((x - m_new) * 1.4426950408889634), axis=0
+        )
         m = m_new
         start += BLOCK
     lse = m + tl.log(d)  # d >= 1: the largest term is exp(0)
@@ -113,7 +116,8 @@ def cross_entropy_kernel(
         cols = start + offs
         mask = cols < V
         x = tl.load(row_ptr + cols, mask=mask, other=0.0).to(tl.float32)
-        g = tl.exp(x - m) * p_scale - tl.where(cols == y, scale, 0.0)
+        e = tl.exp2((x - m) * 1.4426950408889634)  # exp(x - m)
+        g = e * p_scale - tl.where(cols == y, scale, 0.0)
         tl.store(row_ptr + cols, g.to(x_ptr.dtype.element_ty), mask=mask)
         start += BLOCK
 

@@ -127,7 +127,10 @@ def kit_code(files: dict[str, bytes]) -> str:
              "# lesson.toml says what the lesson needs. This cell writes them beside the notebook.",
              "from pathlib import Path", ""]
     for name in sorted(files):
-        lines.append(f"Path({name!r}).write_text({python_string(files[name].decode('utf-8'))}, encoding='utf-8')")
+        content = files[name].decode("utf-8")
+        if name.endswith(".py"):  # a local module's snippet markers are the page's business, not the reader's
+            content = "\n".join(ln for ln in content.split("\n") if not MARKER_LIKE.match(ln))
+        lines.append(f"Path({name!r}).write_text({python_string(content)}, encoding='utf-8')")
     return "\n".join(lines)
 
 

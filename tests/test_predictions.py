@@ -310,7 +310,9 @@ def test_checks_only_one_run_made_are_one_line_with_their_count(project):
     project.add("good", "lesson = Lesson('good')\n")
     lesson = project.lesson("good")
     shared = [Check("exercise", "pass", "both")]
-    gpu = fake_record(lesson, "gpu", checks=shared + [Check(f"gpu-{i}", "pass", f"formula {i}") for i in range(90)]
+    # A failed check: the record says so (outcome failed, exit 1), or the judgement finds it contradicts itself
+    gpu = fake_record(lesson, "gpu", "failed", exit_code=1, reason="check gpu-broken",
+                      checks=shared + [Check(f"gpu-{i}", "pass", f"formula {i}") for i in range(90)]
                       + [Check("gpu-broken", "fail", "worst at (0, 1)")])
     interp = fake_record(lesson, "interpreter", checks=shared + [Check(f"small-{i}", "pass", "f") for i in range(28)])
     write_record(project.evidence, gpu)

@@ -30,6 +30,7 @@ import incremental  # noqa: E402
 import overlay  # noqa: E402
 import render  # noqa: E402
 import sources  # noqa: E402
+from directives.output import log_text, log_uri  # noqa: E402
 from evidence import EvidenceError, figure_files, read_figure  # noqa: E402
 from lessons import LessonError, discover  # noqa: E402
 from limits import LIMITS  # noqa: E402
@@ -232,6 +233,8 @@ def on_files(files: Files, config) -> Files:
             for record in st.records:
                 rec_uri = f"evidence/{record.lesson}/{record.key}.json"
                 out.add(rec_uri, record.to_json())
+                if record.steps:  # the ::output directive links to the whole log: only the tail is on the page
+                    out.add(log_uri(record), log_text(record))
                 for file in figure_files(record):
                     out.add(f"evidence/{record.lesson}/{record.key}/{file}", read_figure(EVIDENCE_DIR, record, file))
     except (SnippetError, EvidenceError, UnsafePathError) as exc:

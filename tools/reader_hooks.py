@@ -2,7 +2,10 @@
 
 - Pygments wraps every run of spaces between tokens in <span class="w">, and every name in
   <span class="n">; Material colours neither (a name takes the code's own colour, --md-code-hl-name-color):
-  the text is kept, those two spans dropped. Together they were a fifth of a lesson's HTML.
+  the text is kept, those two spans dropped. Together they were a fifth of a lesson's HTML. Punctuation
+  (<span class="p">) and operators ("o") are drawn in the code's own colour too, not Material's lighter
+  one: their spans were another tenth of a lesson's HTML, and the lighter grey was the faintest text
+  in a code block.
 - Each code line carries a line anchor (`__codelineno-0-N`, mkdocs.yml `line_anchors`; in a block without
   line numbers, such as recorded output, the anchor is an empty link to itself) and a line span with an
   id (`__span-0-N`). Links land on those of the full-source pages (source/...); nothing links to
@@ -16,6 +19,11 @@
   verified.css counts its lines (a CSS counter, drawn as Material draws the numbers).
 - On a phone, long code lines wrap under their own start (verified.css): each line with leading spaces
   says how many (style="--i:N").
+- The glossary's definitions (the `abbr` extension, docs/includes/abbreviations.md) are written into a
+  title attribute at every use of a term: a quarter of a long lesson's HTML. The first use of each term on
+  a page keeps its definition (hover or long-press it); later uses are plain text.
+- What a step of main() printed (`::step`) is recorded output: its tabs stay out of the search index, as
+  the full log's do (the tabbed set is marked data-search-exclude, which Material's search skips).
 - A figure opens full size on a tap with GLightbox, the lightbox of the Material ecosystem, as the pinned
   mkdocs-glightbox package ships it. Its plugin is not enabled: it adds 70 KB of script and style to every
   page and re-writes each page through its HTML parser. The two files are published under
@@ -31,7 +39,7 @@ from pathlib import Path
 from mkdocs.exceptions import PluginError
 from mkdocs.structure.files import File, Files
 
-PLAIN_SPAN = re.compile(r'<span class="[wn]">([^<]*)</span>')
+PLAIN_SPAN = re.compile(r'<span class="[wnpo]">([^<]*)</span>')
 # Pygments makes the anchor of a line without a number a link to itself: an empty link, a nameless Tab stop.
 LINE_ANCHOR = re.compile(r'<a id="__codelineno-\d+-\d+" name="__codelineno-\d+-\d+"'
                          r'(?: href="#__codelineno-\d+-\d+")?></a>')
@@ -40,6 +48,9 @@ NUMBERED_CODE = re.compile(r'<code>((?:(?!</code>).)*?<span class="linenos" .*?)
 LINENO = re.compile(r'<span class="linenos" data-linenos=" *(\d+) "></span>')
 INDENTED_LINE = re.compile(r'(<span(?: id="__span-\d+-\d+")?)>((?:<a id="__codelineno-[^"]+" name="[^"]+"></a>)?'
                            r'(?:<span class="[\w ]+">)?)( +)')
+
+ABBR = re.compile(r'<abbr title="([^"]*)">([^<]*)</abbr>')
+STEP_TABS = re.compile(r'(<p class="vt-step-label">(?:(?!</p>).)*</p>\s*<div) (class="tabbed-set)', re.S)
 
 ICON = re.compile(r'<span class="twemoji"><svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 24 24">'
                   r'(<path d="[^"<>]*"/>)</svg></span>')
@@ -54,7 +65,22 @@ def on_page_content(html: str, page, config, files) -> str:
     if not is_source_page(page):
         html = LINE_SPAN_ID.sub("<span>", LINE_ANCHOR.sub("", html))
     html = NUMBERED_CODE.sub(counted_lines, html)
-    return shared_icons(html)
+    html = STEP_TABS.sub(r"\1 data-search-exclude \2", html)
+    return shared_icons(first_definitions(html))
+
+
+def first_definitions(html: str) -> str:
+    """Each glossary term keeps its <abbr title> at its first use on the page; later uses are its text."""
+    seen: set[str] = set()
+
+    def once(m: re.Match) -> str:
+        term = m.group(2).lower()
+        if term in seen:
+            return m.group(2)
+        seen.add(term)
+        return m.group(0)
+
+    return ABBR.sub(once, html)
 
 
 def counted_lines(block: re.Match) -> str:

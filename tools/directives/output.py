@@ -11,6 +11,29 @@ from render import clean_output, code_block, indent_block, text
 # sits on the code block itself: Material's indexer compares elements by tag, so an excluded <div> stops
 # being excluded at the first inner </div> (the tabs' own), and a wrapper would not survive md_in_html.
 OUTPUT_ATTRS = '{ .text .vt-output data-search-exclude="1" }'
+# A run that kept its output step by step shows each step's part under the section of that step: here,
+# at the end, only the tail of the whole log, and a link to all of it as a text file the site publishes
+# (mkdocs_hooks.on_files), so the page does not carry every line twice.
+TAIL_LINES = 12
+
+
+def log_uri(record) -> str:
+    """Where the site publishes a record's whole standard output as text."""
+    return f"evidence/{record.lesson}/{record.key}.stdout.txt"
+
+
+def log_text(record) -> str:
+    return (clean_output(record.stdout) or "(nothing)") + "\n"
+
+
+def stdout_body(page: Page, record) -> list[str]:
+    whole = clean_output(record.stdout) or "(nothing)"
+    lines = whole.split("\n")
+    if page.notebook or not record.steps or len(lines) <= TAIL_LINES:
+        return ["Standard output:\n", code_block(whole, "", OUTPUT_ATTRS)]
+    return [f"Standard output: each step's part is under its section above; here its last {TAIL_LINES} of "
+            f"{len(lines)} lines, and [all of it as text]({page.root}{log_uri(record)}).\n",
+            code_block("\n".join(lines[-TAIL_LINES:]), "", OUTPUT_ATTRS)]
 
 
 def environment_line(record) -> str:
@@ -56,8 +79,7 @@ def output(page: Page) -> str:
         if record.skipped_parts:
             items = "; ".join(f"{p.part} ({p.reason})" for p in record.skipped_parts)
             body += [f"Not run here: {text(items)}", ""]
-        body.append("Standard output:\n")
-        body.append(code_block(clean_output(record.stdout) or "(nothing)", "", OUTPUT_ATTRS))
+        body += stdout_body(page, record)
         if record.stdout_omitted:
             body.append(f"\n{record.stdout_omitted} bytes of standard output were not kept.")
         if record.stderr.strip():

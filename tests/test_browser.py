@@ -79,6 +79,7 @@ if str(TOOLS) not in sys.path:
 
 import reader_metrics  # noqa: E402
 from directives.common import gpu_first, mode_label  # noqa: E402
+from directives.output import TAIL_LINES, log_text, log_uri  # noqa: E402
 from lessons import discover  # noqa: E402
 from render import clean_output  # noqa: E402
 from snippets import extract  # noqa: E402
@@ -490,6 +491,11 @@ def _first_line(stream: str) -> str:
     return lines[0] if lines else "(nothing)"
 
 
+def _last_line(stream: str) -> str:
+    lines = [line.strip() for line in clean_output(stream).split("\n") if line.strip()]
+    return lines[-1] if lines else "(nothing)"
+
+
 def check_badge(page, lesson, statuses: dict[str, str]) -> None:
     from playwright.sync_api import expect
 
@@ -525,7 +531,13 @@ def check_output_tabs(page, lesson) -> None:
         texts = blocks.evaluate_all(shown)
         visible = [j for j, t in enumerate(texts) if t is not None]
         assert visible == [i], f"{lesson.page}: after a click on {labels[i]!r}, tabs {visible} show"
-        assert _first_line(records[i].stdout) in texts[i], f"{lesson.page}: tab {labels[i]!r} misses its output"
+        if records[i].steps:  # each step's part is under its section: here the log's tail and a link to all of it
+            assert _last_line(records[i].stdout) in texts[i], f"{lesson.page}: tab {labels[i]!r} misses its output"
+            link = blocks.nth(i).locator(f'a[href$="{log_uri(records[i])}"]')
+            if len(clean_output(records[i].stdout).split("\n")) > TAIL_LINES:
+                assert page.request.get(link.first.evaluate("a => a.href")).text() == log_text(records[i])
+        else:
+            assert _first_line(records[i].stdout) in texts[i], f"{lesson.page}: tab {labels[i]!r} misses its output"
     if not any(r.mode == "gpu" for r in records):
         expect(content.get_by_text("No GPU run has been recorded for this lesson.")).to_be_visible()
 

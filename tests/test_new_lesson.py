@@ -144,6 +144,20 @@ def test_a_part_that_would_show_twice_fails_the_build_naming_the_lesson(project)
     assert 'after = "attention-backward"' in message
 
 
+def test_a_lesson_that_splits_another_part_is_the_one_named(project):
+    """A lesson placed inside another part's run is named, with the place at the end of its own part."""
+    new_lesson.create("adamw", "AdamW", root=project, part="Transformer kernels")
+    toml = project / "code/adamw/lesson.toml"
+    lines = [line for line in toml.read_text().splitlines() if not line.startswith(("after =", "order ="))]
+    toml.write_text("\n".join(['after = "vector-add"', *lines]) + "\n")
+    with pytest.raises(Exception) as info:
+        course_nav(discover(project / "code"))
+    message = str(info.value)
+    assert message.startswith(str(toml)), message
+    assert "'adamw' (Transformer kernels) sits between 'vector-add' and 'dropout'" in message
+    assert 'part "Foundations" would appear twice' in message and 'after = "attention-backward"' in message
+
+
 def test_scaffold_refuses_bad_names_and_existing_lessons(project):
     with pytest.raises(SystemExit, match="invalid lesson name"):
         new_lesson.create("Row_Sum", "x", root=project)

@@ -93,8 +93,8 @@ def this_machine() -> Machine:
 
 # -- can this Python run a mode? ------------------------------------------------------------
 
-SETUP = ("a Python with torch, triton and numpy; `bash tools/dev.sh test` creates one (.venv), then run "
-         "`.venv/bin/python tools/verify.py`")
+SETUP = ("a Python with torch, triton and numpy; `bash tools/dev.sh author` creates one (.venv, the author's "
+         "environment), then run `.venv/bin/python tools/verify.py`")
 ENV_MODULES = ("numpy", "torch", "triton")  # what every lesson imports besides the kit (matplotlib only to plot)
 PROJECT = Path(__file__).resolve().parent.parent
 CHECKED = PROJECT / ".cache" / "preflight"  # one empty file per successful check (.cache/ is not committed)

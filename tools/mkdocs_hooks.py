@@ -160,17 +160,32 @@ def course_nav(lessons) -> list:
 
 
 def _refuse_a_second_section(lesson, previous, lessons) -> None:
-    """A part's lessons must be consecutive in the course, or its section would show twice."""
-    earlier = [other for other in lessons[:lessons.index(lesson)] if other.part == lesson.part]
+    """A part's lessons must be consecutive in the course, or its section would show twice.
+
+    The error names the lesson to move: one lesson of another part that splits this part's run is the
+    stray (it is away from its own part too); otherwise the lesson that starts the part a second time.
+    """
+    index = lessons.index(lesson)
+    earlier = [other for other in lessons[:index] if other.part == lesson.part]
     if not earlier:
         return
     last = earlier[-1]
+    between = lessons[lessons.index(last) + 1:index]
+    stray = between[0] if len(between) == 1 else None
+    home = [other for other in lessons if stray and other.part == stray.part and other is not stray]
+    if stray and stray.part and home:
+        raise LessonError(
+            f"{stray.folder / 'lesson.toml'}: '{stray.name}' ({stray.part}) sits between '{last.name}' and "
+            f"'{lesson.name}', so part \"{lesson.part}\" would appear twice in the navigation. Keep a part's "
+            f"lessons together: after = \"{home[-1].name}\" puts '{stray.name}' at the end of its part")
     following = lessons[lessons.index(last) + 1]
+    by_order = (f" (or an order between {last.order:g} and {following.order:g})"
+                if last.order < following.order else "")
     raise LessonError(
         f"{lesson.folder / 'lesson.toml'}: part \"{lesson.part}\" would appear twice in the navigation: "
         f"'{previous.name}' ({previous.part or 'no part'}) comes between '{last.name}' and '{lesson.name}'. "
-        f"Keep a part's lessons together: after = \"{last.name}\" (or an order between "
-        f"{last.order:g} and {following.order:g}) puts '{lesson.name}' at the end of its part")
+        f"Keep a part's lessons together: after = \"{last.name}\"{by_order} puts '{lesson.name}' at the end "
+        f"of its part")
 
 
 def _no_site(config) -> None:

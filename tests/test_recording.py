@@ -7,11 +7,9 @@ fake lesson logs when it ran and which CUDA_VISIBLE_DEVICES it was given.
 
 from __future__ import annotations
 
-import io
 import json
 import random
 import shutil
-import tarfile
 import threading
 import time
 from pathlib import Path
@@ -19,6 +17,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from bundles import write_bundle
 from conftest import TWO_GPUS, Project, bench, fake_record, make_project
 from evidence import HistoryPoint, write_record
 from limits import LIMITS
@@ -367,12 +366,7 @@ def test_carry_history_in_process():
 # -- many bundles at once ------------------------------------------------------------------------------
 
 def bundle_of(path: Path, records) -> Path:
-    with tarfile.open(path, "w:gz") as tar:
-        for rec in records:
-            data = rec.to_json().encode()
-            info = tarfile.TarInfo(f"{rec.lesson}/{rec.key}.json")
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
+    write_bundle(path, records, path.parent)  # records without figures: nothing read from there
     return path
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import ast
 import textwrap
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from kit import STEP_NAME
@@ -80,7 +80,6 @@ class LessonSource:
     binders: dict[str, list[int]]  # name -> indices of the nodes that bind it
     main: Node | None
     steps: Steps | None  # None: main() names no steps
-    step_names: dict[str, int] = field(default_factory=dict)  # every step in main() -> its line
 
     def where(self, line: int) -> str:
         return f"{self.path}:{line}"
@@ -166,7 +165,7 @@ def parse(text: str, path: Path | str) -> LessonSource:
     main = next((n for n in nodes if n.kind == "main"), None)
     source = LessonSource(path, text, lines, nodes, binders, main, None)
     if main is not None:
-        source.steps, source.step_names = _read_main(source, tree.body[main.index])
+        source.steps = _read_main(source, tree.body[main.index])
     return source
 
 
@@ -245,10 +244,10 @@ def _literal(source: LessonSource, call: ast.Call, what: str, node: ast.expr | N
                       "and the notebook can read it without running the lesson")
 
 
-def _read_main(source: LessonSource, main: ast.FunctionDef) -> tuple[Steps | None, dict[str, int]]:
+def _read_main(source: LessonSource, main: ast.FunctionDef) -> Steps | None:
     calls = [n for n in ast.walk(main) if _step_call(n) is not None]
     if not calls:
-        return None, {}
+        return None
     body = main.body
     if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
         body = body[1:]  # main's docstring
@@ -275,7 +274,7 @@ def _read_main(source: LessonSource, main: ast.FunctionDef) -> tuple[Steps | Non
         return textwrap.dedent("\n".join(lines)).strip("\n"), frozenset(_loads(stmts))
 
     steps: list[StepCode] = []
-    names: dict[str, int] = {}
+    names: dict[str, int] = {}  # step -> its line, for the error on a name used twice
     pending: list[ast.stmt] = []
     start_stmts: list[ast.stmt] | None = None
     previous_end = (body[0].lineno - 1) if body else main.lineno
@@ -307,7 +306,7 @@ def _read_main(source: LessonSource, main: ast.FunctionDef) -> tuple[Steps | Non
     end_text = f"{end_text}\n{end_line}" if end_text else end_line
     start_text, start_mentions = start_code
     return Steps(start_text, start_mentions, steps, end_text,
-                 frozenset(end_mentions | _loads([final.value]))), names
+                 frozenset(end_mentions | _loads([final.value])))
 
 
 def _final_return(body: list[ast.stmt]) -> ast.Return | None:

@@ -27,7 +27,7 @@ from safefs import UnsafePathError, read_bytes, read_text
 ROOT = Path(__file__).resolve().parent.parent
 CODE_DIR = ROOT / "code"
 MODES = ("interpreter", "gpu")
-LESSON_NAME = re.compile(r"\A[a-z0-9][a-z0-9-]{0,63}\Z")
+LESSON_NAME = schema.LESSON_NAME  # one pattern for a folder name and a record's lesson field
 VERSION = re.compile(r"\A[0-9]+(\.[0-9]+){0,2}\Z")
 DEFAULT_TIMEOUT = 300.0
 UNPLACED = 999.0  # the order of a lesson.toml that gives neither `order` nor `after`: the end of the course

@@ -44,7 +44,6 @@ from snippets import END, MARKER_LIKE, START, extract
 IMPORT_LINE = "HERE = Path(__file__).resolve().parent"
 NOTEBOOK_IMPORT = "HERE = Path.cwd()  # in a notebook: lessonkit.py was written here by the cell above"
 HIDDEN = {"cellView": "form", "jupyter": {"source_hidden": True}}  # collapsed in Colab and JupyterLab
-CODE_DIRECTIVES = ("snippet", "step")
 
 
 def md_text(value: object, line_start: bool = False) -> str:
@@ -405,6 +404,11 @@ class Planner:
 
     # -- the end
 
+    def emit_rest(self) -> None:
+        """The lesson file's code no cell has placed yet, in collapsed cells."""
+        rest = {n.index for n in self.source.nodes if n.kind == "code" and n.index not in self.placed}
+        self.emit_hidden(rest, "the rest of the lesson file")
+
     def finish(self, last_line: int) -> None:
         if self.waiting:
             wait = self.waiting[0]
@@ -418,22 +422,19 @@ class Planner:
                 raise self.error(last_line, f"step '{s.name}' of main() ({self.source.where(s.line)}) is not placed "
                                             f"on the page: add '::step {s.name}' under the section that shows its code")
             self.require_for_run(steps.end_mentions, last_line, "the end of main()")
-            rest = [n.index for n in self.source.nodes if n.kind == "code" and n.index not in self.placed]
-            self.emit_hidden(set(rest), "the rest of the lesson file")
+            self.emit_rest()
             self.pending.append(Cell("code", steps.end + "\nprint('exit code', exit_code)\n"
                                      "assert exit_code == 0, exit_code", "finish"))
         elif self.source.main is None:  # no main(): what the file runs as a script, as it is
             guard = next((n for n in self.source.nodes if n.kind == "guard"), None)
-            rest = [n.index for n in self.source.nodes if n.kind == "code" and n.index not in self.placed]
-            self.emit_hidden(set(rest), "the rest of the lesson file")
+            self.emit_rest()
             if guard is not None:
                 body = "\n".join(self.source.lines[guard.first:guard.end])  # below the `if __name__` line
                 self.pending.append(Cell("code", textwrap.dedent(body).strip("\n"), "finish"))
         else:  # main() without steps: defined whole, then run, as before steps existed
             main = self.source.main
             self.require_for_run(main.mentions, last_line, "main()")
-            rest = [n.index for n in self.source.nodes if n.kind == "code" and n.index not in self.placed]
-            self.emit_hidden(set(rest), "the rest of the lesson file")
+            self.emit_rest()
             self.pending.append(Cell("code", f"# @title main(), which runs the lesson\n{self.code_of([main.index])}",
                                      "main", hidden=True))
             self.pending.append(Cell("code", "exit_code = main()  # the script ends with sys.exit(main())\n"
@@ -637,8 +638,3 @@ def build(lesson: Lesson, site: directives.Site, docs_dir: Path):
     })
     nb.metadata["title"] = lesson.title
     return nb
-
-
-def markers_in(source: str) -> list[str]:
-    """Snippet marker lines left in a cell (there must be none)."""
-    return [ln for ln in source.split("\n") if MARKER_LIKE.match(ln)]

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import importlib.util
 import re
+from collections import Counter
 from pathlib import Path
 
 from mkdocs.exceptions import PluginError
@@ -97,7 +98,7 @@ def counted_lines(block: re.Match) -> str:
 def shared_icons(html: str) -> str:
     """Each icon drawn more than once on the page: one <symbol>, and a <use> where it was."""
     paths = [m[1] for m in ICON.finditer(html)]
-    repeated = sorted({p for p in paths if paths.count(p) > 1})
+    repeated = sorted(p for p, n in Counter(paths).items() if n > 1)
     if not repeated:
         return html
     ids = {path: f"vt-icon-{i}" for i, path in enumerate(repeated)}

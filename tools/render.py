@@ -176,6 +176,11 @@ def admonition(kind: str, title: str, body: str, folded: bool | None = None) -> 
     return f'{marker} {kind} "{title}"\n\n{indent_block(body, "    ")}'
 
 
+def unindexed(markdown: str) -> str:
+    """Markdown kept out of the search index (Material's search skips data-search-exclude)."""
+    return f"<section markdown data-search-exclude>\n\n{markdown}\n\n</section>"
+
+
 def bounded_rows(columns: list[str], rows: list[list[str]], align: list[str] | None = None,
                  what: str = "rows") -> str:
     """A table whose rows past LIMITS.rows_shown fold away, and past four times that are cut."""

@@ -88,7 +88,7 @@ def run_lesson(lesson: Lesson, mode: str, machine: Machine, evidence_dir: Path, 
         # Hash the files once, before the run: the record's hash and file list describe the same bytes.
         source_files = lesson.source_file_hashes()
         captured = run_bounded(str(lesson.main), lesson.folder, env, limit)
-        results, problem = _read_results(results_file)
+        results, problem = read_results(results_file)
         outcome, reason = classify(lesson, mode, captured, limit, results, problem)
         figure_data, figures, fig_problem = ({}, [], "") if results is None else _collect_figures(results, fig_dir)
         if fig_problem:
@@ -99,7 +99,7 @@ def run_lesson(lesson: Lesson, mode: str, machine: Machine, evidence_dir: Path, 
         env_now = _environment(mode, machine, device, results)
         record = Record(
             lesson=lesson.name, mode=mode, key=mode_key(mode, env_now.device_name), outcome=outcome,
-            exit_code=captured.exit_code, started_utc=started.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            exit_code=captured.exit_code, started_utc=started.strftime(schema.UTC_FORMAT),
             wall_s=round(captured.wall_s, 2), command=command, source_hash=combined_hash(source_files),
             source_files=source_files, env=env_now,
             stdout=captured.stdout, stderr=captured.stderr, stdout_omitted=captured.stdout_omitted,
@@ -154,13 +154,13 @@ def environment_failure(exit_code: int | None, stderr: str, root: Path) -> str:
         return ""
     missing = re.search(r"No module named '([^']+)'", match.group(2))
     frames = [f for f in FRAME.findall(stderr) if not f.startswith("<")]
-    outside = bool(frames) and not _inside(Path(frames[-1]), root)
+    outside = bool(frames) and not inside(Path(frames[-1]), root)
     if (missing and missing.group(1).split(".")[0] in ENV_MODULES) or outside:
         return f"{match.group(1)}: {match.group(2)[:300]}"
     return ""
 
 
-def _inside(path: Path, root: Path) -> bool:
+def inside(path: Path, root: Path) -> bool:
     try:
         return path.resolve().is_relative_to(Path(root).resolve())
     except OSError:
@@ -174,7 +174,7 @@ def _previous(path: Path, evidence_dir: Path) -> Record | None:
         return None  # an unreadable old record has no history worth keeping
 
 
-def _read_results(path: Path) -> tuple[kit.Results | None, str]:
+def read_results(path: Path) -> tuple[kit.Results | None, str]:
     """The kit's results file through the schema, or None and why not."""
     if not path.exists():
         return None, "the lesson wrote no results (it did not create a Lesson, or died first)"

@@ -9,7 +9,6 @@ no evidence of anything but that the code runs. `verify.py --smoke` is its comma
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -19,10 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import kit
-import schema
 from capture import run_bounded
 from lessons import Lesson
 from report import terminal_safe
+from runner import inside, read_results
 
 FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d+), in (?P<function>.+)$')
 
@@ -78,15 +77,14 @@ def smoke_run(lesson: Lesson, timeout: float | None = None, env: dict[str, str] 
         limit = timeout or spec.timeout
         run = run_bounded(str(lesson.main), lesson.folder,
                           {**smoke_env(results_file, work / "figures"), **(env or {})}, limit)
-        results = _results(results_file)
+        results, _ = read_results(results_file)
         smoke = SmokeRun(lesson, "passed", run.wall_s, results=results)
         if run.timed_out:
             smoke.outcome, smoke.error = "timeout", f"killed after {limit:.0f} s: make the smoke sizes smaller"
             return smoke
         failed = [c.name for c in results.checks if c.status == "fail"] if results else []
-        if run.exit_code == kit.EXIT_BY_DESIGN and results and results.declined and not failed:
-            smoke.outcome = "declined"
-        elif run.exit_code in spec.expected_exits and not failed:
+        declined = run.exit_code == kit.EXIT_BY_DESIGN and results and results.declined
+        if (declined or run.exit_code in spec.expected_exits) and not failed:
             smoke.outcome = "declined"
         elif run.exit_code != kit.EXIT_PASSED or failed or results is None or not results.smoke:
             smoke.outcome = "failed"
@@ -98,13 +96,6 @@ def smoke_run(lesson: Lesson, timeout: float | None = None, env: dict[str, str] 
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _results(path: Path) -> kit.Results | None:
-    try:
-        return schema.load(kit.Results, json.loads(path.read_text(encoding="utf-8")))
-    except (OSError, ValueError, schema.SchemaError):
-        return None
-
-
 def failure(lesson: Lesson, stderr: str, failed_checks: list[str], exit_code: int | None) -> tuple[str, str]:
     """(FILE:LINE, the error) of a failed run: the traceback's deepest frame in the lesson's own files
     (else in code/, the kit's), and its last line; or the checks that failed."""
@@ -113,8 +104,8 @@ def failure(lesson: Lesson, stderr: str, failed_checks: list[str], exit_code: in
         return "", f"checks failed: {', '.join(failed_checks)}"
     frames = [(m["path"], int(m["line"])) for m in map(FRAME.match, lines) if m]
     where = ""
-    for inside in (lesson.folder, lesson.root / "code"):
-        found = [(p, n) for p, n in frames if _is_under(Path(p), inside)]
+    for folder in (lesson.folder, lesson.root / "code"):
+        found = [(p, n) for p, n in frames if inside(Path(p), folder)]
         if found:
             path, line = found[-1]
             where = f"{lesson.relative(Path(path).resolve())}:{line}"
@@ -124,13 +115,6 @@ def failure(lesson: Lesson, stderr: str, failed_checks: list[str], exit_code: in
     tail = " | ".join(line.strip() for line in lines[-3:]) or "no message"
     return "", f"exit {exit_code} ({kit.EXIT_MEANINGS.get(exit_code, 'unknown')}): {tail[:500]}"
 
-
-def _is_under(path: Path, folder: Path) -> bool:
-    try:
-        path.resolve().relative_to(folder.resolve())
-        return True
-    except (ValueError, OSError):
-        return False
 
 
 def smoke_all(lessons: list[Lesson], jobs: int, timeout: float | None = None, report=print,

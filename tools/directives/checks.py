@@ -12,7 +12,7 @@ from __future__ import annotations
 from directives import Page, directive
 from directives.common import STALE_MARK, gpu_first, mode_label
 from evidence import Record
-from render import COLLAPSE_ROWS_OVER, MAX_TEXT, SECOND_COPY, admonition, bounded_rows, code, md_table, text
+from render import COLLAPSE_ROWS_OVER, MAX_TEXT, SECOND_COPY, admonition, bounded_rows, code, md_table, text, unindexed
 from status import LessonStatus
 
 # Plain characters, not Material's icons: a checks table repeats its mark in every cell, and an inline
@@ -23,7 +23,7 @@ MARK = {"pass": "✓ pass", "fail": "✗ **fail**", "skip": "– skip"}
 @directive("checks", "every recorded check, one column per run (failed and skipped checks never fold away)")
 def checks(page: Page) -> str:
     # Check messages are evidence, not prose: kept out of the search index.
-    return f"<section markdown data-search-exclude>\n\n{checks_markdown(page)}\n\n</section>"
+    return unindexed(checks_markdown(page))
 
 
 def checks_markdown(page: Page) -> str:

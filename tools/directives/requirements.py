@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from directives import Page, directive, notebook_form
 from numfmt import seconds
-from render import admonition, md_table, text
+from render import admonition, md_table, text, unindexed
 from requirements import INSTALL, requirements
 from sources import page_uri, site_path
 
@@ -40,7 +40,7 @@ def requirements_box(page: Page) -> str:
     # search index, where it made every lesson match "interpreter" (a <section>: see ::checks); the install
     # and run lines, which name the lesson's file, stay in.
     alike, cut, commands = requirements_markdown(page).partition("\n\nInstall: ")
-    body = f"<section markdown data-search-exclude>\n\n{alike}\n\n</section>"
+    body = unindexed(alike)
     if cut:
         body += f"\n\nInstall: {commands}"
     lesson = page.lesson.lesson

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from directives import Page, directive, notebook_form
-from render import admonition, badge, md_table, text
+from render import admonition, badge, md_table, text, unindexed
 from status import STATUSES
 
 
@@ -25,7 +25,7 @@ def status(page: Page) -> str:
     # they made every lesson match (a <section>, as ::checks does: the indexer ends an excluded <div> at
     # the first inner </div>).
     box = admonition(f"{st.status.css} vt-status", st.status.label, "\n".join(body))
-    return f"<section markdown data-search-exclude>\n\n{box}\n\n</section>"
+    return unindexed(box)
 
 
 @directive("badges", "a table of the status badges and what each means", needs_lesson=False)

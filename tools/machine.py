@@ -104,7 +104,7 @@ PROBE = """\
 import json, sys
 mode, found = sys.argv[1], {}
 modules = {}
-for name in ("numpy", "torch", "triton"):
+for name in sys.argv[2:]:  # ENV_MODULES
     try:
         modules[name] = __import__(name)
     except BaseException as exc:
@@ -136,8 +136,8 @@ def mode_problem(mode: str) -> str:
         return ""
     env = dict(os.environ, **({"TRITON_INTERPRET": "1"} if mode == "interpreter" else {}))
     try:
-        out = subprocess.run([sys.executable, "-c", PROBE, mode], capture_output=True, text=True, env=env,
-                             timeout=300, stdin=subprocess.DEVNULL)
+        out = subprocess.run([sys.executable, "-c", PROBE, mode, *ENV_MODULES], capture_output=True, text=True,
+                             env=env, timeout=300, stdin=subprocess.DEVNULL)
         problem = json.loads(out.stdout.strip().splitlines()[-1]).get("problem", "") if out.stdout.strip() else \
             f"the check of this Python exited {out.returncode} ({out.stderr.strip().splitlines()[-1:]})"
     except (OSError, subprocess.TimeoutExpired, ValueError) as exc:

@@ -58,10 +58,18 @@ def text(value: object, limit: int = MAX_TEXT) -> str:
     characters the rest is cut, and the cut is said (a second copy of a text
     on one page, such as an alt text, takes a short limit: no amplification).
     """
-    s = visible(ANSI.sub("", str(value)).replace("\r\n", " ").replace("\n", " ").replace("\r", " "))
-    if len(s) > limit:
-        s = s[:limit] + f" [... {len(s) - limit} more characters]"
+    s = _cut(visible(_one_line(value)), limit)
     return WWW.sub(r"\1&#46;", s.translate(_ESCAPES))
+
+
+def _one_line(value: object) -> str:
+    """The text of `value` without terminal colour codes, its line breaks as spaces."""
+    return ANSI.sub("", str(value)).replace("\r\n", " ").replace("\n", " ").replace("\r", " ")
+
+
+def _cut(s: str, limit: int) -> str:
+    """`s` up to `limit` characters, the cut said."""
+    return s[:limit] + f" [... {len(s) - limit} more characters]" if len(s) > limit else s
 
 
 # Markdown read outside the site: a notebook's Markdown cells (Jupyter, Colab), an archive's README (GitHub,
@@ -77,10 +85,7 @@ def markdown_text(value: object, limit: int = MAX_TEXT, line_start: bool = False
     emphasis, code, math, table cell, heading or list; one line, controls and invisible characters visible,
     bounded. For lesson.toml text and evidence fields in notebooks and archive READMEs; `line_start` where
     the text begins a line (where '# ', '- ' or '1. ' would start a heading or a list)."""
-    s = visible(ANSI.sub("", str(value)).replace("\r\n", " ").replace("\n", " ").replace("\r", " ")
-                .replace("\t", " ")).strip()
-    if len(s) > limit:
-        s = s[:limit] + f" [... {len(s) - limit} more characters]"
+    s = _cut(visible(_one_line(value).replace("\t", " ")).strip(), limit)
     s = "".join(f"\\{c}" if c in MARKDOWN_SPECIAL else c for c in s)
     s = WWW.sub(r"\1\\.", s)
     if not line_start:

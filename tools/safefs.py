@@ -36,15 +36,22 @@ def _kind(mode: int) -> str:
     return "not a regular file"
 
 
+def _folders_below(root_s: str, folder_s: str) -> list[str]:
+    """Each folder from the one below `root_s` down to `folder_s` (absolute paths, `folder_s` inside)."""
+    folders, here = [], root_s
+    for part in filter(None, folder_s[len(root_s):].split(os.sep)):
+        here = os.path.join(here, part)
+        folders.append(here)
+    return folders
+
+
 def check_inside(path: Path, root: Path) -> None:
     """Refuse `path` unless every step from `root` down to it is a plain folder (no link)."""
     root_s = os.path.abspath(root)
     path_s = os.path.abspath(path)
     if not path_s.startswith(root_s.rstrip(os.sep) + os.sep):
         raise UnsafePathError(path, f"outside {root_s}")
-    here = root_s
-    for part in path_s[len(root_s):].strip(os.sep).split(os.sep)[:-1]:
-        here = os.path.join(here, part)
+    for here in _folders_below(root_s, os.path.dirname(path_s)):
         try:
             mode = os.lstat(here).st_mode
         except FileNotFoundError:
@@ -102,9 +109,7 @@ def make_dirs(folder: Path, root: Path) -> None:
     root_s, folder_s = os.path.abspath(root), os.path.abspath(folder)
     if folder_s != root_s and not folder_s.startswith(root_s.rstrip(os.sep) + os.sep):
         raise UnsafePathError(folder, f"outside {root_s}")
-    here = root_s
-    for part in [""] + folder_s[len(root_s):].strip(os.sep).split(os.sep):
-        here = os.path.join(here, part) if part else here
+    for here in [root_s, *_folders_below(root_s, folder_s)]:
         try:
             mode = os.lstat(here).st_mode
         except FileNotFoundError:

@@ -97,15 +97,22 @@ def notable(rows: list[list[str]]) -> list[list[str]]:
     return [row for row in rows if any(MARK["fail"] in cell or MARK["skip"] in cell for cell in row)]
 
 
+def failed_or_skipped(st: LessonStatus, records: list[Record], names: list[str], headers: list[str],
+                      rows: list[list[str]]) -> list[str]:
+    """The failed or skipped checks of `rows` again, above the fold, their texts cut (a second copy)."""
+    if not notable(rows):
+        return []
+    short = notable(rows_for(st, records, names, SECOND_COPY))
+    return ["", "Failed or skipped:", "", bounded_rows(headers, short, what="checks")]
+
+
 def check_table(st: LessonStatus, records: list[Record], names: list[str]) -> str:
     """The checks every run made: a table, folded behind its counts when long."""
     headers, rows = headers_for(st, records), rows_for(st, records, names)
     if len(rows) <= COLLAPSE_ROWS_OVER:
         return md_table(headers, rows)
-    out = [f"**{len(rows)} checks** recorded ({counts(records, names)})."]
-    if notable(rows):
-        out += ["", "Failed or skipped:", "", bounded_rows(headers, notable(rows_for(st, records, names, SECOND_COPY)),
-                                                       what="checks")]
+    out = [f"**{len(rows)} checks** recorded ({counts(records, names)}).",
+           *failed_or_skipped(st, records, names, headers, rows)]
     out += ["", admonition("abstract", f"All {len(rows)} checks", bounded_rows(headers, rows, what="checks"), True)]
     return "\n".join(out)
 
@@ -122,10 +129,8 @@ def partial_group(st: LessonStatus, ran: list[Record], records: list[Record], na
         missing = "not run in " + ", ".join(text(mode_label(r)) for r in others)
     n = len(names)
     headers, rows = headers_for(st, ran), rows_for(st, ran, names)
-    out = [f"**{n} {'check' if n == 1 else 'checks'} {where}** ({missing}): {counts(ran, names)}."]
-    if notable(rows):
-        out += ["", "Failed or skipped:", "", bounded_rows(headers, notable(rows_for(st, ran, names, SECOND_COPY)),
-                                                       what="checks")]
+    out = [f"**{n} {'check' if n == 1 else 'checks'} {where}** ({missing}): {counts(ran, names)}.",
+           *failed_or_skipped(st, ran, names, headers, rows)]
     title = f"The {n} {'check' if n == 1 else 'checks'} {where}"
     out += ["", admonition("abstract", title, bounded_rows(headers, rows, what="checks"), True)]
     return "\n".join(out)

@@ -5,14 +5,18 @@ from __future__ import annotations
 from directives import Page, directive, notebook_form
 from numfmt import seconds
 from render import admonition, md_table, text, unindexed
-from requirements import INSTALL, requirements
+from requirements import INSTALL, Requirements, requirements
 from sources import page_uri, site_path
 
 
 def requirements_markdown(page: Page) -> str:
     """The box's contents, in Markdown that both the site and Jupyter render."""
-    st = page.lesson
-    req = requirements(st.lesson, st)
+    req = requirements(page.lesson.lesson, page.lesson)
+    return f"{_run_facts(req)}\n\n{_commands(req)}"
+
+
+def _run_facts(req: Requirements) -> str:
+    """What the lesson needs and the runs recorded: what every lesson says alike."""
     need = (f"a CUDA GPU of compute capability {text(req.capability)} or newer"
             + (f" ({text(req.why)})" if req.why else "") if req.capability else "a CUDA GPU")
     lines = [f"**GPU run:** {need}. {text(req.colab_sentence)}",
@@ -27,11 +31,15 @@ def requirements_markdown(page: Page) -> str:
         body += "\n\n" + md_table(["Run", "Where, when", "Triton", "torch", "Python", "Took", "Outcome"], rows)
     if req.skew:
         body += f"\n\n{text(req.skew)}"
+    return body
+
+
+def _commands(req: Requirements) -> str:
+    """The install and run lines, which name the lesson's file."""
     interp, gpu = req.commands()
     optional = "".join(f" · optional: <code>{text(line)}</code>" for line in req.optional_installs)
-    body += (f"\n\nInstall: <code>{text(INSTALL)}</code>{optional}  \n"
-             f"Run: <code>{text(interp)}</code> (CPU, checks only) · <code>{text(gpu)}</code> (GPU)")
-    return body
+    return (f"Install: <code>{text(INSTALL)}</code>{optional}  \n"
+            f"Run: <code>{text(interp)}</code> (CPU, checks only) · <code>{text(gpu)}</code> (GPU)")
 
 
 @directive("requirements",                           "run, the install line, run commands and downloads")
@@ -39,10 +47,8 @@ def requirements_box(page: Page) -> str:
     # What every lesson says alike (the runs table, "Interpreter run: any machine ...") stays out of the
     # search index, where it made every lesson match "interpreter" (a <section>: see ::checks); the install
     # and run lines, which name the lesson's file, stay in.
-    alike, cut, commands = requirements_markdown(page).partition("\n\nInstall: ")
-    body = unindexed(alike)
-    if cut:
-        body += f"\n\nInstall: {commands}"
+    req = requirements(page.lesson.lesson, page.lesson)
+    body = f"{unindexed(_run_facts(req))}\n\n{_commands(req)}"
     lesson = page.lesson.lesson
     modules = [m for m in lesson.source_files() if m.suffix == ".py" and m != lesson.main]
     if modules:  # the kit (and any other local module) has a page: say so where the lesson is run

@@ -3,7 +3,7 @@
 An experiment, not a lesson (README.md beside this file). On a GPU host, from the
 repository root:
 
-    python3 tools/experiments/attn_bwd_variants.py [--grid 1|2] [--gpus 0,1] [--budget-s 480]
+    python3 experiments/attn_bwd_variants.py [--grid 1|2] [--gpus 0,1] [--budget-s 480]
 
 Variants (ids: family|D|mask|config):
   ptr       the lesson's dK/dV kernel before TMA (commit f0e19b7, copied below),
@@ -40,7 +40,7 @@ from pathlib import Path
 import triton
 import triton.language as tl
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 LESSON_FILE = ROOT / "code" / "attention-backward" / "attention_backward.py"
 B, H, S = 4, 16, 4096
 DEVICE = "cuda"

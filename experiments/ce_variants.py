@@ -1,6 +1,6 @@
 """Cross-entropy kernel variants against Liger-Kernel's kernel, same run (H200).
 
-    PYTHONPATH=<liger> python3 tools/experiments/ce_variants.py
+    PYTHONPATH=<liger> python3 experiments/ce_variants.py
 
 Why: in the lesson's first recording with Liger-Kernel its kernel took 1.42 ms
 (copy subtracted) against the lesson's 1.57 ms at 8192 x 131072 bf16, the
@@ -22,7 +22,7 @@ import torch
 import triton
 import triton.language as tl
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "code" / "cross-entropy"), str(ROOT / "code")]
 import cross_entropy as lesson_ce  # noqa: E402
 

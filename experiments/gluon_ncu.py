@@ -2,7 +2,7 @@
 
     ncu --clock-control none -k regex:'attn_fwd_ws|matmul_ws|flash|fmha|sm90' \
         --section ComputeWorkloadAnalysis --section WarpStateStats --csv --page details \
-        python3 tools/experiments/gluon_ncu.py > $OUT/ncu.csv
+        python3 experiments/gluon_ncu.py > $OUT/ncu.csv
 
 The Gluon attention kernel (full D=128, causal D=64: the best and the worst
 case against SDPA), SDPA itself at the same shapes, and the Gluon matmul at
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "code" / "gluon-attention"), str(ROOT / "code" / "gluon-matmul")]
 import attention_kernels as ak  # noqa: E402
 import matmul_kernels as mk  # noqa: E402

@@ -8,7 +8,7 @@ then times the ones that passed against their baselines with the kit's
 `bench_interleaved` (CUDA-graph replays, interleaved rounds, per-round ratios
 and their 95 % interval).
 
-    python3 tools/experiments/gluon_variants.py --part copy|matmul|attention|all [--only REGEX]
+    python3 experiments/gluon_variants.py --part copy|matmul|attention|all [--only REGEX]
 
 Writes $OUT/gluon_<part>.json (every number) and prints a table per part.
 """
@@ -26,7 +26,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 CODE = ROOT / "code"
 sys.path[:0] = [str(CODE), str(CODE / "gluon-basics"), str(CODE / "gluon-matmul"),
                 str(CODE / "gluon-attention"), str(CODE / "persistent-tma-matmul"),

@@ -18,10 +18,10 @@ The best few of each case are then re-timed with lessonkit.bench_interleaved (th
 method), which is what a lesson would record.
 
 Runs:
-    OUT=/some/dir python3 tools/experiments/perf_variants.py --part all          # GPU (H200): ~5 min
-    python3 tools/experiments/perf_variants.py --compile-only --part all         # no GPU: sm_90 compile facts
-    python3 tools/experiments/perf_variants.py --tiny --part all                 # no GPU: interpreter numerics
-    python3 tools/experiments/perf_variants.py --tiny --fake-timing --part all   # + every non-GPU code path
+    OUT=/some/dir python3 experiments/perf_variants.py --part all          # GPU (H200): ~5 min
+    python3 experiments/perf_variants.py --compile-only --part all         # no GPU: sm_90 compile facts
+    python3 experiments/perf_variants.py --tiny --part all                 # no GPU: interpreter numerics
+    python3 experiments/perf_variants.py --tiny --fake-timing --part all   # + every non-GPU code path
 
 Outputs: $OUT/perf_variants.json (every number) and $OUT/perf_variants.log (the printed output).
 """
@@ -65,7 +65,7 @@ import triton.testing  # noqa: E402
 from triton.tools.tensor_descriptor import TensorDescriptor  # noqa: E402
 
 HERE = Path(__file__).resolve()
-ROOT = HERE.parents[2]
+ROOT = HERE.parents[1]
 CODE = ROOT / "code"
 sys.path.insert(0, str(CODE))
 import lessonkit  # noqa: E402  (imports only the standard library at import time)

@@ -42,9 +42,23 @@ KIT = REPO / "code" / "lessonkit.py"
 VERIFY = TOOLS / "verify.py"
 SNIPPETS = TOOLS / "snippets.py"
 MKDOCS_ENV = dict(os.environ, NO_MKDOCS_2_WARNING="1")
+HOOKS = ("mkdocs_hooks.py", "reader_hooks.py")  # the hook files mkdocs.yml names, under tools/
 
-if str(TOOLS) not in sys.path:
-    sys.path.insert(0, str(TOOLS))
+
+def replace_exactly(config: str, old: str, new: str) -> str:
+    """`config` with its line `old` replaced; an AssertionError naming it when mkdocs.yml no longer has it
+    (a moved hook would otherwise leave a test building with the hook it did not mean)."""
+    assert old in config.split("\n"), f"mkdocs.yml has no line {old!r}: update the tests that rewrite it"
+    return config.replace(old + "\n", new + "\n")
+
+
+def repo_hooks(config: str) -> str:
+    """mkdocs.yml's hook lines pointed at this checkout's hook files, wherever the config is written."""
+    for hook in HOOKS:
+        config = replace_exactly(config, f"  - tools/{hook}", f"  - {TOOLS / hook}")
+    return replace_exactly(config, "  custom_dir: overrides  # KaTeX only on pages with maths, the search index "
+                                   "on demand, the article before the nav",
+                           f"  custom_dir: {REPO / 'overrides'}")
 
 # The PNG bytes a fake lesson saves: the signature and some bytes (verify checks the magic only).
 FAKE_PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256))
@@ -125,7 +139,7 @@ class Project:
         main.write_text(main.read_text(encoding="utf-8") + f"\n{line}\n", encoding="utf-8")
 
     def lesson(self, name: str):
-        from lessons import load_lesson
+        from verified_triton.core.lessons import load_lesson
 
         return load_lesson(self.code / name)
 
@@ -133,12 +147,12 @@ class Project:
         return self.evidence / name / f"{key}.json"
 
     def record(self, name: str, key: str = "interpreter"):
-        from evidence import read_record
+        from verified_triton.judge.evidence import read_record
 
         return read_record(self.record_file(name, key), self.evidence)
 
     def judge(self, name: str):
-        from status import judge
+        from verified_triton.judge.status import judge
 
         return judge(self.lesson(name), self.evidence)
 
@@ -171,8 +185,8 @@ def project(tmp_path: Path) -> Project:
 @pytest.fixture(scope="session")
 def smoke_runs() -> dict:
     """Every lesson of the course as a smoke run (tools/smoke.py), once per test session: name -> SmokeRun."""
-    from lessons import discover
-    from smoke import smoke_all
+    from verified_triton.core.lessons import discover
+    from verified_triton.record.smoke import smoke_all
 
     runs = smoke_all(discover(REPO / "code"), jobs=os.cpu_count() or 1, report=lambda line: None)
     return {run.lesson.name: run for run in runs}
@@ -201,7 +215,7 @@ def bench(name: str = "b", ratio: float = 1.0, low: float | None = None, high: f
           label: str = "", note: str = "", samples: int = 15, baseline_name: str = "torch"):
     """A kit Benchmark as the kit would record it: rounds whose median and 95 % interval are (ratio, low,
     high), and verdicts computed from that interval (status.py re-derives both from the rounds)."""
-    from kit import RATE_UNITS, Benchmark, median_interval, verdict
+    from verified_triton.core.kit import RATE_UNITS, Benchmark, median_interval, verdict
 
     low = ratio if low is None else low
     high = ratio if high is None else high
@@ -225,8 +239,8 @@ def fake_record(lesson, mode: str = "gpu", outcome: str = "passed", *, device: s
                 source_hash: str | None = None, started: str = "2026-01-02T03:04:05Z", wall_s: float = 1.5,
                 exit_code: int | None = 0, reason: str = "", benchmarks=(), key: str | None = None, **fields):
     """A record as verify would write it for `lesson`, without running anything (e.g. a GPU run)."""
-    from evidence import Environment, Record, gpu_key
-    from kit import Check
+    from verified_triton.core.kit import Check
+    from verified_triton.judge.evidence import Environment, Record, gpu_key
 
     interp = mode == "interpreter"
     base = dict(
@@ -352,13 +366,13 @@ class SiteProject(Project):
         return folder
 
     def make_record(self, name: str, mode: str = "interpreter", key: str = "", **fields):
-        from evidence import Environment, Record
-        from lessons import load_lesson
+        from verified_triton.core.lessons import load_lesson
+        from verified_triton.judge.evidence import Environment, Record
 
         lesson = load_lesson(self.code / name)
         env = fields.pop("env", None) or Environment(python="3.11", torch="2.13", triton="3.9", platform="Linux",
                                                      device_name="CPU" if mode == "interpreter" else "Fake GPU")
-        from evidence import gpu_key
+        from verified_triton.judge.evidence import gpu_key
 
         base = dict(lesson=name, mode=mode, key=key or ("interpreter" if mode == "interpreter" else
                                                         gpu_key(env.device_name)),
@@ -369,7 +383,7 @@ class SiteProject(Project):
         return Record(**base)
 
     def write(self, record, figures: dict[str, bytes] | None = None) -> Path:
-        from evidence import write_record
+        from verified_triton.judge.evidence import write_record
 
         return write_record(self.evidence, record, figures)
 
@@ -377,9 +391,7 @@ class SiteProject(Project):
         """The real mkdocs.yml, with this project's docs, the real hook and no watch list."""
         config = (REPO / "mkdocs.yml").read_text(encoding="utf-8")
         config = config.replace("docs_dir: docs", f"docs_dir: {self.docs}")
-        config = config.replace("  - tools/mkdocs_hooks.py", f"  - {TOOLS / 'mkdocs_hooks.py'}")
-        config = config.replace("  - tools/reader_hooks.py", f"  - {TOOLS / 'reader_hooks.py'}")
-        config = config.replace("custom_dir: overrides", f"custom_dir: {REPO / 'overrides'}")
+        config = repo_hooks(config)
         config = re.sub(r"watch:\n(  - .*\n)+", "", config)
         # Only the pages this project has; the Lessons section is filled by the hook.
         config = re.sub(r"\nnav:\n(?:[ ]+.*\n?)+", "\nnav:\n  - Home: index.md\n  - Lessons: []\n", config)

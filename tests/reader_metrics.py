@@ -303,10 +303,10 @@ def code_markup_share(html: str) -> float:
 # -- the report ----------------------------------------------------------------------------------
 
 def report(site: Path) -> dict:
-    sys.path.insert(0, str(ROOT / "tools"))
-    sys.path.insert(0, str(ROOT / "tests"))
-    from lessons import discover
+    # Also run as a script (python tests/reader_metrics.py SITE), where pytest's pythonpath is not set.
+    sys.path[:0] = [str(ROOT / "tools"), str(ROOT / "tests")]
     from test_browser import PHONE, WIDE, chromium, open_page, page_url, serve, toggle_palette
+    from verified_triton.core.lessons import discover
 
     lessons = discover(ROOT / "code")
     out: dict = {}

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from conftest import PASSING, REPO, fake_record
-from evidence import write_record
+from verified_triton.judge.evidence import write_record
 
 RAISES = """\
     lesson = Lesson("raises")

@@ -72,19 +72,18 @@ from urllib.parse import urlsplit
 
 import pytest
 
+import reader_metrics
+from verified_triton.core.lessons import discover
+from verified_triton.judge.status import judge
+from verified_triton.site.directives.common import gpu_first, mode_label
+from verified_triton.site.directives.output import TAIL_LINES, log_text, log_uri
+from verified_triton.site.render import clean_output
+from verified_triton.site.snippets import extract
+from verified_triton.site.sources import page_uri, site_path
+
 ROOT = Path(__file__).resolve().parent.parent
 TOOLS = ROOT / "tools"
-if str(TOOLS) not in sys.path:
-    sys.path.insert(0, str(TOOLS))
 
-import reader_metrics  # noqa: E402
-from directives.common import gpu_first, mode_label  # noqa: E402
-from directives.output import TAIL_LINES, log_text, log_uri  # noqa: E402
-from lessons import discover  # noqa: E402
-from render import clean_output  # noqa: E402
-from snippets import extract  # noqa: E402
-from sources import page_uri, site_path  # noqa: E402
-from status import judge  # noqa: E402
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
@@ -889,7 +888,7 @@ Some prose about the plot, with math: $2^{-11}$.
 def figure_site(tmp_path_factory) -> Path:
     """A one-lesson site whose current GPU run drew a figure in both variants (light red 4x3, dark 5x3)."""
     from conftest import build_output, figure_name, make_site_project, png
-    from kit import Figure
+    from verified_triton.core.kit import Figure
 
     project = make_site_project(tmp_path_factory.mktemp("figures"))
     shutil.copytree(ROOT / "docs" / "assets", project.docs / "assets", dirs_exist_ok=True)  # KaTeX as well

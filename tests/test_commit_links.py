@@ -13,8 +13,8 @@ import sys
 
 import pytest
 
-import downloads
 from conftest import MKDOCS_ENV, make_site_project
+from verified_triton.site import downloads
 
 SHA = "0123456789abcdef0123456789abcdef01234567"
 

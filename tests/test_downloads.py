@@ -23,12 +23,9 @@ import nbformat
 import pytest
 
 from conftest import REPO
-
-sys.path.insert(0, str(REPO / "tools"))
-
-import downloads  # noqa: E402
-from lessons import discover  # noqa: E402
-from status import judge  # noqa: E402
+from verified_triton.core.lessons import discover
+from verified_triton.judge.status import judge
+from verified_triton.site import siteconfig
 
 LESSONS = discover(REPO / "code")
 NAMES = [lesson.name for lesson in LESSONS]
@@ -150,7 +147,7 @@ def page_directives(lesson) -> list[tuple[str, str, int]]:
 @pytest.mark.parametrize("name", NAMES)
 def test_the_notebook_alternates_the_pages_prose_with_its_code_in_page_order(built, name):
     """Prose and code alternate as on the page; each step's cell sits in its section, in main()'s order."""
-    from lesson_source import read
+    from verified_triton.site.lesson_source import read
 
     lesson = lesson_of(name)
     nb = nbformat.read(built / "notebooks" / f"{name}.ipynb", as_version=4)
@@ -184,7 +181,7 @@ def test_the_notebook_alternates_the_pages_prose_with_its_code_in_page_order(bui
 
 @pytest.mark.parametrize("name", NAMES)
 def test_no_marker_and_no_code_twice(built, name):
-    from snippets import MARKER_LIKE
+    from verified_triton.site.snippets import MARKER_LIKE
 
     lesson = lesson_of(name)
     nb = nbformat.read(built / "notebooks" / f"{name}.ipynb", as_version=4)
@@ -224,7 +221,7 @@ def test_every_markdown_cell_renders_without_literal_fences_and_keeps_its_maths(
 
 
 def test_a_solution_becomes_a_details_block_with_its_fence_and_maths_intact():
-    from notebook import for_jupyter
+    from verified_triton.site.notebook import for_jupyter
 
     page = textwrap.dedent("""\
         1. **A question** about $x^2$.
@@ -258,14 +255,14 @@ def test_the_committed_notebook_is_the_built_one(built, name):
 
 def test_colab_links_take_colabs_github_form():
     lesson = LESSONS[0]
-    url = downloads.colab_url("https://github.com/someone/verified-triton", "main", lesson)
+    url = siteconfig.colab_url("https://github.com/someone/verified-triton", "main", lesson)
     assert url == (f"https://colab.research.google.com/github/someone/verified-triton/blob/main/notebooks/"
                    f"{lesson.name}.ipynb")
-    assert downloads.colab_url("https://github.com/someone/verified-triton.git/", "main", lesson) == url
+    assert siteconfig.colab_url("https://github.com/someone/verified-triton.git/", "main", lesson) == url
     for bad in ("", "https://gitlab.com/a/b", "javascript:alert(1)", "https://github.com/a/b/c",
                 'https://github.com/a/b"onmouseover="x'):
-        assert downloads.colab_url(bad, "main", lesson) == ""
-    assert downloads.colab_url("https://github.com/a/b", "main;rm", lesson) == ""
+        assert siteconfig.colab_url(bad, "main", lesson) == ""
+    assert siteconfig.colab_url("https://github.com/a/b", "main;rm", lesson) == ""
 
 
 def test_without_a_repository_no_colab_link_is_shown(built):
@@ -300,7 +297,7 @@ def test_the_requirements_box_matches_lesson_toml_and_the_evidence(built, name):
 ])
 def test_the_first_cells_say_which_colab_gpus_run_it_and_the_setup_falls_back_in_words(
         site_project, capability, able, unable):
-    import notebook
+    from verified_triton.site import notebook
 
     site_project.add_lesson("gpu-need", toml=f'[requires]\ncapability = "{capability}"\n' if capability else "")
     lesson = site_project.lesson("gpu-need")
@@ -362,8 +359,7 @@ PAGE = "---\nlesson: stepped\n---\n\n# Stepped\n\nWhy.\n\n{body}\n"
 
 
 def stepped_notebook(site_project, body: str):
-    import directives
-    import notebook
+    from verified_triton.site import directives, notebook
 
     site_project.add_lesson("stepped", PAGE.format(body=body), source=STEPPED)
     site = directives.Site.load(site_project.code, site_project.evidence)
@@ -371,8 +367,8 @@ def stepped_notebook(site_project, body: str):
 
 
 def test_a_step_cell_carries_the_recorded_gpu_output_marked_with_gpu_date_and_versions(site_project):
-    from evidence import Environment
-    from kit import Step
+    from verified_triton.core.kit import Step
+    from verified_triton.judge.evidence import Environment
 
     body = "::snippet code/stepped/stepped.py kernel\n\n::step checks\n\n## Timing\n\n::step timing"
     notebook, site, lesson = stepped_notebook(site_project, body)
@@ -414,8 +410,7 @@ def test_a_record_from_before_steps_leaves_the_step_cells_empty_and_says_where_t
 
 
 def test_a_lesson_the_interpreter_cannot_run_still_makes_a_notebook_that_says_so(site_project):
-    import directives
-    import notebook
+    from verified_triton.site import directives, notebook
 
     site_project.add_lesson("gpu-only", PAGE.replace("stepped", "gpu-only").format(
         body="::snippet code/gpu-only/gpu_only.py kernel\n\n::step checks\n\n::step timing"),
@@ -451,7 +446,7 @@ def test_a_gpu_run_declined_by_design_gives_no_step_output_and_the_title_says_wh
     ("::step nope", 9, "main() in stepped.py has no step of that name (steps: checks, timing)"),
 ])
 def test_a_step_the_notebook_cannot_place_is_an_error_at_the_pages_line(site_project, body, line, message):
-    import directives
+    from verified_triton.site import directives
 
     notebook, site, lesson = stepped_notebook(site_project, body)
     with pytest.raises(directives.PageError) as exc:

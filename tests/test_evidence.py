@@ -8,9 +8,11 @@ from pathlib import Path
 
 import pytest
 
-import evidence
 from conftest import FAKE_PNG, PASSING, bench, fake_record
-from evidence import (
+from verified_triton.core.kit import Figure, SkippedPart, Table
+from verified_triton.core.limits import LIMITS
+from verified_triton.judge import evidence
+from verified_triton.judge.evidence import (
     FORMAT_VERSION,
     EvidenceError,
     HistoryPoint,
@@ -22,8 +24,6 @@ from evidence import (
     record_path,
     write_record,
 )
-from kit import Figure, SkippedPart, Table
-from limits import LIMITS
 
 
 @pytest.fixture

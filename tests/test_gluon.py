@@ -14,7 +14,7 @@ import sys
 import pytest
 
 from conftest import REPO, base_env, fake_record
-from evidence import write_record
+from verified_triton.judge.evidence import write_record
 
 CPU_CHECKS_THEN_DECLINE = """\
     lesson = Lesson("gluon-like")

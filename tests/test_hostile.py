@@ -28,9 +28,9 @@ import markdown
 import pytest
 
 from conftest import Doc, SiteProject, bench, build_output, figure_name, make_site_project, png, toml_string
-from evidence import Environment, gpu_key, read_record
-from kit import Check, Figure, SkippedPart, Table
-from render import MAX_LINE, MAX_LINES, MAX_TEXT, clean_output, code_block, text
+from verified_triton.core.kit import Check, Figure, SkippedPart, Table
+from verified_triton.judge.evidence import Environment, gpu_key, read_record
+from verified_triton.site.render import MAX_LINE, MAX_LINES, MAX_TEXT, clean_output, code_block, text
 
 HOSTILE = "<script>alert(1)</script>"
 # Things that mean something to HTML, Markdown, the extensions, MkDocs' templates or a terminal.

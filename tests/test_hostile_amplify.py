@@ -21,9 +21,9 @@ import zipfile
 import pytest
 
 from conftest import FAKE_PNG, bench, build_output, make_site_project
-from evidence import HistoryPoint
-from kit import Check, Figure, Table
-from limits import LIMITS
+from verified_triton.core.kit import Check, Figure, Table
+from verified_triton.core.limits import LIMITS
+from verified_triton.judge.evidence import HistoryPoint
 
 HUGE = -9.99e299
 WORST = ["-9.99e299", "9.99e299", "1e-300", "-1e-300", "0", "1.5", "123456.789", "2**53", "-(2**53)"]
@@ -66,8 +66,8 @@ lesson: LESSON
 
 @pytest.mark.parametrize("value", WORST)
 def test_every_number_has_a_bounded_width(value):
-    import numfmt
-    import render
+    from verified_triton.core import numfmt
+    from verified_triton.site import render
 
     x = eval(value)  # noqa: S307 - the test's own literals
     shown = [numfmt.number(x), render.number(x), numfmt.number(float(x)), numfmt.fixed(float(x)),
@@ -104,7 +104,7 @@ def escapes_record(site):
 def repeated_record(site):
     """Short fields a page repeats: the machine (every caption, tab, header), table headers (above and inside
     a fold), as long as the schema allows, with as many figures and rows as it allows."""
-    from evidence import Environment
+    from verified_triton.judge.evidence import Environment
 
     most = ESCAPED * (LIMITS.environment // len(ESCAPED))
     env = Environment(python=most, torch=most, triton=most, platform=most, device_name=most, capability=most,

@@ -38,7 +38,7 @@ def dirty_output(project_root: Path, monkeypatch):
     """The hook's output for `mkdocs serve --dirty`: generated files go through the cache folder."""
     from mkdocs.structure.files import Files
 
-    import mkdocs_hooks
+    from verified_triton.site import hooks as mkdocs_hooks
 
     monkeypatch.setenv("VT_DIRTY_SERVE", "1")
     config = {"config_file_path": str(project_root / "mkdocs.yml"), "site_dir": str(project_root / "site"),
@@ -61,7 +61,7 @@ def test_a_link_planted_in_the_serve_cache_is_never_followed(tmp_path, outside, 
     # a linked folder on the way is an error naming it; nothing is written through it
     linked = root / ".cache" / "site-files" / "notebooks"
     linked.symlink_to(outside.parent, target_is_directory=True)
-    from safefs import UnsafePathError
+    from verified_triton.core.safefs import UnsafePathError
 
     with pytest.raises(UnsafePathError, match="notebooks"):
         out.add("notebooks/victim.txt", b"overwritten")
@@ -69,7 +69,7 @@ def test_a_link_planted_in_the_serve_cache_is_never_followed(tmp_path, outside, 
 
 
 def test_marking_a_page_stale_follows_no_link(tmp_path, outside):
-    import incremental
+    from verified_triton.site import incremental
 
     page = tmp_path / "site" / "index.html"
     page.parent.mkdir()
@@ -127,7 +127,7 @@ def build_with(site, config: Path) -> subprocess.CompletedProcess:
 @pytest.mark.parametrize("case", BAD_SETTINGS, ids=list(BAD_SETTINGS))
 def test_a_bad_repository_setting_stops_the_build_naming_it(tmp_path, case):
     repo_key, repo_url, branch_key, branch = BAD_SETTINGS[case]
-    from siteconfig import ConfigError, check_branch, check_repo_url
+    from verified_triton.site.siteconfig import ConfigError, check_branch, check_repo_url
 
     bad = "extra.branch" if case.startswith("branch") else "repo_url"
     with pytest.raises(ConfigError, match=bad.replace(".", r"\.")):
@@ -151,7 +151,7 @@ def test_a_bad_branch_stops_a_real_build_and_makes_no_colab_link(tmp_path):
 
 @pytest.mark.parametrize("branch", ["main", "release/v1", "feature-x_2.0", "v1.2.3"])
 def test_good_settings_pass(branch):
-    from siteconfig import check_branch, check_repo_url
+    from verified_triton.site.siteconfig import check_branch, check_repo_url
 
     assert check_repo_url("https://github.com/owner/my.repo") == "https://github.com/owner/my.repo"
     assert check_repo_url("https://github.com/owner/repo/") == "https://github.com/owner/repo"

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from conftest import PASSING, VERIFY, Project, base_env, fake_record
-from evidence import write_record
+from verified_triton.judge.evidence import write_record
 
 USES_TORCH = """\
     lesson = Lesson("torchy")

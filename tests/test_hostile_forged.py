@@ -25,8 +25,8 @@ from pathlib import Path
 import pytest
 
 from conftest import PASSING, Project, bench, build_output, fake_record, make_site_project
-from evidence import write_record
-from status import FAILED, VERIFIED
+from verified_triton.judge.evidence import write_record
+from verified_triton.judge.status import FAILED, VERIFIED
 
 REQUIRES = '[requires]\ncapability = "9.0"\ntriton = "3.0"\nwhy = "wgmma"\n'
 
@@ -175,8 +175,8 @@ def test_a_forged_pass_fails_the_strict_build(tmp_path):
 def test_every_committed_record_is_consistent():
     """The judgement's rules hold for the real evidence: no committed record contradicts itself."""
     from conftest import REPO
-    from lessons import discover
-    from status import judge
+    from verified_triton.core.lessons import discover
+    from verified_triton.judge.status import judge
 
     statuses = {lesson.name: judge(lesson, REPO / "evidence") for lesson in discover(REPO / "code")}
     assert {name: st.problems for name, st in statuses.items() if st.problems} == {}
@@ -284,7 +284,7 @@ def test_a_bundle_never_brings_its_own_history(project, lesson, tmp_path):
     here = honest(lesson, started="2026-01-01T00:00:00Z")
     here.history = {"bw": [{"started_utc": f"2025-12-{d:02d}T00:00:00Z", "source_hash": "a" * 64, "triton": "3.6.0",
                             "ratio": 1.2, "ratio_low": 1.1, "ratio_high": 1.3} for d in (1, 2)]}
-    from evidence import record_from_json
+    from verified_triton.judge.evidence import record_from_json
 
     write_record(project.evidence, record_from_json(raw(here), "here"))
     incoming = raw(honest(lesson, started="2026-02-01T00:00:00Z"))
@@ -317,7 +317,7 @@ def test_a_member_name_that_comes_twice_refuses_the_bundle(project, lesson, tmp_
                                   "good/gpu-nvidia-h200/x\u202egnp.png"])
 def test_a_member_name_with_a_newline_control_or_non_ascii_character_is_refused(project, lesson, tmp_path, name):
     from conftest import FAKE_PNG
-    from kit import Figure
+    from verified_triton.core.kit import Figure
 
     file = name.rsplit("/", 1)[1]
     record = honest(lesson)
@@ -335,7 +335,7 @@ def test_a_member_name_with_a_newline_control_or_non_ascii_character_is_refused(
 
 
 def test_a_record_naming_a_figure_file_with_a_trailing_newline_is_refused(project, lesson):
-    from kit import Figure
+    from verified_triton.core.kit import Figure
 
     record = honest(lesson)
     record.figures = [Figure("plot", "x.png\n")]

@@ -15,8 +15,8 @@ import sys
 import pytest
 
 from conftest import SITE_LESSON, SNIPPETS, Doc, build_output, make_site_project
-from evidence import Environment
-from kit import Check, Figure, Table
+from verified_triton.core.kit import Check, Figure, Table
+from verified_triton.judge.evidence import Environment
 
 RLO = "\u202e"  # RIGHT-TO-LEFT OVERRIDE
 PAGE = "---\nlesson: plain\n---\n\n# Plain\n\n::status\n\n::snippet code/plain/plain.py kernel\n"
@@ -81,7 +81,7 @@ def test_invisible_characters_in_recorded_text_are_shown_visibly(tmp_path):
     # names key results across runs: one with an invisible character is refused outright
     import json
 
-    from evidence import EvidenceError, record_from_json
+    from verified_triton.judge.evidence import EvidenceError, record_from_json
 
     raw = json.loads(record.to_json())
     raw["checks"][0]["name"] = f"check{RLO}name"
@@ -91,7 +91,7 @@ def test_invisible_characters_in_recorded_text_are_shown_visibly(tmp_path):
 
 def test_invisible_characters_in_status_output_are_escaped_for_the_terminal(project):
     from conftest import fake_record
-    from evidence import write_record
+    from verified_triton.judge.evidence import write_record
 
     project.add("good", "lesson = Lesson('good')\nsys.exit(lesson.finish())\n")
     write_record(project.evidence, fake_record(project.lesson("good"), "interpreter", outcome="failed",

@@ -14,10 +14,10 @@ import tarfile
 
 import pytest
 
-import evidence
 from conftest import FAKE_PNG, Project, fake_record, figure_name
-from evidence import read_record, write_record
-from kit import Figure
+from verified_triton.core.kit import Figure
+from verified_triton.judge import evidence
+from verified_triton.judge.evidence import read_record, write_record
 
 OLD_PNG, NEW_PNG = FAKE_PNG + b"old", FAKE_PNG + b"new"
 OLD, NEW = figure_name("plot", OLD_PNG), figure_name("plot", NEW_PNG)
@@ -89,7 +89,7 @@ def test_a_crash_between_the_figures_and_the_record_keeps_the_old_record_and_its
 
 def test_a_crash_during_an_import_keeps_the_old_record_and_its_figures(project, existing, tmp_path, monkeypatch):
     """The same crash, on the import path, in process."""
-    from bundles import import_bundles
+    from verified_triton.record.bundles import import_bundles
 
     before = project.files()
     bundle = bundle_of(tmp_path / "b.tar.gz", {"good/gpu-nvidia-h200.json": newer(project).to_json().encode(),

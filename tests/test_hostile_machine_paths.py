@@ -2,7 +2,7 @@
 
 Before a record is written, the paths a run printed become repository-relative
 (under the project) or stable forms (<site-packages>/..., <python>/..., <tmp>/...,
-~/...); tools/migrations/scrub_paths.py cleans records written before, keeping
+~/...); tools/migrate.py cleans records written before, keeping
 their source hashes, and running it twice changes nothing. Written before the
 fix: records held the project's, the temporary folder's and the venv's paths.
 """
@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 
 from conftest import REPO, Project, fake_record
-from evidence import write_record
+from verified_triton.judge.evidence import write_record
 
 PRINTS_PATHS = """\
     import sysconfig
@@ -69,7 +69,7 @@ def test_the_migration_cleans_committed_records_and_keeps_their_hashes(project, 
     clean = fake_record(lesson, "interpreter")
     write_record(project.evidence, clean)
     untouched = project.record_file("good").read_bytes()
-    script = REPO / "tools" / "migrations" / "scrub_paths.py"
+    script = REPO / "tools" / "migrate.py"
 
     def migrate(*args):
         return subprocess.run([sys.executable, str(script), "--evidence-dir", str(project.evidence), *args],
@@ -98,7 +98,7 @@ def test_no_committed_record_holds_an_absolute_path_of_a_recording_machine():
         found = pattern.findall(path.read_text(encoding="utf-8"))
         if found:
             offenders[path.relative_to(REPO).as_posix()] = found
-    assert offenders == {}, "run: python tools/migrations/scrub_paths.py"
+    assert offenders == {}, "run: .venv/bin/python tools/migrate.py"
     statuses = subprocess.run([sys.executable, str(REPO / "tools" / "verify.py"), "--status", "--json"],
                               capture_output=True, text=True, cwd=REPO, timeout=300,
                               env=dict(os.environ, CUDA_VISIBLE_DEVICES=""))

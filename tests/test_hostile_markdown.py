@@ -20,9 +20,9 @@ import pytest
 from markdown_it import MarkdownIt
 
 from conftest import make_site_project, toml_string
-from evidence import Environment
-from kit import Check
-from notebook import python_string
+from verified_triton.core.kit import Check
+from verified_triton.judge.evidence import Environment
+from verified_triton.site.notebook import python_string
 
 # Markup for every Markdown reader: HTML, a javascript: link, remote images, a bare URL, a www. address and an
 # e-mail address (GFM autolinks them), math (Jupyter), emphasis, code, a heading and a list when at a line start.
@@ -80,8 +80,8 @@ def problems(markdown: str) -> list[str]:
 
 
 def test_the_archive_readme_carries_no_markup(hostile):
-    import directives
-    from downloads import archive
+    from verified_triton.site import directives
+    from verified_triton.site.downloads import archive
 
     site = directives.Site.load(hostile.code, hostile.evidence)
     lesson = site.lessons[0]
@@ -99,8 +99,8 @@ def test_the_archive_readme_carries_no_markup(hostile):
 
 
 def test_notebook_markdown_cells_carry_no_markup(hostile):
-    import directives
-    from downloads import notebook
+    from verified_triton.site import directives
+    from verified_triton.site.downloads import notebook
 
     site = directives.Site.load(hostile.code, hostile.evidence)
     nb = notebook(site.lessons[0], site, hostile.docs)

@@ -109,7 +109,7 @@ def test_sigterm_to_verify_kills_the_running_lesson(started):
 def test_sweep_orphans_in_process(tmp_path, monkeypatch):
     import tempfile
 
-    from runner import TEMP_PREFIX, sweep_orphans
+    from verified_triton.record.runner import TEMP_PREFIX, sweep_orphans
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,

@@ -74,7 +74,7 @@ def site(tmp_path) -> SiteProject:
 
 
 def write_current(project: SiteProject) -> None:
-    from kit import Check, Figure
+    from verified_triton.core.kit import Check, Figure
 
     project.write(project.make_record("plain", checks=[Check("c", "pass")], figures=[Figure("plot", FIG)]),
                   {FIG: FAKE_PNG})

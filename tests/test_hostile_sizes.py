@@ -22,8 +22,8 @@ import time
 import pytest
 
 from conftest import FAKE_PNG, VERIFY, SiteProject, base_env, build_output, figure_name, make_site_project
-from kit import Check, Figure
-from limits import LIMITS
+from verified_triton.core.kit import Check, Figure
+from verified_triton.core.limits import LIMITS
 
 PAGE = "---\nlesson: plain\n---\n\n# Plain\n\n::status\n\n::checks\n\n::figures\n"
 

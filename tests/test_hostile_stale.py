@@ -11,9 +11,9 @@ from __future__ import annotations
 import pytest
 
 from conftest import Doc, bench, build_output, figure_name, make_site_project, png
-from directives.common import STALE_MARK
-from evidence import Environment
-from kit import Check, Figure, Table
+from verified_triton.core.kit import Check, Figure, Table
+from verified_triton.judge.evidence import Environment
+from verified_triton.site.directives.common import STALE_MARK
 
 PAGE = """\
 ---

@@ -14,9 +14,9 @@ import random
 
 import pytest
 
-import kit
 from conftest import KIT, Project
-from kit import failures, median_interval, verdict
+from verified_triton.core import kit
+from verified_triton.core.kit import failures, median_interval, verdict
 
 
 def coverage(n: int) -> float:

@@ -7,8 +7,8 @@ import shutil
 import pytest
 
 from conftest import PASSING, REPO, make_project
-from lessons import DEFAULT_TIMEOUT, LessonError, discover, file_sha256, load_lesson
-from snippets import read_regions
+from verified_triton.core.lessons import DEFAULT_TIMEOUT, LessonError, discover, file_sha256, load_lesson
+from verified_triton.site.snippets import read_regions
 
 HELPER_USER = """\
     import json
@@ -254,7 +254,6 @@ BASELINE_USER = """\
 
 def test_uses_puts_another_lessons_module_in_the_hash_and_the_archive(project):
     """Fails without `uses`: the module of the other lesson was neither hashed nor archived."""
-    import downloads
 
     project.add("base", "lesson = Lesson('base')\nsys.exit(lesson.finish())\n",
                 files={"base_kernel.py": "VALUE = 1\n"})
@@ -264,7 +263,9 @@ def test_uses_puts_another_lessons_module_in_the_hash_and_the_archive(project):
     before = lesson.source_hash()
     (project.code / "base" / "base_kernel.py").write_text("VALUE = 2\n")
     assert project.lesson("user").source_hash() != before
-    files = downloads.lesson_files(project.lesson("user"), project.code)
+    from verified_triton.site import sources
+
+    files = sources.lesson_files(project.lesson("user"), project.code)
     assert sorted(files) == ["base_kernel.py", "lesson.toml", "lessonkit.py", "user.py"]
 
 

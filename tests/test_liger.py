@@ -17,15 +17,15 @@ from dataclasses import replace
 
 import pytest
 
-import directives
-import kit
 from conftest import REPO, bench, fake_record
-from directives.benchmarks import library_table
-from evidence import EvidenceError, read_record, write_record
-from lessons import LessonError, discover
-from requirements import RecordedRun, Requirements
-from smoke import smoke_all
-from status import judge
+from verified_triton.core import kit
+from verified_triton.core.lessons import LessonError, discover
+from verified_triton.judge.evidence import EvidenceError, read_record, write_record
+from verified_triton.judge.status import judge
+from verified_triton.record.smoke import smoke_all
+from verified_triton.site import directives
+from verified_triton.site.directives.benchmarks import library_table
+from verified_triton.site.requirements import RecordedRun, Requirements
 
 LIGER = "liger-kernel"
 # lesson -> (main file, the benchmarks with Liger its GPU-only comparison runs in a smoke run, at its shapes)

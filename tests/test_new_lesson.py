@@ -19,15 +19,16 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
+from conftest import repo_hooks
+from verified_triton.author import new_lesson
+from verified_triton.core.lessons import discover
+from verified_triton.judge.evidence import read_record
+from verified_triton.judge.status import PARTIAL, judge
+from verified_triton.record.smoke import smoke_run
+from verified_triton.site.hooks import course_nav
 
-import new_lesson  # noqa: E402
-from evidence import read_record  # noqa: E402
-from lessons import discover  # noqa: E402
-from mkdocs_hooks import course_nav  # noqa: E402
-from smoke import smoke_run  # noqa: E402
-from status import PARTIAL, judge  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
+
 
 
 @pytest.fixture
@@ -37,9 +38,7 @@ def project(tmp_path) -> Path:
         shutil.copytree(ROOT / name, tmp_path / name, ignore=shutil.ignore_patterns("_output", "__pycache__"))
     shutil.copy(ROOT / "pyproject.toml", tmp_path)  # code/ruff.toml extends it
     config = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
-    config = config.replace("  - tools/mkdocs_hooks.py", f"  - {ROOT / 'tools' / 'mkdocs_hooks.py'}")
-    config = config.replace("  - tools/reader_hooks.py", f"  - {ROOT / 'tools' / 'reader_hooks.py'}")
-    config = config.replace("custom_dir: overrides", f"custom_dir: {ROOT / 'overrides'}")
+    config = repo_hooks(config)
     config = config.replace("  - tools\n", f"  - {ROOT / 'tools'}\n")  # the watch list
     (tmp_path / "mkdocs.yml").write_text(config, encoding="utf-8")
     return tmp_path

@@ -16,15 +16,15 @@ from html import unescape
 import markdown
 import pytest
 
-import directives
 from conftest import REPO, bench, build_output, fake_record
-from directives.checks import checks
-from directives.output import output
-from directives.predictions import prediction
-from evidence import EvidenceError, record_from_json, write_record
-from kit import Check, FilteredWarning, Prediction, prediction_outcome
-from lessons import discover
-from status import judge
+from verified_triton.core.kit import Check, FilteredWarning, Prediction, prediction_outcome
+from verified_triton.core.lessons import discover
+from verified_triton.judge.evidence import EvidenceError, record_from_json, write_record
+from verified_triton.judge.status import judge
+from verified_triton.site import directives
+from verified_triton.site.directives.checks import checks
+from verified_triton.site.directives.output import output
+from verified_triton.site.directives.predictions import prediction
 
 GPU = dict(VT_FAKE_GPUS="0:NVIDIA H200")
 EXTENSIONS = ["tables", "admonition", "pymdownx.details", "pymdownx.superfences", "attr_list", "md_in_html"]
@@ -148,7 +148,7 @@ def test_a_miss_with_an_explanation_shows_it(project):
 
 
 def test_the_benchmarks_page_lists_every_lessons_predictions(project):
-    from directives.predictions import prediction_table
+    from verified_triton.site.directives.predictions import prediction_table
 
     project.add("good", "lesson = Lesson('good')\n")
     assert "No predictions recorded yet" in prediction_table(page_of(project))
@@ -329,7 +329,7 @@ def test_checks_only_one_run_made_are_one_line_with_their_count(project):
 
 
 def test_the_benchmarks_table_says_how_the_run_timed_it(project):
-    from directives.benchmarks import benchmarks
+    from verified_triton.site.directives.benchmarks import benchmarks
 
     project.add("good", "lesson = Lesson('good')\n")
     graph = "15 interleaved rounds, each a CUDA-graph replay of 10 ms of calls, timed with CUDA events, " \

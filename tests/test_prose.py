@@ -13,11 +13,11 @@ import textwrap
 
 import pytest
 
-import prose_lint
 from conftest import REPO, build_output
-from glossary import ABBREVIATIONS, Entry, GlossaryError, lesson_for, read
-from lessons import discover
-from prose_lint import lint, paragraphs, timing_kinds
+from verified_triton.author import prose_lint
+from verified_triton.author.prose_lint import lint, paragraphs, timing_kinds
+from verified_triton.core.lessons import discover
+from verified_triton.site.glossary import ABBREVIATIONS, Entry, GlossaryError, lesson_for, read
 
 DOCS = REPO / "docs"
 ENTRIES = read(DOCS / ABBREVIATIONS, DOCS)
@@ -241,8 +241,8 @@ def test_the_glossary_page_and_the_hover_definitions_on_a_built_page(site_projec
         ::checks
         """))
     from conftest import fake_record
-    from evidence import write_record
-    from kit import Check
+    from verified_triton.core.kit import Check
+    from verified_triton.judge.evidence import write_record
 
     write_record(site.evidence, fake_record(site.lesson("good"), "interpreter",
                                             checks=[Check("warp-count", "pass", "4 warps")]))

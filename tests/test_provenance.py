@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from bundles import write_bundle
 from conftest import PASSING, fake_record
-from provenance import Expectation, gpu_matches
+from verified_triton.record.bundles import write_bundle
+from verified_triton.record.provenance import Expectation, gpu_matches
 
 SIGNER = "owner/repo/.github/workflows/record.yml@refs/heads/main"
 

@@ -17,10 +17,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from bundles import write_bundle
 from conftest import TWO_GPUS, Project, bench, fake_record, make_project
-from evidence import HistoryPoint, write_record
-from limits import LIMITS
+from verified_triton.core.limits import LIMITS
+from verified_triton.judge.evidence import HistoryPoint, write_record
+from verified_triton.record.bundles import write_bundle
 
 # -- shards ------------------------------------------------------------------------------------
 
@@ -30,7 +30,7 @@ def lessons_named(*names: str) -> list:
 
 
 def test_a_shard_split_is_a_deterministic_partition():
-    from plan import shard
+    from verified_triton.record.plan import shard
 
     names = [f"lesson-{i:02d}" for i in range(23)]
     walls = {n: float((i * 37) % 11 + 1) for i, n in enumerate(names)}
@@ -51,7 +51,7 @@ def test_a_shard_split_is_a_deterministic_partition():
 
 
 def test_shards_are_balanced_by_recorded_wall_time():
-    from plan import shard
+    from verified_triton.record.plan import shard
 
     lessons = lessons_named("long", *[f"short-{i}" for i in range(10)])
     walls = {"long": 100.0, **{f"short-{i}": 10.0 for i in range(10)}}
@@ -68,7 +68,7 @@ def test_shards_are_balanced_by_recorded_wall_time():
 
 
 def test_a_lesson_never_recorded_counts_as_the_median():
-    from plan import shard
+    from verified_triton.record.plan import shard
 
     lessons = lessons_named("a", "b", "c", "new")
     walls = {"a": 10.0, "b": 20.0, "c": 30.0, "new": 0.0}
@@ -80,7 +80,7 @@ def test_a_lesson_never_recorded_counts_as_the_median():
 
 @pytest.mark.parametrize("text", ["3/2", "0/2", "x", "1/0", "1-2", "-1/2", "1/2/3"])
 def test_a_bad_shard_is_a_usage_error(project, text):
-    from plan import parse_shard
+    from verified_triton.record.plan import parse_shard
 
     with pytest.raises(ValueError, match="--shard takes K/N"):
         parse_shard(text)
@@ -92,7 +92,7 @@ def test_a_bad_shard_is_a_usage_error(project, text):
 
 def current_machine_record(lesson, mode: str, wall_s: float, **kw):
     """A passing record that verify considers up to date on this machine (so nothing runs)."""
-    from machine import this_machine
+    from verified_triton.record.machine import this_machine
 
     m = this_machine()
     rec = fake_record(lesson, mode, wall_s=wall_s, **kw)
@@ -119,7 +119,7 @@ def test_shard_on_the_command_line(project):
 
 
 def test_recorded_wall_reads_the_evidence(project):
-    from plan import recorded_wall
+    from verified_triton.record.plan import recorded_wall
 
     project.add("good", "lesson = Lesson('good')\nsys.exit(lesson.finish())\n")
     lesson = project.lesson("good")
@@ -220,9 +220,9 @@ def test_gpus_0_records_what_a_plain_run_records(project, tmp_path):
 
 def test_the_gpu_queue_in_process_never_doubles_up_and_survives_errors():
     """plan.execute with a stand-in for run_lesson: many lessons, three GPUs, one run that raises."""
-    from machine import Gpu, Machine
-    from plan import execute
-    from runner import RunResult
+    from verified_triton.record.machine import Gpu, Machine
+    from verified_triton.record.plan import execute
+    from verified_triton.record.runner import RunResult
 
     machine = Machine("3.11", "t", "tr", "Linux", tuple(Gpu(i, "NVIDIA H200") for i in range(3)))
     lessons = [SimpleNamespace(name=f"l{i:02d}", order=i) for i in range(20)]
@@ -253,9 +253,9 @@ def test_the_gpu_queue_in_process_never_doubles_up_and_survives_errors():
 def test_several_gpus_start_the_longest_recorded_lessons_first():
     """LPT order: with a recorded wall time per lesson, the longest start first,
     an unrecorded lesson counts as the median, and the makespan shrinks."""
-    from machine import Gpu, Machine
-    from plan import execute, longest_first
-    from runner import RunResult
+    from verified_triton.record.machine import Gpu, Machine
+    from verified_triton.record.plan import execute, longest_first
+    from verified_triton.record.runner import RunResult
 
     walls = {"a": 10.0, "b": 20.0, "c": 0.0, "d": 60.0, "e": 30.0}
     items = [(SimpleNamespace(name=n, order=i), "gpu") for i, n in enumerate(walls)]
@@ -339,8 +339,8 @@ def test_history_is_bounded(project):
 
 
 def test_carry_history_in_process():
-    from changes import carry_history, changes
-    from evidence import Environment, Record
+    from verified_triton.judge.evidence import Environment, Record
+    from verified_triton.record.changes import carry_history, changes
 
     def rec(started, ratio, history=None):
         r = Record("x", "gpu", "gpu-a", "passed", 0, started, 1.0, "c", "a" * 64, {}, Environment(triton="3"))

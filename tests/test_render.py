@@ -19,16 +19,16 @@ import textwrap
 import markdown
 import pytest
 
-import directives
 from conftest import KIT, PASSING, TOOLS, bench, fake_record
-from directives.benchmarks import benchmark_table, ratio_chart, record_rows, sparkline
-from directives.checks import checks
-from evidence import HistoryPoint, write_record
-from kit import Check
-from lessons import discover
-from limits import LIMITS
-from render import COLLAPSE_ROWS_OVER, bounded_rows, text
-from status import judge
+from verified_triton.core.kit import Check
+from verified_triton.core.lessons import discover
+from verified_triton.core.limits import LIMITS
+from verified_triton.judge.evidence import HistoryPoint, write_record
+from verified_triton.judge.status import judge
+from verified_triton.site import directives
+from verified_triton.site.directives.benchmarks import benchmark_table, ratio_chart, record_rows, sparkline
+from verified_triton.site.directives.checks import checks
+from verified_triton.site.render import COLLAPSE_ROWS_OVER, bounded_rows, text
 
 EXTENSIONS = ["tables", "admonition", "pymdownx.details", "pymdownx.superfences", "attr_list", "md_in_html"]
 
@@ -197,11 +197,11 @@ def test_a_new_directive_module_is_picked_up(tmp_path):
     shutil.copytree(TOOLS, tools, ignore=shutil.ignore_patterns("__pycache__"))
     (tmp_path / "code").mkdir()
     shutil.copyfile(KIT, tmp_path / "code" / "lessonkit.py")
-    (tools / "directives" / "hello.py").write_text(textwrap.dedent('''\
+    (tools / "verified_triton" / "site" / "directives" / "hello.py").write_text(textwrap.dedent('''\
         """::hello NAME — a greeting (a test module)."""
 
-        from directives import Page, directive
-        from render import text
+        from verified_triton.site.directives import Page, directive
+        from verified_triton.site.render import text
 
 
         @directive("hello", "greets NAME", args=("NAME",), needs_lesson=False)
@@ -211,7 +211,7 @@ def test_a_new_directive_module_is_picked_up(tmp_path):
     probe = textwrap.dedent(f'''\
         import sys
         sys.path.insert(0, {str(tools)!r})
-        import directives
+        from verified_triton.site import directives
         page = directives.Page(directives.Site(None, None, [], {{}}), "x.md", None)
         print(directives.expand("hello", "world", page))
         print("hello" in directives.expand("directives", "", page))

@@ -18,13 +18,14 @@ from urllib.parse import unquote, urlsplit
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
+from conftest import repo_hooks
+from verified_triton.core.lessons import discover
+from verified_triton.site import directives
+from verified_triton.site.render import text as escaped
+from verified_triton.site.snippets import extract
 
-import directives  # noqa: E402
-from lessons import discover  # noqa: E402
-from render import text as escaped  # noqa: E402
-from snippets import extract  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
+
 
 MKDOCS = [sys.executable, "-m", "mkdocs"]
 ENV = dict(os.environ, NO_MKDOCS_2_WARNING="1")
@@ -50,9 +51,7 @@ def page_config(tmp_path: Path, extra_page: str) -> Path:
     (docs / "extra.md").write_text(extra_page, encoding="utf-8")
     config = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
     config = config.replace("docs_dir: docs", f"docs_dir: {docs}")
-    config = config.replace("  - tools/mkdocs_hooks.py", f"  - {ROOT / 'tools' / 'mkdocs_hooks.py'}")
-    config = config.replace("  - tools/reader_hooks.py", f"  - {ROOT / 'tools' / 'reader_hooks.py'}")
-    config = config.replace("custom_dir: overrides", f"custom_dir: {ROOT / 'overrides'}")
+    config = repo_hooks(config)
     config = re.sub(r"watch:\n(  - .*\n)+", "", config)
     path = tmp_path / "mkdocs.yml"
     path.write_text(config, encoding="utf-8")
@@ -160,7 +159,7 @@ def test_the_authors_table_of_directives_lists_the_registry(built_site):
 
 
 def test_the_limits_table_is_the_code(built_site):
-    from limits import LIMITS
+    from verified_triton.core.limits import LIMITS
 
     text = visible_text((built_site / "verification" / "index.html").read_text(encoding="utf-8"))
     for what, limit, _ in LIMITS.rows():

@@ -19,8 +19,8 @@ import sys
 import pytest
 
 from conftest import KIT, REPO, base_env
-from lessons import discover
-from smoke import smoke_run
+from verified_triton.core.lessons import discover
+from verified_triton.record.smoke import smoke_run
 
 LESSONS = {lesson.name: lesson for lesson in discover(REPO / "code")}
 

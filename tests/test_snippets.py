@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from conftest import SNIPPETS
-from snippets import Region, SnippetError, extract, parse_regions, read_regions
+from verified_triton.site.snippets import Region, SnippetError, extract, parse_regions, read_regions
 
 SOURCE = """\
 import triton

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from conftest import PASSING, bench, fake_record
-from evidence import write_record
-from status import FAILED, PARTIAL, STALE, STATUSES, UNVERIFIED, VERIFIED, Status, judge
+from verified_triton.judge.evidence import write_record
+from verified_triton.judge.status import FAILED, PARTIAL, STALE, STATUSES, UNVERIFIED, VERIFIED, Status, judge
 
 OLD = "0" * 64  # the hash of some earlier source
 
@@ -159,7 +159,7 @@ def test_the_badges_carry_their_label_css_and_meaning():
 
 
 def test_status_output_in_a_terminal_carries_no_escape_codes():
-    from report import terminal_safe
+    from verified_triton.record.report import terminal_safe
 
     assert terminal_safe("red \x1b[31mtext\x1b[0m\tand a bell\x07") == \
         "red \\x1b[31mtext\\x1b[0m\\x09and a bell\\x07"

@@ -16,9 +16,9 @@ import sys
 
 import pytest
 
-import kit
-import lesson_source
 from conftest import build_output
+from verified_triton.core import kit
+from verified_triton.site import lesson_source
 
 Lesson = kit.kit.Lesson
 
@@ -137,7 +137,7 @@ def test_verify_records_steps_and_the_record_reads_them_back(project):
 
 
 def test_old_records_without_steps_still_read_and_bad_step_names_are_refused(project):
-    from evidence import EvidenceError, read_record
+    from verified_triton.judge.evidence import EvidenceError, read_record
 
     project.add("plain", "lesson = Lesson('plain')\nlesson.check('x', True)\nsys.exit(lesson.finish())\n")
     assert project.verify("--mode", "interpreter").returncode == 0
@@ -276,7 +276,7 @@ def stepped(site_project, name: str = "stepped", page: str = STEPPED_PAGE):
 
 
 def expand(site_project, name: str, markdown: str) -> str:
-    import directives
+    from verified_triton.site import directives
 
     site = directives.Site.load(site_project.code, site_project.evidence)
     page = directives.Page(site, f"lessons/{name}.md", site.status(name))
@@ -284,7 +284,7 @@ def expand(site_project, name: str, markdown: str) -> str:
 
 
 def test_step_shows_each_records_output_of_that_step(site_project):
-    from kit import Step
+    from verified_triton.core.kit import Step
 
     stepped(site_project)
     site_project.write(site_project.make_record(
@@ -308,7 +308,7 @@ def test_a_record_from_before_steps_says_so(site_project):
 
 
 def test_a_run_that_stopped_before_a_step_says_so(site_project):
-    from kit import Step
+    from verified_triton.core.kit import Step
 
     stepped(site_project)
     site_project.write(site_project.make_record("stepped", mode="gpu", outcome="by-design", exit_code=3,
@@ -322,8 +322,8 @@ def test_a_run_that_stopped_before_a_step_says_so(site_project):
 
 
 def test_a_passed_current_record_missing_the_step_is_an_error(site_project):
-    import directives
-    from kit import Step
+    from verified_triton.core.kit import Step
+    from verified_triton.site import directives
 
     stepped(site_project)
     site_project.write(site_project.make_record("stepped", steps=[Step("checks", "")]))
@@ -342,7 +342,7 @@ def test_a_step_main_does_not_have_fails_the_build_at_the_page_line(site_project
 
 
 def test_steps_render_on_the_built_page(site_project):
-    from kit import Step
+    from verified_triton.core.kit import Step
 
     stepped(site_project)
     site_project.write(site_project.make_record("stepped", steps=[Step("checks", "checked here\n"),

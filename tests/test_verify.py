@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from conftest import PASSING, Project, fake_record, figure_name, make_project
-from evidence import write_record
-from kit import Check
-from limits import LIMITS
-from status import FAILED, PARTIAL, STALE, UNVERIFIED, VERIFIED
+from verified_triton.core.kit import Check
+from verified_triton.core.limits import LIMITS
+from verified_triton.judge.evidence import write_record
+from verified_triton.judge.status import FAILED, PARTIAL, STALE, UNVERIFIED, VERIFIED
 
 STREAM_LIMIT = LIMITS.stream_kept
 
@@ -843,7 +843,7 @@ def test_syntax_error_in_a_lesson_names_file_and_line(project):
 def test_bounded_reader_keeps_head_and_tail():
     import threading
 
-    from capture import BoundedReader
+    from verified_triton.record.capture import BoundedReader
 
     read, write = os.pipe()
     data = bytes(range(256)) * 2000  # 512000 bytes
@@ -875,7 +875,7 @@ def test_bounded_reader_keeps_head_and_tail():
 def test_bounded_reader_small_output_is_complete(data, expect):
     import io
 
-    from capture import BoundedReader
+    from verified_triton.record.capture import BoundedReader
 
     reader = BoundedReader(io.BytesIO(data), limit=1000)
     reader.run()
@@ -883,14 +883,14 @@ def test_bounded_reader_small_output_is_complete(data, expect):
 
 
 def _captured(code, timed_out=False, stderr=""):
-    from capture import Captured
+    from verified_triton.record.capture import Captured
 
     return Captured(code, timed_out, "", stderr, 0, 0, 1.0)
 
 
 def test_classify_outcomes(project):
-    import kit
-    from runner import classify
+    from verified_triton.core import kit
+    from verified_triton.record.runner import classify
 
     project.add("good", PASSING)
     lesson = project.lesson("good")
@@ -913,8 +913,8 @@ def test_classify_outcomes(project):
 
 
 def test_run_lesson_round_trips_a_record_in_process(project):
-    from machine import this_machine
-    from runner import run_lesson
+    from verified_triton.record.machine import this_machine
+    from verified_triton.record.runner import run_lesson
 
     project.add("good", PASSING)
     result = run_lesson(project.lesson("good"), "interpreter", this_machine(), project.evidence, timeout=60)

@@ -71,6 +71,8 @@ EOF
         fetch_axe
         echo "== ruff"
         .venv/bin/ruff check .
+        echo "== the wings of tools/verified_triton (import-linter, pyproject.toml's [tool.importlinter])"
+        PYTHONPATH=tools .venv/bin/lint-imports --no-cache | sed -n '/^Contracts:/p;/BROKEN/,$p'
         echo "== evidence is current for every lesson (tools/verify.py --check)"
         .venv/bin/python tools/verify.py --check
         echo "== fresh interpreter runs agree with the committed evidence (tools/verify.py --compare)"

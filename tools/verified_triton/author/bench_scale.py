@@ -29,7 +29,8 @@ import time
 import urllib.request
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from verified_triton.core.paths import ROOT
+
 PY = sys.executable
 
 
@@ -40,16 +41,15 @@ def copy_repo(dest: Path) -> None:
 
 
 def add_lessons(root: Path, count: int) -> None:
-    sys.path.insert(0, str(root / "tools"))
-    from evidence import write_record
-    from lessons import load_lesson
-    from new_lesson import create
+    from verified_triton.author.new_lesson import create
+    from verified_triton.core.lessons import load_lesson
+    from verified_triton.judge.evidence import write_record
 
     # A typical lesson: the median-sized GPU and interpreter records of the course.
     gpus = sorted((ROOT / "evidence").glob("*/gpu-*.json"), key=lambda p: p.stat().st_size)
     interps = sorted((ROOT / "evidence").glob("*/interpreter.json"), key=lambda p: p.stat().st_size)
     template_gpu, template_interp = gpus[len(gpus) // 2], interps[len(interps) // 2]
-    from evidence import read_record
+    from verified_triton.judge.evidence import read_record
 
     gpu = read_record(template_gpu)
     interp = read_record(template_interp)

@@ -18,11 +18,9 @@ import re
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from verified_triton.core.lessons import LessonError, discover
+from verified_triton.core.paths import ROOT
 
-from lessons import LessonError, discover  # noqa: E402
-
-ROOT = Path(__file__).resolve().parent.parent
 VALID = re.compile(r"\A[a-z][a-z0-9]*(?:-[a-z0-9]+)*\Z")
 
 # The lesson file keeps to 88 columns (code/ruff.toml), so no line hides behind a scroll on the page.

@@ -31,11 +31,9 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from verified_triton.core.paths import ROOT
+from verified_triton.site.glossary import ABBREVIATIONS, Entry, read
 
-from glossary import ABBREVIATIONS, Entry, read  # noqa: E402
-
-ROOT = Path(__file__).resolve().parent.parent
 RULES = ("history", "unseen", "timing", "glossary")
 ALLOW = re.compile(r"^\s*<!--\s*prose-lint:\s*allow\s+(?P<rules>[a-z, ]+?)\s*:\s*(?P<reason>\S.*?)\s*-->\s*$")
 FENCE = re.compile(r"^\s*(`{3,}|~{3,})")
@@ -271,7 +269,7 @@ def rule_glossary(page: str, paras: list[Paragraph], entries: list[Entry]) -> li
 
 def recorded_methods(markdown: str, evidence_dir: Path) -> set[str] | None:
     """The timing kinds ("graph", "events") the GPU records of the page's lesson name; None without any."""
-    from evidence import lesson_records
+    from verified_triton.judge.evidence import lesson_records
 
     found = re.search(r"^lesson:\s*(\S+)\s*$", markdown.split("\n---", 1)[0], re.M)
     if not found:

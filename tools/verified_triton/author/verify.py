@@ -29,16 +29,17 @@ import tempfile
 from functools import partial
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from bundles import import_bundles, write_bundle  # noqa: E402
-from capture import kill_all_on_signals  # noqa: E402
-from evidence import EvidenceError, read_record, record_path  # noqa: E402
-from lessons import MODES, Lesson, LessonError, discover  # noqa: E402
-from machine import SETUP, Machine, mode_problem, this_machine  # noqa: E402
-from plan import execute, parse_shard, plan_runs, recorded_wall, shard  # noqa: E402
-from provenance import Expectation, provenance_problems  # noqa: E402
-from report import (  # noqa: E402
+from verified_triton.core.lessons import MODES, Lesson, LessonError, discover
+from verified_triton.core.paths import ROOT
+from verified_triton.core.safefs import UnsafePathError
+from verified_triton.judge.evidence import EvidenceError, read_record, record_path
+from verified_triton.judge.status import judge
+from verified_triton.record.bundles import import_bundles, write_bundle
+from verified_triton.record.capture import kill_all_on_signals
+from verified_triton.record.machine import SETUP, Machine, mode_problem, this_machine
+from verified_triton.record.plan import execute, parse_shard, plan_runs, recorded_wall, shard
+from verified_triton.record.provenance import Expectation, provenance_problems
+from verified_triton.record.report import (
     check_problems,
     print_status,
     print_summary,
@@ -46,13 +47,8 @@ from report import (  # noqa: E402
     status_json,
     terminal_safe,
 )
-from runner import mode_key, run_lesson, sweep_orphans  # noqa: E402
-from safefs import UnsafePathError  # noqa: E402
-from smoke import smoke_command  # noqa: E402
-from status import judge  # noqa: E402
-
-ROOT = Path(__file__).resolve().parent.parent
-
+from verified_triton.record.runner import mode_key, run_lesson, sweep_orphans
+from verified_triton.record.smoke import smoke_command
 
 EPILOG = """\
 what it does (one of):
@@ -66,7 +62,7 @@ what it does (one of):
                 (a GPU below [requires] capability declined it): what the publish job runs
   --compare     re-run the interpreter mode in a scratch folder, exit 1 where it disagrees
   --smoke       a smoke run: the interpreter mode with the GPU steps too, on tiny inputs, untimed;
-                exit 1 if a lesson fails, each failure at its FILE:LINE; records nothing (tools/smoke.py)
+                exit 1 if a lesson fails, each failure at its FILE:LINE; records nothing (record/smoke.py)
   --import      merge bundles recorded on other machines
 
 modes (--mode):
@@ -117,7 +113,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--import", dest="import_paths", type=Path, nargs="+", metavar="PATH",
                    help="merge one or more bundles")
     p.add_argument("--expect-mode", choices=["interpreter", "gpu"],
-                   help="with --import: refuse bundles holding records of the other mode (tools/provenance.py)")
+                   help="with --import: refuse bundles holding records of the other mode (record/provenance.py)")
     p.add_argument("--expect-gpu", metavar="MODEL",
                    help="with --import: refuse GPU records of another model than MODEL (the runner label, e.g. h200)")
     p.add_argument("--require-attestation", metavar="OWNER/REPO/.github/workflows/FILE@REF",

@@ -14,9 +14,8 @@ from __future__ import annotations
 import importlib.util
 import sys
 import typing
-from pathlib import Path
 
-KIT_PATH = Path(__file__).resolve().parent.parent / "code" / "lessonkit.py"
+from verified_triton.core.paths import KIT_PATH
 
 
 def _load():

@@ -20,12 +20,11 @@ from dataclasses import asdict, dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 
-import schema
-from limits import LIMITS
-from safefs import UnsafePathError, read_bytes, read_text
+from verified_triton.core import schema
+from verified_triton.core.limits import LIMITS
+from verified_triton.core.paths import CODE_DIR
+from verified_triton.core.safefs import UnsafePathError, read_bytes, read_text
 
-ROOT = Path(__file__).resolve().parent.parent
-CODE_DIR = ROOT / "code"
 MODES = ("interpreter", "gpu")
 LESSON_NAME = schema.LESSON_NAME  # one pattern for a folder name and a record's lesson field
 VERSION = re.compile(r"\A[0-9]+(\.[0-9]+){0,2}\Z")

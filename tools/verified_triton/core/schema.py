@@ -19,7 +19,7 @@ import types
 import typing
 from functools import cache
 
-from limits import LIMITS
+from verified_triton.core.limits import LIMITS
 
 
 class SchemaError(Exception):

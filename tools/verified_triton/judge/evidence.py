@@ -25,10 +25,21 @@ import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import schema
-from kit import STEP_NAME, UNITS, Benchmark, Check, Figure, FilteredWarning, Prediction, SkippedPart, Step, Table
-from limits import LIMITS
-from safefs import UnsafePathError, read_bytes, walk_files
+from verified_triton.core import schema
+from verified_triton.core.kit import (
+    STEP_NAME,
+    UNITS,
+    Benchmark,
+    Check,
+    Figure,
+    FilteredWarning,
+    Prediction,
+    SkippedPart,
+    Step,
+    Table,
+)
+from verified_triton.core.limits import LIMITS
+from verified_triton.core.safefs import UnsafePathError, read_bytes, walk_files
 
 FORMAT_VERSION = 2
 OUTCOMES = ("passed", "failed", "timeout", "crashed", "by-design")

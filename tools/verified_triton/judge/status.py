@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 
-import kit
-from evidence import Record, lesson_records, record_path
-from lessons import Lesson
-from numfmt import fixed, seconds
+from verified_triton.core import kit
+from verified_triton.core.lessons import Lesson
+from verified_triton.core.numfmt import fixed, seconds
+from verified_triton.judge.evidence import Record, lesson_records, record_path
 
 
 class Status(Enum):

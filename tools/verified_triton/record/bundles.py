@@ -27,9 +27,10 @@ import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import schema
-from changes import Change, carry_history, changes, differences
-from evidence import (
+from verified_triton.core import schema
+from verified_triton.core.lessons import Lesson
+from verified_triton.core.limits import LIMITS
+from verified_triton.judge.evidence import (
     PNG_MAGIC,
     EvidenceError,
     Record,
@@ -43,10 +44,9 @@ from evidence import (
     record_path,
     write_record,
 )
-from lessons import Lesson
-from limits import LIMITS
-from report import changed_files
-from status import contradictions
+from verified_triton.judge.status import contradictions
+from verified_triton.record.changes import Change, carry_history, changes, differences
+from verified_triton.record.report import changed_files
 
 MEMBER = re.compile(r"\A(?P<lesson>[a-z0-9][a-z0-9-]{0,63})/(?:(?P<key>[a-z0-9-]{1,64})\.json|"
                     r"(?P<fkey>[a-z0-9-]{1,64})/(?P<file>[A-Za-z0-9][A-Za-z0-9._-]{0,150}\.png))\Z")

@@ -18,7 +18,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from limits import LIMITS
+from verified_triton.core.limits import LIMITS
 
 # Started as `python -c LAUNCHER main.py`: ask the kernel to kill this process when
 # its parent dies (even by SIGKILL), then become the lesson. Linux only; elsewhere a no-op.

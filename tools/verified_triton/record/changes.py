@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from evidence import HistoryPoint, Record
-from limits import LIMITS
+from verified_triton.core.limits import LIMITS
+from verified_triton.judge.evidence import HistoryPoint, Record
 
 NOISE = 0.02
 

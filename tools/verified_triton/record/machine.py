@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 
-from safefs import UnsafePathError, write_bytes
+from verified_triton.core.paths import ROOT
+from verified_triton.core.safefs import UnsafePathError, write_bytes
 
 
 @dataclass(frozen=True)
@@ -96,7 +97,7 @@ def this_machine() -> Machine:
 SETUP = ("a Python with torch, triton and numpy; `bash tools/dev.sh author` creates one (.venv, the author's "
          "environment), then run `.venv/bin/python tools/verify.py`")
 ENV_MODULES = ("numpy", "torch", "triton")  # what every lesson imports besides the kit (matplotlib only to plot)
-PROJECT = Path(__file__).resolve().parent.parent
+PROJECT = ROOT
 CHECKED = PROJECT / ".cache" / "preflight"  # one empty file per successful check (.cache/ is not committed)
 
 # Run in a child, as a lesson would be: the same interpreter, environment and import path.

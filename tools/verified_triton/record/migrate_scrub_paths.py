@@ -1,9 +1,9 @@
 """One-off migration (issue 20): take the paths of the recording machine out of the committed records.
 
-    python tools/migrations/scrub_paths.py            clean every evidence/<lesson>/<key>.json in place
-    python tools/migrations/scrub_paths.py --check    exit 1 if any record still holds such a path; change nothing
+    python tools/migrate.py            clean every evidence/<lesson>/<key>.json in place
+    python tools/migrate.py --check    exit 1 if any record still holds such a path; change nothing
 
-Records written before tools/scrub.py kept absolute paths in what a run
+Records written before tools/verified_triton/record/scrub.py kept absolute paths in what a run
 printed (a warning from <site-packages>, a traceback through the temporary
 folder). This rewrites exactly those texts with the scrubber verify now uses
 before it writes a record, and nothing else: the source hash, the file list,
@@ -19,13 +19,9 @@ import copy
 import sys
 from pathlib import Path
 
-TOOLS = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(TOOLS))
-
-from evidence import EvidenceError, atomic_write_text, read_record  # noqa: E402
-from scrub import scrub_record, scrubber  # noqa: E402
-
-ROOT = TOOLS.parent
+from verified_triton.core.paths import ROOT
+from verified_triton.judge.evidence import EvidenceError, atomic_write_text, read_record
+from verified_triton.record.scrub import scrub_record, scrubber
 
 
 def migrate(evidence_dir: Path, check: bool = False) -> list[Path]:

@@ -17,12 +17,12 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from evidence import EvidenceError, Record, read_record, record_path
-from lessons import Lesson
-from machine import Machine
-from report import terminal_safe
-from runner import RunResult, mode_key, run_lesson
-from status import contradictions
+from verified_triton.core.lessons import Lesson
+from verified_triton.judge.evidence import EvidenceError, Record, read_record, record_path
+from verified_triton.judge.status import contradictions
+from verified_triton.record.machine import Machine
+from verified_triton.record.report import terminal_safe
+from verified_triton.record.runner import RunResult, mode_key, run_lesson
 
 HEARTBEAT_S = 20.0
 DEFAULT_WALL_S = 60.0  # a lesson never recorded counts as this in shard balancing

@@ -31,9 +31,9 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from bundles import read_bundle
-from evidence import Record
-from lessons import Lesson
+from verified_triton.core.lessons import Lesson
+from verified_triton.judge.evidence import Record
+from verified_triton.record.bundles import read_bundle
 
 SIGNER = re.compile(r"^(?P<repo>[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+)/(?P<path>\.github/workflows/[A-Za-z0-9_.-]+\.ya?ml)"
                     r"@(?P<ref>refs/[A-Za-z0-9_./-]+)$")

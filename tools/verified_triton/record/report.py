@@ -10,8 +10,8 @@ import os
 import sys
 from dataclasses import asdict
 
-from lessons import MODES, Lesson
-from status import FAILED, STALE, UNVERIFIED, LessonStatus
+from verified_triton.core.lessons import MODES, Lesson
+from verified_triton.judge.status import FAILED, STALE, UNVERIFIED, LessonStatus
 
 
 def terminal_safe(text: str) -> str:

@@ -19,11 +19,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-import kit
-import schema
-from capture import Captured, run_bounded
-from changes import Change, carry_history, changes
-from evidence import (
+from verified_triton.core import kit, schema
+from verified_triton.core.lessons import Lesson, combined_hash
+from verified_triton.core.limits import LIMITS
+from verified_triton.core.safefs import UnsafePathError, read_bytes
+from verified_triton.judge.evidence import (
     PNG_MAGIC,
     Environment,
     EvidenceError,
@@ -35,12 +35,11 @@ from evidence import (
     record_path,
     write_record,
 )
-from lessons import Lesson, combined_hash
-from limits import LIMITS
-from machine import ENV_MODULES, Machine
-from safefs import UnsafePathError, read_bytes
-from scrub import scrub_record, scrubber
-from status import contradictions
+from verified_triton.judge.status import contradictions
+from verified_triton.record.capture import Captured, run_bounded
+from verified_triton.record.changes import Change, carry_history, changes
+from verified_triton.record.machine import ENV_MODULES, Machine
+from verified_triton.record.scrub import scrub_record, scrubber
 
 TEMP_PREFIX = "vt-verify-"
 
@@ -77,7 +76,7 @@ def run_lesson(lesson: Lesson, mode: str, machine: Machine, evidence_dir: Path, 
         env = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONIOENCODING="utf-8", MPLBACKEND="Agg")
         env.update({kit.RESULTS_ENV: str(results_file), kit.FIGURES_ENV: str(fig_dir)})
         env.pop(kit.INTERPRET_ENV, None)
-        env.pop(kit.SMOKE_ENV, None)  # a smoke run is never evidence (tools/smoke.py)
+        env.pop(kit.SMOKE_ENV, None)  # a smoke run is never evidence (tools/verified_triton/record/smoke.py)
         if mode == "interpreter":
             env[kit.INTERPRET_ENV] = "1"
         if device is not None and gpu is not None:

@@ -7,7 +7,7 @@ machine: paths under the project become repository-relative
 <site-packages>/triton/..., <python>/subprocess.py (the standard library),
 <tmp>/..., ~/.... A record is then the same wherever it was made, and a page
 never shows a user name or a folder layout of the machine that ran it.
-tools/migrations/scrub_paths.py cleans records written before this existed.
+tools/migrate.py cleans records written before this existed.
 """
 
 from __future__ import annotations

@@ -17,11 +17,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-import kit
-from capture import run_bounded
-from lessons import Lesson
-from report import terminal_safe
-from runner import inside, read_results
+from verified_triton.core import kit
+from verified_triton.core.lessons import Lesson
+from verified_triton.record.capture import run_bounded
+from verified_triton.record.report import terminal_safe
+from verified_triton.record.runner import inside, read_results
 
 FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d+), in (?P<function>.+)$')
 

@@ -8,7 +8,7 @@ The site build calls the same functions (the hook publishes downloads/<lesson>.z
 and notebooks/<lesson>.ipynb). An archive holds the lesson's files, lesson.toml,
 lessonkit.py and a README with the run commands: unpacked into an empty folder,
 `TRITON_INTERPRET=1 python <file>.py` runs as it does in the repository. A
-notebook is the lesson's page, runnable (tools/notebook.py): the page's prose,
+notebook is the lesson's page, runnable (tools/verified_triton/site/notebook.py): the page's prose,
 section by section, each followed by the code it discusses, and every step of
 main() with what the recorded GPU run printed in it. Nothing here runs a lesson.
 """
@@ -23,34 +23,19 @@ import sys
 import zipfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from verified_triton.core.lessons import Lesson
+from verified_triton.core.numfmt import seconds
+from verified_triton.core.paths import ROOT
+from verified_triton.core.safefs import UnsafePathError, same_bytes, write_bytes
+from verified_triton.site import directives, sources
+from verified_triton.site import notebook as notebooks
+from verified_triton.site.render import markdown_text
+from verified_triton.site.requirements import INSTALL, requirements
+from verified_triton.site.siteconfig import NOTEBOOKS, ConfigError, check_branch, check_repo_url
 
-import directives  # noqa: E402
-import notebook as notebooks  # noqa: E402
-from lessons import Lesson  # noqa: E402
-from limits import LIMITS  # noqa: E402
-from numfmt import seconds  # noqa: E402
-from render import markdown_text  # noqa: E402
-from requirements import INSTALL, requirements  # noqa: E402
-from safefs import UnsafePathError, read_bytes, same_bytes, write_bytes  # noqa: E402
-from siteconfig import REPO_URL, ConfigError, check_branch, check_repo_url  # noqa: E402
-
-ROOT = Path(__file__).resolve().parent.parent
-ARCHIVES, NOTEBOOKS = "downloads", "notebooks"
+ARCHIVES = "downloads"
 ZIP_TIME = (2020, 1, 1, 0, 0, 0)  # fixed, so the same lesson always makes the same bytes
 
-
-def colab_url(repo_url: str, branch: str, lesson: Lesson) -> str:
-    """Colab's GitHub form: https://colab.research.google.com/github/OWNER/REPO/blob/BRANCH/notebooks/NAME.ipynb"""
-    try:  # siteconfig's checks: a plain GitHub repository and a valid branch name, or no link at all
-        match = REPO_URL.match(check_repo_url(repo_url))
-        check_branch(branch)
-    except ConfigError:
-        return ""
-    if not match:
-        return ""
-    owner, repo = match["owner"], match["repo"].removesuffix(".git")
-    return f"https://colab.research.google.com/github/{owner}/{repo}/blob/{branch}/{NOTEBOOKS}/{lesson.name}.ipynb"
 
 
 def built_commit(fallback: str, root: Path = ROOT) -> str:
@@ -69,24 +54,6 @@ def built_commit(fallback: str, root: Path = ROOT) -> str:
             sha = ""
     return sha if re.fullmatch(r"[0-9a-f]{40}", sha) else fallback
 
-
-def lesson_files(lesson: Lesson, code_dir: Path) -> dict[str, bytes]:
-    """Archive name -> bytes: the lesson's sources (the kit too), each read through safefs.
-
-    The kit and the modules of the lessons it `uses` sit beside the main file in the archive,
-    where its imports find them.
-    """
-    files = {}
-    code_dir = Path(code_dir).absolute()
-    for path in lesson.source_files():
-        if path.parent == lesson.folder or not path.is_relative_to(lesson.folder):
-            name = path.name
-        else:
-            name = path.relative_to(lesson.folder).as_posix()
-        if name in files:
-            raise ValueError(f"{path}: two source files of {lesson.name} would share the name {name} in its archive")
-        files[name] = read_bytes(path, LIMITS.source_file, code_dir)
-    return files
 
 
 # -- archives ------------------------------------------------------------------------
@@ -120,7 +87,7 @@ def readme(lesson: Lesson, site: directives.Site) -> str:
 
 def archive(lesson: Lesson, site: directives.Site) -> bytes:
     """A zip with one folder, <lesson>/, that runs as it is."""
-    files = lesson_files(lesson, site.code_dir)
+    files = sources.lesson_files(lesson, site.code_dir)
     files["README.md"] = readme(lesson, site).encode()
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as zf:
@@ -135,7 +102,7 @@ def archive(lesson: Lesson, site: directives.Site) -> bytes:
 # -- notebooks -------------------------------------------------------------------------
 
 def notebook(lesson: Lesson, site: directives.Site, docs_dir: Path):
-    """The lesson's notebook (tools/notebook.py makes it: the page, runnable)."""
+    """The lesson's notebook (tools/verified_triton/site/notebook.py makes it: the page, runnable)."""
     return notebooks.build(lesson, site, docs_dir)  # nbformat's constructors; tests/test_downloads.py validates
 
 

@@ -20,8 +20,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from limits import LIMITS
-from safefs import read_text
+from verified_triton.core.limits import LIMITS
+from verified_triton.core.safefs import read_text
 
 ABBREVIATIONS = Path("includes") / "abbreviations.md"  # under docs/
 LINE = re.compile(r"^\*\[(?P<term>[^\]\\]+)\]:[ ]*(?P<definition>.+?)\s*$")

@@ -4,7 +4,7 @@ The hook is thin; each job lives elsewhere:
 - the Lessons section of the navigation comes from lesson.toml (`order`), never from mkdocs.yml;
 - every lesson source is published as a download and a full-source page (sources.py);
 - every usable record and the figures it names are published, read through the schema and safefs;
-- `::NAME ARGS` lines are expanded by the directive registry (tools/directives/).
+- `::NAME ARGS` lines are expanded by the directive registry (tools/verified_triton/site/directives/).
 Any error (a bad directive, a missing file or region, unusable evidence, a link
 under code/ or evidence/) fails the build with the page's FILE:LINE or the file's path;
 under `mkdocs serve` it shows in the browser instead, until the next good build (overlay.py).
@@ -16,29 +16,21 @@ import functools
 import logging
 import os
 import re
-import sys
 from pathlib import Path
 
 from mkdocs.exceptions import Abort, PluginError
 from mkdocs.structure.files import File, Files
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from verified_triton.core.lessons import LessonError, discover
+from verified_triton.core.limits import LIMITS
+from verified_triton.core.paths import ROOT
+from verified_triton.core.safefs import UnsafePathError, read_text
+from verified_triton.judge.evidence import EvidenceError, figure_files, read_figure
+from verified_triton.site import directives, downloads, incremental, overlay, render, siteconfig, sources
+from verified_triton.site.directives.output import log_text, log_uri
+from verified_triton.site.siteconfig import ConfigError, check_branch, check_repo_url
+from verified_triton.site.snippets import SnippetError, read_regions
 
-import directives  # noqa: E402
-import downloads  # noqa: E402
-import incremental  # noqa: E402
-import overlay  # noqa: E402
-import render  # noqa: E402
-import sources  # noqa: E402
-from directives.output import log_text, log_uri  # noqa: E402
-from evidence import EvidenceError, figure_files, read_figure  # noqa: E402
-from lessons import LessonError, discover  # noqa: E402
-from limits import LIMITS  # noqa: E402
-from safefs import UnsafePathError, read_text  # noqa: E402
-from siteconfig import ConfigError, check_branch, check_repo_url  # noqa: E402
-from snippets import SnippetError, read_regions  # noqa: E402
-
-ROOT = Path(__file__).resolve().parent.parent
 # Tests point the hook at a throw-away project; the site publishes them as code/ and evidence/ all the same.
 CODE_DIR = Path(os.environ.get("VT_CODE_DIR") or ROOT / "code").absolute()
 EVIDENCE_DIR = Path(os.environ.get("VT_EVIDENCE_DIR") or ROOT / "evidence").absolute()
@@ -290,7 +282,7 @@ def _publish_lesson_downloads(out: _Output, site, docs_dir: Path, fingerprints: 
                               lesson, commit: str) -> list[tuple[str, str]]:
     """One lesson's zip and notebook; the links its requirements box shows."""
     archive_uri = f"{downloads.ARCHIVES}/{lesson.name}.zip"
-    notebook_uri = f"{downloads.NOTEBOOKS}/{lesson.name}.ipynb"
+    notebook_uri = f"{siteconfig.NOTEBOOKS}/{lesson.name}.ipynb"
     key = (lesson.name, fingerprints[lesson.name], site.repo_url, site.branch)
     try:
         out.add(archive_uri, incremental.memo(("zip", *key), lambda lesson=lesson: downloads.archive(lesson, site)))
@@ -302,7 +294,7 @@ def _publish_lesson_downloads(out: _Output, site, docs_dir: Path, fingerprints: 
         raise PluginError(f"docs/{lesson.page}:{exc.line}: {exc.error}") from None
     entry = [(":material-folder-zip-outline: Download the lesson (zip)", archive_uri),
              (":material-notebook-outline: Jupyter notebook", notebook_uri)]
-    colab = downloads.colab_url(site.repo_url, commit, lesson)
+    colab = siteconfig.colab_url(site.repo_url, commit, lesson)
     if colab:
         entry.append(("Open in Colab", colab))
     return entry

@@ -21,7 +21,7 @@ import os
 import stat
 from pathlib import Path
 
-from safefs import same_bytes, write_bytes
+from verified_triton.core.safefs import same_bytes, write_bytes
 
 _fingerprints: dict[str, tuple] = {}
 _course: tuple | None = None

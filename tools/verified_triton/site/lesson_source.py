@@ -21,9 +21,9 @@ import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
-from kit import STEP_NAME
-from limits import LIMITS
-from safefs import UnsafePathError, read_text
+from verified_triton.core.kit import STEP_NAME
+from verified_triton.core.limits import LIMITS
+from verified_triton.core.safefs import UnsafePathError, read_text
 
 DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 

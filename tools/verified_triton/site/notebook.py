@@ -29,17 +29,16 @@ import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import directives
-import lesson_source
-from directives.common import gpu_first
-from evidence import Record
-from lessons import Lesson
-from limits import LIMITS
-from numfmt import seconds
-from render import clean_output, code, code_block, markdown_text
-from requirements import COLAB_GPUS, INSTALL, version_tuple
-from safefs import read_text
-from snippets import END, MARKER_LIKE, START, extract
+from verified_triton.core.lessons import Lesson
+from verified_triton.core.limits import LIMITS
+from verified_triton.core.numfmt import seconds
+from verified_triton.core.safefs import read_text
+from verified_triton.judge.evidence import Record
+from verified_triton.site import directives, lesson_source, siteconfig, sources
+from verified_triton.site.directives.common import gpu_first
+from verified_triton.site.render import clean_output, code, code_block, markdown_text
+from verified_triton.site.requirements import COLAB_GPUS, INSTALL, version_tuple
+from verified_triton.site.snippets import END, MARKER_LIKE, START, extract
 
 IMPORT_LINE = "HERE = Path(__file__).resolve().parent"
 NOTEBOOK_IMPORT = "HERE = Path.cwd()  # in a notebook: lessonkit.py was written here by the cell above"
@@ -564,8 +563,6 @@ def plan(lesson: Lesson, site: directives.Site, docs_dir: Path) -> list[Cell]:
 
 def title_cells(lesson: Lesson, site: directives.Site, title: str | None, record: Record | None,
                 source: lesson_source.LessonSource, prelude_nodes: list[int]) -> list[Cell]:
-    from downloads import colab_url, lesson_files
-
     heading = title or f"# {md_text(lesson.title)}"
     if record is None:
         recorded = "No GPU run has been recorded for this lesson yet."
@@ -582,10 +579,10 @@ def title_cells(lesson: Lesson, site: directives.Site, title: str | None, record
              "This notebook is the lesson's page, runnable: each section's prose is followed by the code it "
              "discusses, and the lesson code the page does not show sits in collapsed cells, placed before it "
              f"is needed. {recorded} Run the cells in order, top to bottom."]
-    colab = colab_url(site.repo_url, site.branch, lesson)
+    colab = siteconfig.colab_url(site.repo_url, site.branch, lesson)
     if colab:
         intro += ["", f"[Open in Colab]({colab})"]
-    files = lesson_files(lesson, site.code_dir)
+    files = sources.lesson_files(lesson, site.code_dir)
     files.pop(lesson.main.name)
     imports = "\n".join(ln for ln in source.owned_text(prelude_nodes).split("\n")
                         if not (START.match(ln) or END.match(ln)))

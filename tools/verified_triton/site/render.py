@@ -4,7 +4,7 @@ One job: text in, Markdown out. Everything that came from a run, a bundle or
 an author's declaration goes through `text()`, `code()` or `code_block()`, so
 recorded output containing HTML, Markdown, template braces, terminal escapes
 or invisible format characters shows as the characters it is, never as
-markup. The directives (tools/directives/) build pages from these blocks.
+markup. The directives (tools/verified_triton/site/directives/) build pages from these blocks.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from __future__ import annotations
 import re
 import unicodedata
 
-import numfmt
-from limits import LIMITS
-from status import Status
+from verified_triton.core import numfmt
+from verified_triton.core.limits import LIMITS
+from verified_triton.judge.status import Status
 
 ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
 CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kit import install_command
-from lessons import Lesson
-from status import LessonStatus
+from verified_triton.core.kit import install_command
+from verified_triton.core.lessons import Lesson
+from verified_triton.judge.status import LessonStatus
 
 COLAB_GPUS = (("T4", (7, 5)), ("L4", (8, 9)), ("A100", (8, 0)), ("H100", (9, 0)))  # name, capability
 INSTALL = "pip install torch triton numpy matplotlib"

@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import re
 
+from verified_triton.core.lessons import Lesson
+
+NOTEBOOKS = "notebooks"  # the folder of the notebooks, in the repository and on the site
 # GitHub's own rules: an owner is letters, digits and single hyphens (at most 39); a repository name is
 # letters, digits, '.', '-' and '_' (at most 100), and neither '.' nor '..'.
 REPO_URL = re.compile(r"\Ahttps://github\.com/(?P<owner>[A-Za-z0-9](?:-?[A-Za-z0-9]){0,38})/"
@@ -44,3 +47,15 @@ def check_branch(value: object) -> str:
                           "(letters, digits, '.', '_', '-' and '/' between parts; no '..', no spaces or "
                           "control characters)")
     return value
+
+def colab_url(repo_url: str, branch: str, lesson: Lesson) -> str:
+    """Colab's GitHub form: https://colab.research.google.com/github/OWNER/REPO/blob/BRANCH/notebooks/NAME.ipynb"""
+    try:  # siteconfig's checks: a plain GitHub repository and a valid branch name, or no link at all
+        match = REPO_URL.match(check_repo_url(repo_url))
+        check_branch(branch)
+    except ConfigError:
+        return ""
+    if not match:
+        return ""
+    owner, repo = match["owner"], match["repo"].removesuffix(".git")
+    return f"https://colab.research.google.com/github/{owner}/{repo}/blob/{branch}/{NOTEBOOKS}/{lesson.name}.ipynb"

@@ -19,8 +19,8 @@ import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
-from limits import LIMITS
-from safefs import UnsafePathError, read_text
+from verified_triton.core.limits import LIMITS
+from verified_triton.core.safefs import UnsafePathError, read_text
 
 START = re.compile(r"^\s*#\s*snippet:\s*(?P<name>\S*)\s*$")
 END = re.compile(r"^\s*#\s*end snippet\s*$")

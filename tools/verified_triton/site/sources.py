@@ -9,9 +9,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from render import attr, code_block
-from safefs import walk_files
-from snippets import Region
+from verified_triton.core.lessons import Lesson
+from verified_triton.core.limits import LIMITS
+from verified_triton.core.safefs import read_bytes, walk_files
+from verified_triton.site.render import attr, code_block
+from verified_triton.site.snippets import Region
 
 
 def published(code_dir: Path) -> list[Path]:
@@ -44,3 +46,21 @@ def source_page(rel_path: str, source: str, regions: list[Region], raw_link: str
         out.append("")
     out.append(code_block(source.rstrip("\n"), "python", f'title="{attr(rel_path)}" linenums="1"'))
     return "\n".join(out) + "\n"
+
+def lesson_files(lesson: Lesson, code_dir: Path) -> dict[str, bytes]:
+    """Archive name -> bytes: the lesson's sources (the kit too), each read through safefs.
+
+    The kit and the modules of the lessons it `uses` sit beside the main file in the archive,
+    where its imports find them.
+    """
+    files = {}
+    code_dir = Path(code_dir).absolute()
+    for path in lesson.source_files():
+        if path.parent == lesson.folder or not path.is_relative_to(lesson.folder):
+            name = path.name
+        else:
+            name = path.relative_to(lesson.folder).as_posix()
+        if name in files:
+            raise ValueError(f"{path}: two source files of {lesson.name} would share the name {name} in its archive")
+        files[name] = read_bytes(path, LIMITS.source_file, code_dir)
+    return files

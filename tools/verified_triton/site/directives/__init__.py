@@ -22,8 +22,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lessons import Lesson, discover
-from status import LessonStatus, judge
+from verified_triton.core.lessons import Lesson, discover
+from verified_triton.judge.status import LessonStatus, judge
 
 
 class DirectiveError(Exception):
@@ -143,7 +143,7 @@ def expand(name: str, args_text: str, page: Page, body: str | None = None) -> st
 def render_snippet_safe(markdown: str) -> str:
     """Directive output (code, evidence) with pymdownx.snippets' markers escaped, so a recorded
     `--8<-- "file"` line shows as written instead of pulling a file into the page."""
-    from render import snippet_safe
+    from verified_triton.site.render import snippet_safe
 
     return snippet_safe(markdown)
 
@@ -173,7 +173,7 @@ def expand_page(markdown: str, page: Page, first_line: int = 1) -> str:
 
     Errors come back as (line number, error) through PageError, for the caller to name the file.
     """
-    from render import indent_block
+    from verified_triton.site.render import indent_block
 
     out: list[str] = []
     fence: str | None = None

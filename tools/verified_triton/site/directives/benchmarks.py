@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import html
 
-from directives import Page, directive, notebook_form
-from directives.common import STALE_MARK, gpu_first, stale_note, where
-from evidence import HistoryPoint, Record
-from kit import OPTIONAL_SKIP, Benchmark
-from render import admonition, bounded_rows, interval, number, ratio, text
-from status import LessonStatus
+from verified_triton.core.kit import OPTIONAL_SKIP, Benchmark
+from verified_triton.judge.evidence import HistoryPoint, Record
+from verified_triton.judge.status import LessonStatus
+from verified_triton.site.directives import Page, directive, notebook_form
+from verified_triton.site.directives.common import STALE_MARK, gpu_first, stale_note, where
+from verified_triton.site.render import admonition, bounded_rows, interval, number, ratio, text
 
 VERDICT = {"met": ":material-check: met", "within noise": "≈ within noise", "not met": "**not met**"}
 ALIGN = ["---", "---:", "---:", "---:", "---"]

@@ -9,11 +9,21 @@ lesson gave one, stands under its name.
 
 from __future__ import annotations
 
-from directives import Page, directive
-from directives.common import STALE_MARK, gpu_first, mode_label
-from evidence import Record
-from render import COLLAPSE_ROWS_OVER, MAX_TEXT, SECOND_COPY, admonition, bounded_rows, code, md_table, text, unindexed
-from status import LessonStatus
+from verified_triton.judge.evidence import Record
+from verified_triton.judge.status import LessonStatus
+from verified_triton.site.directives import Page, directive
+from verified_triton.site.directives.common import STALE_MARK, gpu_first, mode_label
+from verified_triton.site.render import (
+    COLLAPSE_ROWS_OVER,
+    MAX_TEXT,
+    SECOND_COPY,
+    admonition,
+    bounded_rows,
+    code,
+    md_table,
+    text,
+    unindexed,
+)
 
 # Plain characters, not Material's icons: a checks table repeats its mark in every cell, and an inline
 # icon is an <svg> each time (twenty times the bytes of the character).

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from evidence import Record
-from render import text
-from status import LessonStatus
+from verified_triton.judge.evidence import Record
+from verified_triton.judge.status import LessonStatus
+from verified_triton.site.render import text
 
 STALE_MARK = "⚠ older source"
 

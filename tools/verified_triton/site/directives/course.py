@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from directives import Page, directive
-from numfmt import seconds
-from render import badge, md_table, text
-from status import LessonStatus
+from verified_triton.core.numfmt import seconds
+from verified_triton.judge.status import LessonStatus
+from verified_triton.site.directives import Page, directive
+from verified_triton.site.render import badge, md_table, text
 
 
 @directive("course", "the lessons in course order, with badges, summaries and prerequisites", needs_lesson=False)

@@ -6,12 +6,12 @@ the variant that matches the reader's scheme (#only-light, #only-dark).
 
 from __future__ import annotations
 
-from directives import DirectiveError, Page, directive, notebook_form
-from directives.common import STALE_MARK, gpu_first, mode_label, stale_note
-from evidence import Record, read_figure
-from kit import Figure
-from render import SECOND_COPY, admonition, text
-from status import LessonStatus
+from verified_triton.core.kit import Figure
+from verified_triton.judge.evidence import Record, read_figure
+from verified_triton.judge.status import LessonStatus
+from verified_triton.site.directives import DirectiveError, Page, directive, notebook_form
+from verified_triton.site.directives.common import STALE_MARK, gpu_first, mode_label, stale_note
+from verified_triton.site.render import SECOND_COPY, admonition, text
 
 
 def figure_html(page: Page, st: LessonStatus, record: Record, fig: Figure) -> str:

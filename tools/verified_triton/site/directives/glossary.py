@@ -1,17 +1,17 @@
 """::glossary — every term of the abbreviations file, its definition and the lesson that teaches it.
 
 The definitions are the ones a reader sees on hover on every page (Material's
-abbreviations, appended by pymdownx.snippets); see tools/glossary.py.
+abbreviations, appended by pymdownx.snippets); see tools/verified_triton/site/glossary.py.
 """
 
 from __future__ import annotations
 
 import re
 
-from directives import DirectiveError, Page, directive
-from glossary import ABBREVIATIONS, GlossaryError, lesson_for, read
-from render import md_table, text
-from safefs import UnsafePathError
+from verified_triton.core.safefs import UnsafePathError
+from verified_triton.site.directives import DirectiveError, Page, directive
+from verified_triton.site.glossary import ABBREVIATIONS, GlossaryError, lesson_for, read
+from verified_triton.site.render import md_table, text
 
 
 def anchor(term: str) -> str:

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from directives import Page, directive
-from directives.common import gpu_first, mode_label, stale_note
-from numfmt import seconds
-from render import clean_output, code_block, indent_block, text
+from verified_triton.core.numfmt import seconds
+from verified_triton.site.directives import Page, directive
+from verified_triton.site.directives.common import gpu_first, mode_label, stale_note
+from verified_triton.site.render import clean_output, code_block, indent_block, text
 
 # Recorded output is evidence, not prose: kept out of the search index (it filled it with logs). The mark
 # sits on the code block itself: Material's indexer compares elements by tag, so an excluded <div> stops

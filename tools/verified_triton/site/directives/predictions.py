@@ -19,12 +19,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from directives import DirectiveError, Page, directive, notebook_form, page_check
-from directives.common import STALE_MARK, gpu_first, stale_note, where
-from evidence import Record
-from kit import Prediction, PredictionOutcome, prediction_outcome
-from render import admonition, code, md_table, text
-from status import LessonStatus
+from verified_triton.core.kit import Prediction, PredictionOutcome, prediction_outcome
+from verified_triton.judge.evidence import Record
+from verified_triton.judge.status import LessonStatus
+from verified_triton.site.directives import DirectiveError, Page, directive, notebook_form, page_check
+from verified_triton.site.directives.common import STALE_MARK, gpu_first, stale_note, where
+from verified_triton.site.render import admonition, code, md_table, text
 
 
 @dataclass

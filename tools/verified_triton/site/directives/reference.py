@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from directives import REGISTRY, Page, directive
-from limits import LIMITS
-from render import md_table, text
+from verified_triton.core.limits import LIMITS
+from verified_triton.site.directives import REGISTRY, Page, directive
+from verified_triton.site.render import md_table, text
 
 
 @directive("directives", "the table of every directive, from the registry", needs_lesson=False)

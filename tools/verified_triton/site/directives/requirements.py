@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from directives import Page, directive, notebook_form
-from numfmt import seconds
-from render import admonition, md_table, text, unindexed
-from requirements import INSTALL, Requirements, requirements
-from sources import page_uri, site_path
+from verified_triton.core.numfmt import seconds
+from verified_triton.site.directives import Page, directive, notebook_form
+from verified_triton.site.render import admonition, md_table, text, unindexed
+from verified_triton.site.requirements import INSTALL, Requirements, requirements
+from verified_triton.site.sources import page_uri, site_path
 
 
 def requirements_markdown(page: Page) -> str:

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from directives import DirectiveError, Page, directive, notebook_form
-from render import attr, code_block
-from snippets import extract
-from sources import page_uri, site_path
+from verified_triton.site.directives import DirectiveError, Page, directive, notebook_form
+from verified_triton.site.render import attr, code_block
+from verified_triton.site.snippets import extract
+from verified_triton.site.sources import page_uri, site_path
 
 
 @directive("snippet", "a region of a lesson file, with its line numbers and a link to the full source",

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from directives import Page, directive, notebook_form
-from render import admonition, badge, md_table, text, unindexed
-from status import STATUSES
+from verified_triton.judge.status import STATUSES
+from verified_triton.site.directives import Page, directive, notebook_form
+from verified_triton.site.render import admonition, badge, md_table, text, unindexed
 
 
 @directive("status", "the lesson's badge and what was verified in one line; why, folded under it")

@@ -8,13 +8,13 @@ says why; a run recorded before the kit kept output per step says so and points 
 
 from __future__ import annotations
 
-import lesson_source
-from directives import DirectiveError, Page, directive
-from directives.common import gpu_first, mode_label, stale_note, where
-from directives.output import OUTPUT_ATTRS
-from evidence import Record
-from render import clean_output, code, code_block, indent_block, text
-from status import LessonStatus
+from verified_triton.judge.evidence import Record
+from verified_triton.judge.status import LessonStatus
+from verified_triton.site import lesson_source
+from verified_triton.site.directives import DirectiveError, Page, directive
+from verified_triton.site.directives.common import gpu_first, mode_label, stale_note, where
+from verified_triton.site.directives.output import OUTPUT_ATTRS
+from verified_triton.site.render import clean_output, code, code_block, indent_block, text
 
 
 @directive("step", "what one named step of main() printed in each recorded run, in tabs, under the section "

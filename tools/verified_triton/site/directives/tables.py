@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from directives import DirectiveError, Page, directive, notebook_form
-from directives.common import STALE_MARK, gpu_first, mode_label, stale_note
-from render import SECOND_COPY, admonition, bounded_rows, number, text
+from verified_triton.site.directives import DirectiveError, Page, directive, notebook_form
+from verified_triton.site.directives.common import STALE_MARK, gpu_first, mode_label, stale_note
+from verified_triton.site.render import SECOND_COPY, admonition, bounded_rows, number, text
 
 
 def cell(value) -> str:

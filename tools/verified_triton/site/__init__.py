@@ -1,0 +1,1 @@
+"""site: pages, notebooks and archives built from the lessons and their evidence; imports judge and core."""

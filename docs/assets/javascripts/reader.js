@@ -52,7 +52,7 @@
   window.addEventListener("resize", () => { clearTimeout(timer); timer = setTimeout(mark, 200); });
 })();
 
-// Figures open full size on a tap (issue 25). Each figure image links to its PNG (tools/directives/
+// Figures open full size on a tap (issue 25). Each figure image links to its PNG (tools/verified_triton/site/directives/
 // figures.py); the first tap loads GLightbox (published from the pinned mkdocs-glightbox package under
 // assets/glightbox/) and opens the image in it. Pages that are never tapped never load it.
 (() => {

@@ -14,6 +14,7 @@ def directives(page: Page) -> str:
     return md_table(["Directive", "Where", "What it shows"], rows)
 
 
-@directive("limits", "the size limits on untrusted input, from tools/limits.py", needs_lesson=False)
+@directive("limits", "the size limits on untrusted input, from tools/verified_triton/core/limits.py",
+           needs_lesson=False)
 def limits(page: Page) -> str:
     return md_table(["What", "Limit", "Enforced by"], [[text(a), text(b), text(c)] for a, b, c in LIMITS.rows()])

@@ -28,7 +28,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 CODE = ROOT / "code"
-sys.path[:0] = [str(CODE), str(CODE / "gluon-basics"), str(CODE / "gluon-matmul"),
+sys.path[:0] = [str(ROOT / "experiments"), str(CODE), str(CODE / "gluon-basics"), str(CODE / "gluon-matmul"),
                 str(CODE / "gluon-attention"), str(CODE / "persistent-tma-matmul"),
                 str(CODE / "fused-attention")]
 
@@ -69,18 +69,31 @@ def matmul_variants():
 
 
 def attention_variants():
-    """Call 2: the schedule (grouped heavy-first vs one head at a time), the
-    causal mask on every block or only where it reaches the diagonal, ping-pong."""
-    v = {}
-    for pp in (True, False):
-        tag = "pp" if pp else "free"
-        v[f"ws-{tag}-g8"] = dict(block_n=128, stages=2, pingpong=pp, group_heads=8)
-        v[f"ws-{tag}-g1"] = dict(block_n=128, stages=2, pingpong=pp, group_heads=1)
-        v[f"ws-{tag}-g8-maskall"] = dict(block_n=128, stages=2, pingpong=pp, group_heads=8,
-                                         mask_all=True)
-    v["ws-pp-g16"] = dict(block_n=128, stages=2, pingpong=True, group_heads=16)
-    v["ws-pp-g8-s3-d64only"] = dict(block_n=128, stages=3, pingpong=True, group_heads=8)
+    """Issue 38's call: the lesson's kernel (one program per tile) against the persistent one
+    (experiments/attention_persistent.py: one program per SM, the ring and the output store
+    carried across tiles), and the ring's depth at D64, where a tile is shortest."""
+    v = {"ws-pp-g8": dict(block_n=128, stages=2, pingpong=True, group_heads=8)}
+    for stages in (2, 3):
+        for pp in (True, False):
+            tag = f"s{stages}-{'pp' if pp else 'free'}"
+            v[f"persist-{tag}-g8"] = dict(kernel="persistent", block_n=128, stages=stages, pingpong=pp,
+                                         group_heads=8)
+    v["persist-s3-pp-g8-d64only"] = dict(kernel="persistent", block_n=128, stages=3, pingpong=True, group_heads=8)
+    del v["persist-s3-pp-g8"]  # three 128-row stages of K and V do not fit beside Q and O at D128
+    v["persist-s4-pp-g8-d64only"] = dict(kernel="persistent", block_n=128, stages=4, pingpong=True, group_heads=8)
+    v["persist-s2-pp-g16"] = dict(kernel="persistent", block_n=128, stages=2, pingpong=True, group_heads=16)
+    v["persist-s3-pp-n64-d64only"] = dict(kernel="persistent", block_n=64, stages=3, pingpong=True, group_heads=8)
     return v
+
+
+def attention_fn(kw):
+    """The variant's launcher: the lesson's kernel, or the persistent experiment."""
+    kw = dict(kw)
+    if kw.pop("kernel", "ws") == "persistent":
+        import attention_persistent as ap
+        return lambda q, k, v, c: ap.attention_persistent(q, k, v, c, **kw)
+    import attention_kernels as ak
+    return lambda q, k, v, c: ak.attention_ws(q, k, v, c, **kw)
 
 
 ATTN_CASES = [("full", 128, False), ("causal", 128, True), ("full", 64, False), ("causal", 64, True)]
@@ -133,9 +146,8 @@ def smoke(part, name):
             info[f"err_{M}x{N}x{K}"] = err
             info["ok"] = info.get("ok", True) and math.isfinite(err) and err < 2e-3
     else:
-        import attention_kernels as ak
         sdpa = torch.nn.functional.scaled_dot_product_attention
-        kw = attention_variants()[name]
+        fn = attention_fn(attention_variants()[name])
         info["ok"] = True
         for kind, D, causal in ATTN_CASES + [("causal-small", 128, True), ("full-small", 64, False)]:
             if "d64only" in name and D != 64:
@@ -145,7 +157,7 @@ def smoke(part, name):
             else:
                 shape = (1, 4, S, D)
             q, k, v = (torch.randn(shape, device="cuda", dtype=torch.float16) for _ in range(3))
-            got = ak.attention_ws(q, k, v, causal, **kw)
+            got = fn(q, k, v, causal)
             want = sdpa(q.double(), k.double(), v.double(), is_causal=causal)
             err = float((got.double() - want).abs().max() / want.abs().max())
             info[f"err_{kind}_d{D}"] = err
@@ -226,7 +238,6 @@ def time_part(part, passed, rounds, out):
             res["_method"] = t.method
             print_table(part, {k: v for k, v in res.items() if k.endswith(f"@{n}")}, "vs_cublas")
     else:
-        import attention_kernels as ak
         import fused_attention as fa
         sdpa = torch.nn.functional.scaled_dot_product_attention
         for kind, D, causal in ATTN_CASES:
@@ -238,8 +249,8 @@ def time_part(part, passed, rounds, out):
             for name in passed:
                 if "d64only" in name and D != 64:
                     continue
-                kw = attention_variants()[name]
-                fns[name] = lambda q=q, k=k, v=v, c=causal, kw=kw: ak.attention_ws(q, k, v, c, **kw)
+                fn = attention_fn(attention_variants()[name])
+                fns[name] = lambda q=q, k=k, v=v, c=causal, fn=fn: fn(q, k, v, c)
             try:
                 t = bench_interleaved(fns, rounds=rounds)
             except Exception as exc:

@@ -72,7 +72,7 @@ def test_a_gpu_step_is_recorded_but_not_run_under_the_interpreter(recording, mon
     assert not ran
     results = recording()
     assert results["steps"][0] == {"name": "benchmark", "stdout": "", "stdout_omitted": 0,
-                                   "not_run": "timings need a GPU"}
+                                   "not_run": "timings need a GPU", "raised": False}
     assert {"part": "step benchmark", "reason": "timings need a GPU"} in results["skipped_parts"]
     assert results["checks"][0]["step"] == "after"
     with pytest.raises(RuntimeError, match="needs a GPU: write it as `if lesson.step"):
@@ -319,6 +319,24 @@ def test_a_run_that_stopped_before_a_step_says_so(site_project):
     assert "The run stopped by design before this step: needs compute capability 10.0." in out
     assert "The run stopped before this step (failed: check one)." in out
     assert "recorded before the kit kept" not in out
+
+
+def test_the_step_that_raised_shows_the_exception_once(site_project):
+    """Before: the step whose exception ended the run showed "(the step printed nothing)"."""
+    from verified_triton.core.kit import Step
+
+    stepped(site_project)
+    cause = "ZeroDivisionError at code/stepped/stepped.py:12 (division by zero)"
+    site_project.write(site_project.make_record("stepped", outcome="failed", exit_code=1, reason=cause,
+                                                steps=[Step("checks", "", raised=True)]))
+    out = expand(site_project, "stepped", "::step checks")
+    assert "(the step printed nothing)" not in out
+    assert out.count("ZeroDivisionError") == 1 and "The run ended in this step: ZeroDivisionError at " in out
+    assert "division by zero" in out
+    site_project.write(site_project.make_record("stepped", outcome="failed", exit_code=1, reason=cause,
+                                                steps=[Step("checks", "printed before it\n", raised=True)]))
+    out = expand(site_project, "stepped", "::step checks")
+    assert "printed before it" in out and out.count("ZeroDivisionError") == 1
 
 
 def test_a_passed_current_record_missing_the_step_is_an_error(site_project):

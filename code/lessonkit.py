@@ -268,6 +268,21 @@ def failures(checks: list[Check], benchmarks: list[Benchmark]) -> list[str]:
     ]
 
 
+def not_run_here(steps: list[Step], skipped_parts: list[SkippedPart]) -> str:
+    """'2 steps not run here (compiled-code, timing); 1 part not run here (...)',
+    or '': the kit's last line and verify's summary say it in the same words."""
+    names = [s.name for s in steps if s.not_run]
+    steps_said = {f"step {n}" for n in names}
+    parts = [p.part for p in skipped_parts if p.part not in steps_said]
+    said = [
+        f"{len(items)} {noun}{'s' * (len(items) != 1)} not run here "
+        f"({', '.join(items)})"
+        for noun, items in (("step", names), ("part", parts))
+        if items
+    ]
+    return "; ".join(said)
+
+
 @dataclass
 class PredictionOutcome:
     measured: float  # in the unit of the prediction
@@ -954,10 +969,12 @@ class Lesson:
         problems = failures(checks, benches)
         passed = sum(c.status == "pass" for c in checks)
         skipped = sum(c.status == "skip" for c in checks)
+        not_run = not_run_here(self.results.steps, self.results.skipped_parts)
         print(
             f"\n{self.name}: {passed} checks passed, "
             f"{sum(c.status == 'fail' for c in checks)} failed, "
-            f"{skipped} skipped; {len(benches)} benchmarks, "
+            f"{skipped} skipped; {not_run + '; ' if not_run else ''}"
+            f"{len(benches)} benchmarks, "
             f"{sum(b.gate and b.verdict == 'not met' for b in benches)} below target"
         )
         for w in self.results.filtered_warnings:

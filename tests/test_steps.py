@@ -136,6 +136,33 @@ def test_verify_records_steps_and_the_record_reads_them_back(project):
     assert "== checks ==" in record.stdout  # the whole log names the steps too
 
 
+def test_the_run_summary_counts_the_steps_not_run_here(project):
+    """Before: an interpreter run of fp16-matmul printed "0 skipped" although three steps were not run,
+    in the kit's last line and in verify's summary (whose note was empty)."""
+    project.add("stepped", """\
+        def main():
+            lesson = Lesson("stepped")
+            with lesson.step("checks"):
+                lesson.check("one", True)
+                if not lesson.not_on_interpreter("fp8 reference", "the interpreter has no float8"):
+                    print("fp8")
+            if lesson.step("compiled-code", needs_gpu="the interpreter compiles no PTX"):
+                print("ptx")
+            if lesson.step("timing", needs_gpu="timings need a GPU"):
+                print("timing")
+            return lesson.finish()
+
+
+        sys.exit(main())
+    """)
+    result = project.verify("--mode", "interpreter")
+    assert result.returncode == 0, result.stdout + result.stderr
+    said = "2 steps not run here (compiled-code, timing); 1 part not run here (fp8 reference)"
+    assert f"stepped: 1 checks passed, 0 failed, 0 skipped; {said}; 0 benchmarks" in project.record("stepped").stdout
+    row = next(line for line in result.stdout.splitlines() if line.startswith("stepped "))
+    assert row.split()[2] == "passed" and row.endswith(said), row
+
+
 def test_old_records_without_steps_still_read_and_bad_step_names_are_refused(project):
     from verified_triton.judge.evidence import EvidenceError, read_record
 

@@ -49,6 +49,7 @@ from verified_triton.record.report import (
 )
 from verified_triton.record.runner import mode_key, run_lesson, sweep_orphans
 from verified_triton.record.smoke import smoke_command
+from verified_triton.site import preflight as site_preflight
 
 EPILOG = """\
 what it does (one of):
@@ -73,7 +74,9 @@ modes (--mode):
 exit codes:
   0  everything asked for passed
   1  a run failed, or --check/--compare found a problem (each printed with the lesson's name)
-  2  a bad command line, or input verify cannot use (a broken lesson.toml, an unknown lesson)
+  2  a bad command line, or input verify cannot use (a broken lesson.toml, an unknown lesson, or
+     what the site could not build: before any run, --force and --mode gpu too, each lesson's
+     regions and every :: line of its page are checked, each problem said as FILE:LINE)
 
 examples:
   .venv/bin/python tools/verify.py --lesson row-sum            # after editing one lesson
@@ -159,6 +162,23 @@ def invalid_combination(args: argparse.Namespace) -> str:
 
 class UsageError(Exception):
     pass
+
+
+class PagesCannotBuild(Exception):
+    """What the site build would refuse in the lessons to run: one 'FILE:LINE: why' each (site/preflight.py)."""
+
+    def __init__(self, problems: list[str]):
+        self.problems = problems
+        super().__init__("\n".join(problems))
+
+
+def refuse_what_the_site_cannot_build(lessons: list[Lesson], code_dir: Path) -> None:
+    """Before anything is planned or run (a GPU run too, and with --force): the lessons' regions and every
+    `::` line of their pages, parsed; PagesCannotBuild (exit 2, nothing run or written) if the build
+    would stop at one."""
+    problems = site_preflight.problems(lessons, code_dir.absolute().parent / "docs")
+    if problems:
+        raise PagesCannotBuild(problems)
 
 
 def select(all_lessons: list[Lesson], names: list[str]) -> list[Lesson]:
@@ -359,12 +379,19 @@ def main(argv: list[str]) -> int:
             return do_import(args, every, lessons, evidence_dir)
         if args.status or args.check:
             return do_status(args, lessons, evidence_dir)
+        refuse_what_the_site_cannot_build(lessons, args.code_dir)
         if args.smoke:
             return smoke_command(lessons, args.jobs, args.timeout)
         return do_run(args, lessons, evidence_dir)
     except BrokenPipeError:
         quiet_broken_pipe()
         return 0
+    except PagesCannotBuild as exc:
+        for problem in exc.problems:
+            print(f"error: {terminal_safe(problem)}", file=sys.stderr)
+        print("verify: the site could not build this; nothing was run and nothing was written (fix it, then run "
+              "again)", file=sys.stderr)
+        return 2
     except (LessonError, EvidenceError, UnsafePathError, UsageError, ValueError) as exc:
         print(f"error: {terminal_safe(str(exc))}", file=sys.stderr)
         return 2

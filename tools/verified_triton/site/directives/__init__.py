@@ -123,7 +123,9 @@ def notebook_form(name: str):
     return register
 
 
-def expand(name: str, args_text: str, page: Page, body: str | None = None) -> str:
+def resolve(name: str, args_text: str, has_lesson: bool) -> tuple[Directive, list[str]]:
+    """The directive a `::` line names and its arguments, or DirectiveError saying why the build refuses the
+    line (an unknown name, the wrong number of arguments, no lesson named): for expand and site/preflight.py."""
     found = REGISTRY.get(name)
     if found is None:
         known = ", ".join(f"::{k}" for k in sorted(REGISTRY))
@@ -132,8 +134,13 @@ def expand(name: str, args_text: str, page: Page, body: str | None = None) -> st
     if len(args) != len(found.args):
         raise DirectiveError(f"'::{name}' takes {len(found.args) or 'no'} argument(s): {found.usage}; "
                              f"got {args_text!r}")
-    if found.needs_lesson and page.lesson is None:
+    if found.needs_lesson and not has_lesson:
         raise DirectiveError(f"'::{name}' needs the page's front matter to name its lesson (lesson: NAME)")
+    return found, args
+
+
+def expand(name: str, args_text: str, page: Page, body: str | None = None) -> str:
+    found, args = resolve(name, args_text, page.lesson is not None)
     extra = {"body": body or ""} if found.body else {}
     if page.notebook:
         return found.notebook(page, *args, **extra) if found.notebook else ""

@@ -1,14 +1,14 @@
 """Run every lesson under Triton's interpreter and on a GPU, and record what happened.
 
-    python tools/verify.py                      run what changed, both modes
-    python tools/verify.py --lesson fp16-matmul --mode gpu --force
-    python tools/verify.py --status [--json]    each lesson's badge and summary; runs nothing
-    python tools/verify.py --check              fail unless every lesson's evidence is current and usable
-    python tools/verify.py --check --publish    ... and every lesson VERIFIED, or PARTIALLY VERIFIED by design
-    python tools/verify.py --compare            re-run the interpreter mode and compare with the record
-    python tools/verify.py --smoke              run each lesson's GPU-only code once on the CPU; record nothing
-    python tools/verify.py --mode gpu --gpus 0,1 --shard 1/2 --bundle out.tar.gz   (on GPU machines)
-    python tools/verify.py --import a.tar.gz b.tar.gz   merge bundles recorded elsewhere
+    .venv/bin/python tools/verify.py                      run what changed, both modes
+    python3 tools/verify.py --lesson fp16-matmul --mode gpu --force   (on a GPU machine)
+    .venv/bin/python tools/verify.py --status [--json]    each lesson's badge and summary; runs nothing
+    .venv/bin/python tools/verify.py --check              fail unless every lesson's evidence is current and usable
+    .venv/bin/python tools/verify.py --check --publish    ... and every lesson VERIFIED, or PARTIALLY VERIFIED by design
+    .venv/bin/python tools/verify.py --compare            re-run the interpreter mode and compare with the record
+    .venv/bin/python tools/verify.py --smoke              each lesson's GPU-only code once on the CPU; record nothing
+    python3 tools/verify.py --mode gpu --gpus 0,1 --shard 1/2 --bundle out.tar.gz   (on a GPU machine: its python3)
+    .venv/bin/python tools/verify.py --import a.tar.gz b.tar.gz   merge bundles recorded elsewhere
 
 This file is the command line only. The work lives in one module per job:
 machine.py (what this machine has), plan.py (what to run, shards, GPUs),
@@ -281,7 +281,8 @@ def publish_problems(statuses) -> list[str]:
     Each names the lesson and the commands that fix it."""
     return [f"{name}: PARTIALLY VERIFIED, not by design: its GPU run is not recorded for this source; "
             f"record it on a GPU machine (python3 tools/verify.py --lesson {name} --mode gpu --bundle {name}.tar.gz) "
-            f"and bring it here (python tools/verify.py --import {name}.tar.gz)" for name in waiting_for_gpu(statuses)]
+            f"and bring it here (.venv/bin/python tools/verify.py --import {name}.tar.gz)"
+            for name in waiting_for_gpu(statuses)]
 
 
 def compare_fresh(lessons: list[Lesson], evidence_dir: Path, machine: Machine, jobs: int,

@@ -5,8 +5,8 @@ with the line numbers they came from. Every malformed input is a SnippetError
 that names FILE:LINE and what is wrong; nothing is skipped silently.
 
 Command line:
-    python tools/snippets.py list FILE...     one line per region: FILE NAME START-END
-    python tools/snippets.py show FILE NAME   the region's text
+    .venv/bin/python tools/snippets.py list FILE...     one line per region: FILE NAME START-END
+    .venv/bin/python tools/snippets.py show FILE NAME   the region's text
 Exit 0 on success, 2 on bad input (the error goes to stderr).
 """
 

@@ -40,6 +40,7 @@ import re
 import statistics
 import sys
 import tomllib
+import traceback
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -157,6 +158,27 @@ class Step:
     stdout: str = ""
     stdout_omitted: int = 0
     not_run: str = ""
+    raised: bool = False  # the exception that ended the run was raised in this step
+
+
+RAISED_MESSAGE_MAX = 300  # characters of an exception's message kept in the results
+
+
+@dataclass
+class Raised:
+    """The exception that ended the run: its type, message, and the line of the
+    lesson's own files (the innermost frame outside this kit) that raised it."""
+
+    type: str
+    message: str = ""  # its first line
+    file: str = ""  # relative to the repository, e.g. code/vector-add/vector_add.py
+    line: int = 0
+    step: str = ""  # the step of main() it ended ("" outside every step)
+
+    def sentence(self) -> str:
+        """'ZeroDivisionError at code/x/x.py:42 (division by zero)'."""
+        where = f" at {self.file}:{self.line}" if self.file else ""
+        return self.type + where + (f" ({self.message})" if self.message else "")
 
 
 @dataclass
@@ -231,6 +253,7 @@ class Results:
     predictions: list[Prediction] = field(default_factory=list)
     filtered_warnings: list[FilteredWarning] = field(default_factory=list)
     smoke: bool = False  # a smoke run (SMOKE_ENV): GPU steps ran untimed, no evidence
+    raised: Raised | None = None  # the exception that ended the run, if one did
 
 
 def failures(checks: list[Check], benchmarks: list[Benchmark]) -> list[str]:
@@ -243,6 +266,21 @@ def failures(checks: list[Check], benchmarks: list[Benchmark]) -> list[str]:
     return [f"check {c.name}" for c in checks if c.status == "fail"] + [
         f"target {b.name}" for b in benchmarks if b.gate and b.verdict == "not met"
     ]
+
+
+def not_run_here(steps: list[Step], skipped_parts: list[SkippedPart]) -> str:
+    """'2 steps not run here (compiled-code, timing); 1 part not run here (...)',
+    or '': the kit's last line and verify's summary say it in the same words."""
+    names = [s.name for s in steps if s.not_run]
+    steps_said = {f"step {n}" for n in names}
+    parts = [p.part for p in skipped_parts if p.part not in steps_said]
+    said = [
+        f"{len(items)} {noun}{'s' * (len(items) != 1)} not run here "
+        f"({', '.join(items)})"
+        for noun, items in (("step", names), ("part", parts))
+        if items
+    ]
+    return "; ".join(said)
 
 
 @dataclass
@@ -342,6 +380,9 @@ class Lesson:
         self._step: Step | None = None  # the step running now
         self._kept: _Kept | None = None  # its output so far
         self._stdout = None  # sys.stdout before the step's tee
+        self._ended_by: tuple[BaseException, Step] | None = None  # see _StepScope
+        if self._results_path:  # recording: an exception that ends the run is kept
+            self._excepthook, sys.excepthook = sys.excepthook, self._record_raised
         self._save()
 
     # -- where the lesson runs -------------------------------------------
@@ -928,10 +969,12 @@ class Lesson:
         problems = failures(checks, benches)
         passed = sum(c.status == "pass" for c in checks)
         skipped = sum(c.status == "skip" for c in checks)
+        not_run = not_run_here(self.results.steps, self.results.skipped_parts)
         print(
             f"\n{self.name}: {passed} checks passed, "
             f"{sum(c.status == 'fail' for c in checks)} failed, "
-            f"{skipped} skipped; {len(benches)} benchmarks, "
+            f"{skipped} skipped; {not_run + '; ' if not_run else ''}"
+            f"{len(benches)} benchmarks, "
             f"{sum(b.gate and b.verdict == 'not met' for b in benches)} below target"
         )
         for w in self.results.filtered_warnings:
@@ -970,6 +1013,32 @@ class Lesson:
             f"python {platform.python_version()}"
         )
 
+    def _record_raised(self, kind, exc, tb) -> None:
+        """sys.excepthook while recording: the exception that ends the run, where
+        the lesson raised it and the step it ended, then the usual traceback."""
+        step = self._step
+        if self._ended_by and self._ended_by[0] in (exc, exc.__context__):
+            step = self._ended_by[1]  # a `with` step that the exception left
+        self._end_step()
+        code = _main_folder().parent
+        frames = [
+            f
+            for f in traceback.extract_tb(tb)
+            if Path(f.filename).resolve().is_relative_to(code)
+            and Path(f.filename).resolve() != Path(__file__).resolve()
+        ]
+        message = (str(exc).strip().splitlines() or [""])[0][:RAISED_MESSAGE_MAX]
+        self.results.raised = Raised(kind.__name__, message)
+        if frames:
+            self.results.raised.file = (
+                Path(frames[-1].filename).resolve().relative_to(code.parent).as_posix()
+            )
+            self.results.raised.line = frames[-1].lineno or 0
+        if step is not None:
+            step.raised, self.results.raised.step = True, step.name
+        self._save()
+        self._excepthook(kind, exc, tb)
+
     def _save(self) -> None:
         if not self._results_path:
             return
@@ -998,8 +1067,10 @@ class _StepScope:
             )
         return self
 
-    def __exit__(self, *exc) -> bool:
+    def __exit__(self, kind, exc, tb) -> bool:
         if self._lesson._step is self._step:
+            if exc is not None:  # the run may end with it: the step it ended is kept
+                self._lesson._ended_by = (exc, self._step)
             self._lesson._end_step()
         return False
 

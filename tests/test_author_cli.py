@@ -115,6 +115,83 @@ def test_a_failure_shows_the_tail_of_the_lessons_stderr_and_no_gpu_rows_fold(pro
                       "python3 tools/verify.py --mode gpu --bundle gpu.tar.gz, then --import gpu.tar.gz here)"]
 
 
+DIVIDES = """\
+    def divide(a, b):
+        return a / b
+
+
+    def main():
+        lesson = Lesson("divides")
+        with lesson.step("first"):
+            lesson.check("before", True)
+        with lesson.step("divide"):
+            divide(1, 0)
+        return lesson.finish()
+
+
+    sys.exit(main())
+"""
+
+# A kit call misused: the kit raises, and the line to fix is the lesson's, not the kit's.
+MISUSES_THE_KIT = """\
+    lesson = Lesson("misuses")
+    lesson.step("Not A Name")
+"""
+
+# Two checks fail, then the exception that explains them ends the run (a backward() misuse).
+FAILS_THEN_RAISES = """\
+    lesson = Lesson("backward")
+    lesson.check("grad-q", False, "no gradient")
+    lesson.check("grad-k", False, "no gradient")
+    raise RuntimeError("element 0 of tensors does not require grad and does not have a grad_fn")
+"""
+
+
+def _line_of(project, name: str, text: str) -> int:
+    return project.main_file(name).read_text(encoding="utf-8").splitlines().index(text) + 1
+
+
+def test_a_failed_run_names_the_exception_and_the_lessons_line_once(project):
+    """Before: 'failed in 1.5 s (exit 1 (failed))', the status sentence 'failed (exit 1: exit 1 (failed))';
+    the exception was only in the stderr tail."""
+    from verified_triton.judge.status import FAILED
+
+    project.add("divides", DIVIDES)
+    result = project.verify("--lesson", "divides", "--mode", "interpreter")
+    assert result.returncode == 1
+    line = _line_of(project, "divides", "    return a / b")
+    cause = f"ZeroDivisionError at code/divides/divides.py:{line} (division by zero)"
+    assert "divides [interpreter]: failed in " in result.stdout
+    assert f" s: {cause}\n" in result.stdout, result.stdout  # the progress line
+    row = next(r for r in result.stdout.splitlines() if r.startswith("divides ") and "interpreter " in r)
+    assert row.endswith(cause), row  # the summary table's note
+    record = project.record("divides")
+    assert record.reason == cause
+    assert [(s.name, s.raised) for s in record.steps] == [("first", False), ("divide", True)]
+    st = project.judge("divides")
+    assert st.status == FAILED and st.sentence.count(cause) == 1, st.sentence
+    assert "exit 1: exit 1" not in st.sentence and "exit 1 (failed)" not in st.sentence
+
+
+def test_an_exception_inside_the_kit_points_at_the_lessons_call(project):
+    project.add("misuses", MISUSES_THE_KIT)
+    assert project.verify("--lesson", "misuses", "--mode", "interpreter").returncode == 1
+    line = _line_of(project, "misuses", 'lesson.step("Not A Name")')
+    assert project.record("misuses").reason.startswith(
+        f"ValueError at code/misuses/misuses.py:{line} (step 'Not A Name': use lower-case letters")
+
+
+def test_failed_checks_and_the_exception_after_them_are_both_named(project):
+    """Before: 'check grad-q, check grad-k', and no word of the exception that ended the run."""
+    project.add("backward", FAILS_THEN_RAISES)
+    assert project.verify("--lesson", "backward", "--mode", "interpreter").returncode == 1
+    line = _line_of(project, "backward", 'raise RuntimeError("element 0 of tensors does not require grad and '
+                                         'does not have a grad_fn")')
+    assert project.record("backward").reason == (
+        f"RuntimeError at code/backward/backward.py:{line} (element 0 of tensors does not require grad and "
+        "does not have a grad_fn); before it failed: check grad-q, check grad-k")
+
+
 # -- downloads.py --------------------------------------------------------------------------------------
 
 def test_downloads_help_lists_its_subcommands():

@@ -65,17 +65,24 @@ sys.meta_path.insert(0, Block())
 
 def test_what_a_gpu_machine_runs_needs_nothing_the_site_installs(tmp_path):
     """`python3 tools/verify.py` on a machine with torch and Triton only: the command line and the record and
-    judge wings import with MkDocs, pymdownx, nbformat, YAML and markupsafe unavailable."""
+    judge wings import with MkDocs, pymdownx, nbformat, YAML and markupsafe unavailable, and so does the check
+    of the pages it runs before any run (site/preflight.py), which passes on today's course there."""
     probe = BLOCKER + "\n".join([
         "sys.path.insert(0, sys.argv[1])",
         "import verified_triton.author.verify as v",
         "import verified_triton.record.runner, verified_triton.record.bundles, verified_triton.judge.status",
+        "from pathlib import Path",
+        "from verified_triton.core.lessons import discover",
+        "root = Path(sys.argv[1]).parent",
+        "v.refuse_what_the_site_cannot_build(discover(root / 'code'), root / 'code')",
+        "print('preflight passed')",
         "sys.argv = ['verify.py', '--help']",
         "try:\n    v.main(['--help'])\nexcept SystemExit as e:\n    print('exit', e.code)",
     ])
     result = subprocess.run([sys.executable, "-c", probe, str(ROOT / "tools")], capture_output=True, text=True,
                             timeout=120)
     assert result.returncode == 0, result.stderr
+    assert "preflight passed" in result.stdout
     assert "exit 0" in result.stdout and "--mode" in result.stdout
 
 

@@ -115,7 +115,7 @@ def test_the_scaffolds_lesson_lands_at_the_end_of_its_part(project, part):
     assert names[names.index(last_of_part.name) + 1] == "adamw"
     assert _parts(lessons) == _parts(before)  # each part once, in the same order
     section = next(item[part] for item in course_nav(lessons) if isinstance(item, dict) and part in item)
-    assert section[-1] == "lessons/adamw.md"
+    assert section[-1] == {"AdamW in one kernel": "lessons/adamw.md"}
 
 
 def test_the_scaffold_opens_a_new_part_at_the_end_and_says_where_it_went(project, capsys, monkeypatch):

@@ -18,7 +18,7 @@ from urllib.parse import unquote, urlsplit
 
 import pytest
 
-from conftest import repo_hooks
+from conftest import MKDOCS_ENV, Doc, repo_hooks
 from verified_triton.core.lessons import discover
 from verified_triton.site import directives
 from verified_triton.site.render import text as escaped
@@ -227,3 +227,58 @@ def test_every_internal_link_and_anchor_resolves(built_site):
                 if unquote(parts.fragment) not in pages[target].ids:
                     broken.append(f"{html.relative_to(built_site)}: {link} (no such anchor)")
     assert not broken, "\n".join(broken[:40])
+
+
+# -- a dirty rebuild (`mkdocs serve --dirty`, bash tools/dev.sh serve) ----------------------------------
+
+def _nav_and_footer(page_html: str) -> tuple[list[str], dict[str, str]]:
+    """The sidebar's link texts and the footer's previous/next titles, as a reader sees them."""
+    doc = Doc(page_html)
+    links = [" ".join("".join(a.text).split()) for a in doc.find("a", "md-nav__link")
+             if a.inside("nav", "md-nav--primary")]
+    footer = {}
+    for direction in ("prev", "next"):
+        found = doc.find("a", f"md-footer__link--{direction}")
+        if found:
+            title = [e for e in doc.elements if e.tag == "div" and "md-ellipsis" in e.classes and found[0] in
+                     e.ancestors]
+            footer[direction] = " ".join("".join(title[0].text).split())
+    return links, footer
+
+
+def test_a_dirty_rebuild_keeps_every_title_in_the_navigation_and_the_footer(site_project):
+    """Before: after one page was saved under `mkdocs serve --dirty`, that page came back with the other
+    lessons of its part titled "None" in the sidebar and "Next: None" in the footer, until a full rebuild:
+    a dirty build does not read the pages it does not re-render, and the titles came from their headings."""
+    # lesson.toml's titles, shown as text wherever the theme writes them (<title> too); the pages' own
+    # headings are not where the navigation reads them
+    titles = {"one": "One: the first", "two": "Two </title><b>bold</b> & more", "three": "Three: the last"}
+    for order, (name, title) in enumerate(titles.items(), 1):
+        site_project.add_lesson(name, title=title, order=order, toml='part = "A <i>part</i>"\n',
+                                page=f"---\nlesson: {name}\n---\n\n# Page {name}\n\n::status\n")
+    config = site_project.config()
+    env = dict(MKDOCS_ENV, VT_CODE_DIR=str(site_project.code), VT_EVIDENCE_DIR=str(site_project.evidence))
+
+    def mkdocs_build(*flags: str) -> None:
+        result = subprocess.run([*MKDOCS, "build", *flags, "-f", str(config), "-d", str(site_project.site)],
+                                capture_output=True, text=True, env=env, cwd=site_project.root, timeout=300)
+        assert result.returncode == 0, result.stdout + result.stderr
+
+    mkdocs_build("--strict")
+    full = site_project.html("two")
+    output = site_project.site / "lessons/two/index.html"
+    os.utime(output, (0, 0))
+    page = site_project.docs / "lessons/two.md"
+    page.write_text(page.read_text(encoding="utf-8") + "\n", encoding="utf-8")  # one blank line, saved
+    mkdocs_build("--dirty", "--no-strict")
+    assert output.stat().st_mtime > 0, "the saved page was not rendered again"
+    dirty = site_project.html("two")
+    links, footer = _nav_and_footer(dirty)
+    assert "None" not in links and footer == {"prev": titles["one"], "next": titles["three"]}, (links, footer)
+    assert [t for t in links if t in titles.values()] == list(titles.values())
+    assert _nav_and_footer(dirty) == _nav_and_footer(full)
+    doc = Doc(dirty)
+    assert not doc.find("b") and not doc.find("i"), "a title from lesson.toml made an element"
+    assert "A <i>part</i>" in visible_text(dirty)
+    head = next(e for e in doc.elements if e.tag == "title")
+    assert "".join(head.text).startswith(titles["two"] + " - ")

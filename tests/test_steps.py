@@ -72,7 +72,7 @@ def test_a_gpu_step_is_recorded_but_not_run_under_the_interpreter(recording, mon
     assert not ran
     results = recording()
     assert results["steps"][0] == {"name": "benchmark", "stdout": "", "stdout_omitted": 0,
-                                   "not_run": "timings need a GPU"}
+                                   "not_run": "timings need a GPU", "raised": False}
     assert {"part": "step benchmark", "reason": "timings need a GPU"} in results["skipped_parts"]
     assert results["checks"][0]["step"] == "after"
     with pytest.raises(RuntimeError, match="needs a GPU: write it as `if lesson.step"):
@@ -134,6 +134,33 @@ def test_verify_records_steps_and_the_record_reads_them_back(project):
         ("checks", "checking\n  check one: PASS\n", ""), ("timing", "", "timings need a GPU")]
     assert record.checks[0].step == "checks"
     assert "== checks ==" in record.stdout  # the whole log names the steps too
+
+
+def test_the_run_summary_counts_the_steps_not_run_here(project):
+    """Before: an interpreter run of fp16-matmul printed "0 skipped" although three steps were not run,
+    in the kit's last line and in verify's summary (whose note was empty)."""
+    project.add("stepped", """\
+        def main():
+            lesson = Lesson("stepped")
+            with lesson.step("checks"):
+                lesson.check("one", True)
+                if not lesson.not_on_interpreter("fp8 reference", "the interpreter has no float8"):
+                    print("fp8")
+            if lesson.step("compiled-code", needs_gpu="the interpreter compiles no PTX"):
+                print("ptx")
+            if lesson.step("timing", needs_gpu="timings need a GPU"):
+                print("timing")
+            return lesson.finish()
+
+
+        sys.exit(main())
+    """)
+    result = project.verify("--mode", "interpreter")
+    assert result.returncode == 0, result.stdout + result.stderr
+    said = "2 steps not run here (compiled-code, timing); 1 part not run here (fp8 reference)"
+    assert f"stepped: 1 checks passed, 0 failed, 0 skipped; {said}; 0 benchmarks" in project.record("stepped").stdout
+    row = next(line for line in result.stdout.splitlines() if line.startswith("stepped "))
+    assert row.split()[2] == "passed" and row.endswith(said), row
 
 
 def test_old_records_without_steps_still_read_and_bad_step_names_are_refused(project):
@@ -319,6 +346,24 @@ def test_a_run_that_stopped_before_a_step_says_so(site_project):
     assert "The run stopped by design before this step: needs compute capability 10.0." in out
     assert "The run stopped before this step (failed: check one)." in out
     assert "recorded before the kit kept" not in out
+
+
+def test_the_step_that_raised_shows_the_exception_once(site_project):
+    """Before: the step whose exception ended the run showed "(the step printed nothing)"."""
+    from verified_triton.core.kit import Step
+
+    stepped(site_project)
+    cause = "ZeroDivisionError at code/stepped/stepped.py:12 (division by zero)"
+    site_project.write(site_project.make_record("stepped", outcome="failed", exit_code=1, reason=cause,
+                                                steps=[Step("checks", "", raised=True)]))
+    out = expand(site_project, "stepped", "::step checks")
+    assert "(the step printed nothing)" not in out
+    assert out.count("ZeroDivisionError") == 1 and "The run ended in this step: ZeroDivisionError at " in out
+    assert "division by zero" in out
+    site_project.write(site_project.make_record("stepped", outcome="failed", exit_code=1, reason=cause,
+                                                steps=[Step("checks", "printed before it\n", raised=True)]))
+    out = expand(site_project, "stepped", "::step checks")
+    assert "printed before it" in out and out.count("ZeroDivisionError") == 1
 
 
 def test_a_passed_current_record_missing_the_step_is_an_error(site_project):

@@ -185,7 +185,7 @@ def test_failing_check(zoo):
     assert rec.reason == "check wrong"
     assert "FAILED check wrong" in rec.stderr
     st = project.judge("fails")
-    assert st.status == FAILED and "failed (exit 1" in st.sentence
+    assert st.status == FAILED and "failed on 2" in st.sentence and "with exit 1: check wrong" in st.sentence
 
 
 def test_exception_is_a_failure_that_keeps_earlier_results(zoo):

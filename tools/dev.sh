@@ -2,6 +2,8 @@
 # One virtual environment, .venv, in three sizes; each command installs what it needs (pyproject.toml's extras):
 #   bash tools/dev.sh serve            the site's: MkDocs, Material, nbformat (no torch); serves
 #                                      http://127.0.0.1:8000, rebuilt when a page, lesson or its evidence changes
+#   bash tools/dev.sh build [ARGS...]  the site's; builds it strictly (a warning fails it), as CI does, into
+#                                      site/ (or -d DIR), quietly, and says where it is
 #   bash tools/dev.sh author [CMD...]  the author's: the site's + torch (CPU build), Triton, numpy, matplotlib,
 #                                      ruff (no browser); runs CMD with .venv/bin first on PATH, e.g.
 #                                      bash tools/dev.sh author python tools/verify.py --lesson row-sum
@@ -49,6 +51,20 @@ case "${1:-}" in
         # A page that fails to build shows its error in the browser until the next good build (tools/overlay.py).
         exec .venv/bin/mkdocs serve --dirty --no-strict "${@:2}"
         ;;
+    build)
+        setup site
+        # NO_MKDOCS_2_WARNING (above) hides Material's end-of-life banner; --quiet the INFO lines.
+        .venv/bin/mkdocs build --strict --quiet "${@:2}"
+        site=site
+        args=("${@:2}")
+        for i in "${!args[@]}"; do
+            case "${args[$i]}" in
+                -d|--site-dir) site="${args[$((i + 1))]:-site}" ;;
+                --site-dir=*) site="${args[$i]#--site-dir=}" ;;
+            esac
+        done
+        echo "== built strictly: the site is in ${site%/}/ (open ${site%/}/index.html, or serve it: bash tools/dev.sh serve)"
+        ;;
     author)
         setup author
         if [ $# -gt 1 ]; then
@@ -63,6 +79,7 @@ EOF
    .venv/bin/python tools/new_lesson.py NAME --part "PART"   a new lesson, at the end of its part
    .venv/bin/python tools/verify.py --lesson NAME            its interpreter run, recorded under evidence/
    bash tools/dev.sh serve                                   the site, with its badge
+   bash tools/dev.sh build                                   the strict build CI runs, before a commit
    the rest: docs/writing-a-lesson.md
 EOF
         ;;
@@ -81,8 +98,8 @@ EOF
         .venv/bin/python -m pytest "${@:2}"
         ;;
     *)
-        echo "usage: bash tools/dev.sh serve | author [CMD...] | test [PYTEST ARGS...]" >&2
-        echo "  serve: the site (no torch); author: + torch, Triton (run and verify lessons); test: + the tests" >&2
+        echo "usage: bash tools/dev.sh serve | build [MKDOCS ARGS...] | author [CMD...] | test [PYTEST ARGS...]" >&2
+        echo "  serve, build: the site (no torch); author: + torch, Triton (run and verify lessons); test: + the tests" >&2
         exit 2
         ;;
 esac

@@ -1,7 +1,7 @@
 """Take the recording machines' paths out of committed records: verified_triton/record/migrate_scrub_paths.py.
 
-    python tools/migrate.py            clean every evidence/<lesson>/<key>.json in place
-    python tools/migrate.py --check    exit 1 if any record still holds such a path; change nothing
+    .venv/bin/python tools/migrate.py            clean every evidence/<lesson>/<key>.json in place
+    .venv/bin/python tools/migrate.py --check    exit 1 if any record still holds such a path; change nothing
 """
 
 import sys

@@ -1,6 +1,6 @@
 """How the tools' costs grow with the course: a 200-lesson copy of the repository, timed.
 
-    python tools/bench_scale.py [--lessons 200] [--keep DIR]
+    .venv/bin/python tools/bench_scale.py [--lessons 200] [--keep DIR]
 
 Copies the repository into a temporary folder, adds N scaffolded lessons
 (tools/new_lesson.py) with evidence records shaped like a typical lesson's (a

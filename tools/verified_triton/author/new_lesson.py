@@ -1,6 +1,6 @@
 """Create a new lesson that verifies under the interpreter and builds as generated.
 
-    python tools/new_lesson.py NAME [--title "Title"] [--part "Part of the course"]
+    .venv/bin/python tools/new_lesson.py NAME [--title "Title"] [--part "Part of the course"]
 
 Writes code/NAME/ (lesson.toml and the lesson file: a kernel, its checks, a
 benchmark against a baseline timed in the same run, one exercise with a
@@ -144,7 +144,7 @@ prerequisites = ["vector-add"]   # lessons that must come earlier in the course
 #   tcgen05. A GPU below it declines by design (exit 3): PARTIALLY VERIFIED there,
 #   which the publish gate accepts. Left out, the page claims only "a CUDA GPU".
 # - triton: the oldest Triton a run has passed with, the GPU run included
-#   (`python tools/verify.py --status` shows the versions each run used).
+#   (`.venv/bin/python tools/verify.py --status` shows the versions each run used).
 # - why: the feature behind the numbers, said wherever they are.
 # These keys are part of the source hash: set them before recording the GPU run.
 [requires]
@@ -283,7 +283,7 @@ before publishing:
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(
         prog="new_lesson.py", description="Create a new lesson: code/NAME/ and docs/lessons/NAME.md.",
-        epilog="example: python tools/new_lesson.py row-sum --title \"Row sums\" --part Foundations\n"
+        epilog="example: .venv/bin/python tools/new_lesson.py row-sum --title \"Row sums\" --part Foundations\n"
                "exit codes: 0 created; 1 a bad name, or the lesson exists; 2 a bad command line",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("name", help="the lesson's folder and page name: lower-case letters, digits and '-', "

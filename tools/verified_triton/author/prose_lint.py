@@ -20,7 +20,7 @@ line before it (the reason is required):
 
     <!-- prose-lint: allow timing: the autotuner's own timing is the subject -->
 
-Run it on pages: `python tools/prose_lint.py docs/lessons/*.md` (exit 1 on
+Run it on pages: `.venv/bin/python tools/prose_lint.py docs/lessons/*.md` (exit 1 on
 findings). tests/test_prose.py runs it on every lesson page.
 """
 

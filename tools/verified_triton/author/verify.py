@@ -1,14 +1,14 @@
 """Run every lesson under Triton's interpreter and on a GPU, and record what happened.
 
-    python tools/verify.py                      run what changed, both modes
-    python tools/verify.py --lesson fp16-matmul --mode gpu --force
-    python tools/verify.py --status [--json]    each lesson's badge and summary; runs nothing
-    python tools/verify.py --check              fail unless every lesson's evidence is current and usable
-    python tools/verify.py --check --publish    ... and every lesson VERIFIED, or PARTIALLY VERIFIED by design
-    python tools/verify.py --compare            re-run the interpreter mode and compare with the record
-    python tools/verify.py --smoke              run each lesson's GPU-only code once on the CPU; record nothing
-    python tools/verify.py --mode gpu --gpus 0,1 --shard 1/2 --bundle out.tar.gz   (on GPU machines)
-    python tools/verify.py --import a.tar.gz b.tar.gz   merge bundles recorded elsewhere
+    .venv/bin/python tools/verify.py                      run what changed, both modes
+    python3 tools/verify.py --lesson fp16-matmul --mode gpu --force   (on a GPU machine)
+    .venv/bin/python tools/verify.py --status [--json]    each lesson's badge and summary; runs nothing
+    .venv/bin/python tools/verify.py --check              fail unless every lesson's evidence is current and usable
+    .venv/bin/python tools/verify.py --check --publish    ... and every lesson VERIFIED, or PARTIALLY VERIFIED by design
+    .venv/bin/python tools/verify.py --compare            re-run the interpreter mode and compare with the record
+    .venv/bin/python tools/verify.py --smoke              each lesson's GPU-only code once on the CPU; record nothing
+    python3 tools/verify.py --mode gpu --gpus 0,1 --shard 1/2 --bundle out.tar.gz   (on a GPU machine: its python3)
+    .venv/bin/python tools/verify.py --import a.tar.gz b.tar.gz   merge bundles recorded elsewhere
 
 This file is the command line only. The work lives in one module per job:
 machine.py (what this machine has), plan.py (what to run, shards, GPUs),
@@ -49,6 +49,7 @@ from verified_triton.record.report import (
 )
 from verified_triton.record.runner import mode_key, run_lesson, sweep_orphans
 from verified_triton.record.smoke import smoke_command
+from verified_triton.site import preflight as site_preflight
 
 EPILOG = """\
 what it does (one of):
@@ -73,7 +74,9 @@ modes (--mode):
 exit codes:
   0  everything asked for passed
   1  a run failed, or --check/--compare found a problem (each printed with the lesson's name)
-  2  a bad command line, or input verify cannot use (a broken lesson.toml, an unknown lesson)
+  2  a bad command line, or input verify cannot use (a broken lesson.toml, an unknown lesson, or
+     what the site could not build: before any run, --force and --mode gpu too, each lesson's
+     regions and every :: line of its page are checked, each problem said as FILE:LINE)
 
 examples:
   .venv/bin/python tools/verify.py --lesson row-sum            # after editing one lesson
@@ -159,6 +162,23 @@ def invalid_combination(args: argparse.Namespace) -> str:
 
 class UsageError(Exception):
     pass
+
+
+class PagesCannotBuild(Exception):
+    """What the site build would refuse in the lessons to run: one 'FILE:LINE: why' each (site/preflight.py)."""
+
+    def __init__(self, problems: list[str]):
+        self.problems = problems
+        super().__init__("\n".join(problems))
+
+
+def refuse_what_the_site_cannot_build(lessons: list[Lesson], code_dir: Path) -> None:
+    """Before anything is planned or run (a GPU run too, and with --force): the lessons' regions and every
+    `::` line of their pages, parsed; PagesCannotBuild (exit 2, nothing run or written) if the build
+    would stop at one."""
+    problems = site_preflight.problems(lessons, code_dir.absolute().parent / "docs")
+    if problems:
+        raise PagesCannotBuild(problems)
 
 
 def select(all_lessons: list[Lesson], names: list[str]) -> list[Lesson]:
@@ -261,7 +281,8 @@ def publish_problems(statuses) -> list[str]:
     Each names the lesson and the commands that fix it."""
     return [f"{name}: PARTIALLY VERIFIED, not by design: its GPU run is not recorded for this source; "
             f"record it on a GPU machine (python3 tools/verify.py --lesson {name} --mode gpu --bundle {name}.tar.gz) "
-            f"and bring it here (python tools/verify.py --import {name}.tar.gz)" for name in waiting_for_gpu(statuses)]
+            f"and bring it here (.venv/bin/python tools/verify.py --import {name}.tar.gz)"
+            for name in waiting_for_gpu(statuses)]
 
 
 def compare_fresh(lessons: list[Lesson], evidence_dir: Path, machine: Machine, jobs: int,
@@ -359,12 +380,19 @@ def main(argv: list[str]) -> int:
             return do_import(args, every, lessons, evidence_dir)
         if args.status or args.check:
             return do_status(args, lessons, evidence_dir)
+        refuse_what_the_site_cannot_build(lessons, args.code_dir)
         if args.smoke:
             return smoke_command(lessons, args.jobs, args.timeout)
         return do_run(args, lessons, evidence_dir)
     except BrokenPipeError:
         quiet_broken_pipe()
         return 0
+    except PagesCannotBuild as exc:
+        for problem in exc.problems:
+            print(f"error: {terminal_safe(problem)}", file=sys.stderr)
+        print("verify: the site could not build this; nothing was run and nothing was written (fix it, then run "
+              "again)", file=sys.stderr)
+        return 2
     except (LessonError, EvidenceError, UnsafePathError, UsageError, ValueError) as exc:
         print(f"error: {terminal_safe(str(exc))}", file=sys.stderr)
         return 2

@@ -41,6 +41,7 @@ Check, Benchmark, Table, Figure, SkippedPart, Device, Results = (
 Prediction, PredictionOutcome, FilteredWarning = kit.Prediction, kit.PredictionOutcome, kit.FilteredWarning
 prediction_outcome = kit.prediction_outcome
 failures, verdict, median_interval = kit.failures, kit.verdict, kit.median_interval
+not_run_here = kit.not_run_here  # the words for the steps and parts a run did not run, as the kit prints them
 install_command, OPTIONAL_SKIP = kit.install_command, kit.OPTIONAL_SKIP
 UNITS, RATE_UNITS = kit.UNITS, kit.RATE_UNITS
 Step, STEP_NAME = kit.Step, kit.STEP_NAME

@@ -282,9 +282,13 @@ def _phrase(record: Record) -> str:
     else:
         versions = ", ".join(v for v in (_version("Triton", env.triton), _version("torch", env.torch)) if v)
         who = f"the GPU run on {env.device_name or 'an unnamed GPU'}" + (f" ({versions})" if versions else "")
+    if record.outcome == "failed":  # the cause last, said once: the reason may give the exit code itself
+        code = f"exit {record.exit_code}"
+        cause = (record.reason if record.reason.startswith(code) else f"{code}: {record.reason}") if record.reason \
+            else code
+        return f"{who} failed on {record.date} with {cause}"
     outcome = {
         "passed": "passed",
-        "failed": f"failed (exit {record.exit_code}{': ' + record.reason if record.reason else ''})",
         "crashed": f"crashed ({record.reason or f'exit {record.exit_code}'})",
         "timeout": f"timed out after {seconds(record.wall_s)}",
         "by-design": f"stopped by design ({record.reason})",

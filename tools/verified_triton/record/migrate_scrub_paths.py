@@ -1,7 +1,7 @@
 """One-off migration (issue 20): take the paths of the recording machine out of the committed records.
 
-    python tools/migrate.py            clean every evidence/<lesson>/<key>.json in place
-    python tools/migrate.py --check    exit 1 if any record still holds such a path; change nothing
+    .venv/bin/python tools/migrate.py            clean every evidence/<lesson>/<key>.json in place
+    .venv/bin/python tools/migrate.py --check    exit 1 if any record still holds such a path; change nothing
 
 Records written before tools/verified_triton/record/scrub.py kept absolute paths in what a run
 printed (a warning from <site-packages>, a traceback through the temporary

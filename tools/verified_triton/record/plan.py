@@ -144,7 +144,7 @@ class Progress:
             if record is None:
                 print(f"[{self.done}/{self.total}] {label}: error ({terminal_safe(result.skipped)})", flush=True)
                 return
-            extra = f" ({terminal_safe(record.reason)})" if record.reason else ""
+            extra = f": {terminal_safe(record.reason)}" if record.reason else ""
             if not result.written:
                 extra = f"; {terminal_safe(result.skipped)}"
             print(f"[{self.done}/{self.total}] {label}: {record.outcome} in {record.wall_s:.1f} s{extra}", flush=True)

@@ -10,6 +10,7 @@ import os
 import sys
 from dataclasses import asdict
 
+from verified_triton.core.kit import not_run_here
 from verified_triton.core.lessons import MODES, Lesson
 from verified_triton.judge.status import FAILED, STALE, UNVERIFIED, LessonStatus
 
@@ -91,7 +92,8 @@ def print_summary(results) -> None:
         ran = r.record is not None and (not r.skipped or not r.written)  # not written: it ran, the record stayed
         outcome = r.record.outcome if ran else ("error" if r.record is None and "verify" in r.skipped else "-")
         wall = f"{r.record.wall_s:6.1f}s" if ran else "      -"
-        note = r.skipped or (r.record.reason if r.record else "")
+        note = r.skipped or (r.record.reason or not_run_here(r.record.steps, r.record.skipped_parts)
+                             if r.record else "")
         where = f" GPU {r.gpu}" if r.gpu is not None else ""
         print(f"{r.lesson.name:<30} {r.mode + where:<12} {outcome:<10} {wall}  {terminal_safe(note)}")
     for line in folded:

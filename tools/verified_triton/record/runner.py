@@ -89,6 +89,8 @@ def run_lesson(lesson: Lesson, mode: str, machine: Machine, evidence_dir: Path, 
         captured = run_bounded(str(lesson.main), lesson.folder, env, limit)
         results, problem = read_results(results_file)
         outcome, reason = classify(lesson, mode, captured, limit, results, problem)
+        if outcome == "failed" and results is not None and results.raised is not None:
+            reason = failure_reason(results)
         figure_data, figures, fig_problem = ({}, [], "") if results is None else _collect_figures(results, fig_dir)
         if fig_problem:
             outcome, reason = "failed", fig_problem
@@ -136,6 +138,13 @@ def _kept(lesson: Lesson, new: Record, previous: Record | None, environment: str
                 f"the record here {previous.outcome} with torch {had[0]}, Triton {had[1]} and stays. Run again with "
                 "--force to record the failure under these versions")
     return ""
+
+
+def failure_reason(results: kit.Results) -> str:
+    """A run that an exception ended: the exception where the lesson raised it, then any checks or targets
+    that failed before it ('ZeroDivisionError at code/x/x.py:42 (division by zero)')."""
+    failed = kit.failures(results.checks, results.benchmarks)
+    return results.raised.sentence() + (f"; before it failed: {', '.join(failed)}" if failed else "")
 
 
 LAST_ERROR = re.compile(r"\A(ModuleNotFoundError|ImportError): (.*)\Z")

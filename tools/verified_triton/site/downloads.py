@@ -1,8 +1,8 @@
 """Run it yourself: every lesson as a zip archive and as a Jupyter notebook.
 
-    python tools/downloads.py notebooks     write notebooks/<lesson>.ipynb (what "Open in Colab" opens)
-    python tools/downloads.py check         exit 1 unless the committed notebooks match the generated ones
-    python tools/downloads.py build DIR     write every archive and notebook into DIR
+    .venv/bin/python tools/downloads.py notebooks     write notebooks/<lesson>.ipynb (what "Open in Colab" opens)
+    .venv/bin/python tools/downloads.py check         exit 1 unless the committed notebooks match the generated ones
+    .venv/bin/python tools/downloads.py build DIR     write every archive and notebook into DIR
 
 The site build calls the same functions (the hook publishes downloads/<lesson>.zip
 and notebooks/<lesson>.ipynb). An archive holds the lesson's files, lesson.toml,
@@ -184,7 +184,7 @@ def _write_downloads(argv: list[str], site: directives.Site, docs: Path) -> int:
         if name.removesuffix(".ipynb") not in {lesson.name for lesson in site.lessons}:
             stale.append(f"{NOTEBOOKS}/{name} (no such lesson)")
     if stale:
-        print("notebooks out of date (run: python tools/downloads.py notebooks): " + ", ".join(stale),
+        print("notebooks out of date (run: .venv/bin/python tools/downloads.py notebooks): " + ", ".join(stale),
               file=sys.stderr)
         return 1
     return 0

@@ -13,6 +13,7 @@ under `mkdocs serve` it shows in the browser instead, until the next good build 
 from __future__ import annotations
 
 import functools
+import html
 import logging
 import os
 import re
@@ -132,23 +133,48 @@ def on_config(config):
 
 
 def course_nav(lessons) -> list:
-    """Lesson pages in course order; consecutive lessons of one `part` form a sub-section.
+    """Lesson pages in course order, each titled from its lesson.toml; consecutive lessons of one `part`
+    form a sub-section.
 
+    The title is given, not left to MkDocs: MkDocs takes an untitled page's title from its first heading,
+    which it reads only when it renders the page, and a dirty build (`mkdocs serve --dirty`) renders only
+    the pages that changed, so every other lesson's entry read "None" in the sidebar and the footer.
     With navigation.prune, a page carries only its own part's entries, so
     building a course of hundreds of lessons costs per page what a few dozen do.
     """
     nav: list = []
     previous = None
     for lesson in lessons:
+        entry = {NavTitle.of(lesson.title): lesson.page}
+        part = NavTitle.of(lesson.part)
         if not lesson.part:
-            nav.append(lesson.page)
-        elif nav and isinstance(nav[-1], dict) and lesson.part in nav[-1]:
-            nav[-1][lesson.part].append(lesson.page)
+            nav.append(entry)
+        elif nav and isinstance(nav[-1].get(part), list):
+            nav[-1][part].append(entry)
         else:
             _refuse_a_second_section(lesson, previous, lessons)
-            nav.append({lesson.part: [lesson.page]})
+            nav.append({part: [entry]})
         previous = lesson
     return nav
+
+
+class NavTitle(str):
+    """A title from lesson.toml (a lesson's, a part's) as Material's templates write it, safe each way.
+
+    The templates are not autoescaped and write a navigation title three ways: as it is (`{{ title }}`: the
+    sidebar, the footer), through `| e` (aria-labels) and through `| striptags` (the page's <title>),
+    which unescapes what it keeps. The string is the text escaped once, for the first; `__html__`, which
+    the other two read, is it escaped once more, so `| e` gives what MkDocs' own heading titles give and
+    `striptags` leaves the text escaped once: no title can open a tag or close <title>. Invisible
+    format characters show as marks (render.visible), as everywhere else on the site.
+    """
+
+    @classmethod
+    def of(cls, title: str) -> NavTitle:
+        return cls(html.escape(render.visible(" ".join(title.split()))))
+
+    def __html__(self) -> str:
+        return html.escape(str(self))
 
 
 def _refuse_a_second_section(lesson, previous, lessons) -> None:

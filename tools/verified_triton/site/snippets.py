@@ -5,13 +5,14 @@ with the line numbers they came from. Every malformed input is a SnippetError
 that names FILE:LINE and what is wrong; nothing is skipped silently.
 
 Command line:
-    python tools/snippets.py list FILE...     one line per region: FILE NAME START-END
-    python tools/snippets.py show FILE NAME   the region's text
+    .venv/bin/python tools/snippets.py list FILE...     one line per region: FILE NAME START-END
+    .venv/bin/python tools/snippets.py show FILE NAME   the region's text
 Exit 0 on success, 2 on bad input (the error goes to stderr).
 """
 
 from __future__ import annotations
 
+import functools
 import re
 import sys
 import textwrap
@@ -52,6 +53,13 @@ class Region:
 
 def parse_regions(text: str, path: str | Path = "<string>") -> dict[str, Region]:
     """Return every region in `text`, keyed by name, in source order."""
+    return dict(_parsed(text, str(path)))
+
+
+@functools.lru_cache(maxsize=256)
+def _parsed(text: str, path: str) -> tuple[tuple[str, Region], ...]:
+    """The regions of one text, parsed once: a page cuts several regions from a file, and verify's check
+    of the pages (preflight.py) and the site build ask for the same files again (a Region is frozen)."""
     # Lines end at \n, \r\n or \r, as Python counts them. Not str.splitlines(), which
     # also breaks at form feeds and U+2028 and would shift every later line number.
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
@@ -96,7 +104,7 @@ def parse_regions(text: str, path: str | Path = "<string>") -> dict[str, Region]
                 f"'# snippet: NAME' or '# end snippet'")
     if open_name is not None:
         raise SnippetError(path, open_line, f"region '{open_name}' is never closed with '# end snippet'")
-    return regions
+    return tuple(regions.items())
 
 
 def _refuse_invisible(line: str, path: str | Path, number: int) -> None:

@@ -7,9 +7,10 @@ A directive is a line of its own in a page, outside fenced code:
 Each module in this package registers its directives with `@directive`,
 giving the name, whether it needs the page's lesson (front matter
 `lesson: NAME`), its arguments and a one-line help. The hook expands pages
-through `expand`, the unknown-directive error lists the registry, and the
-authors' table in docs/writing-a-lesson.md is the `::directives` directive,
-built from the same registry. Adding a directive is adding one module.
+through `expand`, the unknown-directive error lists the registry, the
+`::directives` table is built from it, and so is the authors' table that
+docs/writing-a-lesson.md carries as plain Markdown (reference.py; a test keeps
+the two equal). Adding a directive is adding one module.
 """
 
 from __future__ import annotations
@@ -123,7 +124,9 @@ def notebook_form(name: str):
     return register
 
 
-def expand(name: str, args_text: str, page: Page, body: str | None = None) -> str:
+def resolve(name: str, args_text: str, has_lesson: bool) -> tuple[Directive, list[str]]:
+    """The directive a `::` line names and its arguments, or DirectiveError saying why the build refuses the
+    line (an unknown name, the wrong number of arguments, no lesson named): for expand and site/preflight.py."""
     found = REGISTRY.get(name)
     if found is None:
         known = ", ".join(f"::{k}" for k in sorted(REGISTRY))
@@ -132,8 +135,13 @@ def expand(name: str, args_text: str, page: Page, body: str | None = None) -> st
     if len(args) != len(found.args):
         raise DirectiveError(f"'::{name}' takes {len(found.args) or 'no'} argument(s): {found.usage}; "
                              f"got {args_text!r}")
-    if found.needs_lesson and page.lesson is None:
+    if found.needs_lesson and not has_lesson:
         raise DirectiveError(f"'::{name}' needs the page's front matter to name its lesson (lesson: NAME)")
+    return found, args
+
+
+def expand(name: str, args_text: str, page: Page, body: str | None = None) -> str:
+    found, args = resolve(name, args_text, page.lesson is not None)
     extra = {"body": body or ""} if found.body else {}
     if page.notebook:
         return found.notebook(page, *args, **extra) if found.notebook else ""

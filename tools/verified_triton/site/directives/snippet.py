@@ -26,7 +26,11 @@ def snippet(page: Page, rel: str, region_name: str) -> str:
 
 
 def _region(page: Page, rel: str, region_name: str):
-    code_dir = page.site.code_dir
+    return find_region(page.site.code_dir, rel, region_name)
+
+
+def find_region(code_dir, rel: str, region_name: str):
+    """(the file's path on the site, its region), or DirectiveError / SnippetError (also site/preflight.py)."""
     if not rel.startswith("code/") or not rel.endswith(".py") or ".." in rel.split("/"):
         raise DirectiveError(f"'::snippet' shows Python files under code/, not {rel!r}")
     path = code_dir / rel.removeprefix("code/")

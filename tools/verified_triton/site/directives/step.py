@@ -54,10 +54,14 @@ def _record_body(st: LessonStatus, record: Record, name: str) -> str:
     elif found.not_run:
         body.append(f"Not run here: {text(found.not_run)}.")
     else:
-        body.append(code_block(clean_output(found.stdout) or "(the step printed nothing)", "", OUTPUT_ATTRS))
+        printed = clean_output(found.stdout)
+        if printed or not found.raised:
+            body.append(code_block(printed or "(the step printed nothing)", "", OUTPUT_ATTRS))
         failed = [c for c in record.checks if c.step == name and c.status == "fail"]
         if failed:
             body += ["", "Failed in this step: " + ", ".join(code(c.name) for c in failed) + "."]
+        if found.raised:  # the record's reason names the exception and the lesson's line
+            body += ["", f"The run ended in this step: {text(record.reason) or 'an exception (see the log)'}."]
     return "\n".join(body)
 
 

@@ -468,6 +468,8 @@ def test_a_run_that_says_the_same_keeps_the_file_and_other_versions_do_not_repla
     (["--triton", "3.5.1", "--matrix"], "--triton and --matrix are separate jobs"),
     (["--matrix", "--shard", "1/2"], "--shard applies to a run"),
     (["--matrix", "--check"], "are separate jobs"),
+    (["--triton", "3.5.1rc1"], "'3.5.1rc1' is not a Triton release"),
+    (["--matrix", "3.4,latest"], "'latest' is not a Triton release"),
 ])
 def test_matrix_options_that_do_not_go_together(project, args, message):
     run = project.verify(*args)

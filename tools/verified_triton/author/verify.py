@@ -46,7 +46,14 @@ from verified_triton.record.machine import SETUP, Machine, mode_problem, this_ma
 from verified_triton.record.matrix import elapsed, plan_matrix, run_matrix, summary_lines
 from verified_triton.record.plan import execute, parse_shard, plan_runs, recorded_wall, shard
 from verified_triton.record.provenance import Expectation, provenance_problems
-from verified_triton.record.releases import CACHE_DIR, MATRIX, ReleaseEnvError, prepare, resolve_all
+from verified_triton.record.releases import (
+    CACHE_DIR,
+    MATRIX,
+    ReleaseEnvError,
+    ReleaseSpecError,
+    prepare,
+    resolve_all,
+)
 from verified_triton.record.report import (
     check_problems,
     print_status,
@@ -389,6 +396,8 @@ def do_matrix(args, lessons: list[Lesson], evidence_dir: Path) -> int:
     started = time.monotonic()
     try:
         releases = resolve_all([args.triton] if args.triton else args.matrix.split(","))
+    except ReleaseSpecError as exc:
+        raise UsageError(f"{exc}; nothing was run") from None
     except ReleaseEnvError as exc:
         print(f"matrix: {terminal_safe(str(exc))}; nothing was run", file=sys.stderr)
         return 1

@@ -181,10 +181,10 @@ def _notes(lesson: Lesson, m: ReleaseMatrix) -> list[str]:
             notes.append(f"it states {stated}, but it passes under Triton {lifted} too (the kit's version check "
                          f"lifted): {says}")
         elif not m.claimed or _against_claim(m.lowest, m.claimed) > 0:
-            unchecked = ("no release below it" if m.lowest == first
-                         else f"no release from {m.claimed or 'the first'} up to it")
-            notes.append(f"it states {stated}, below {m.lowest}, the lowest release it is known to pass on with "
-                         f"every newer one; the matrix checked {unchecked}: {says}")
+            unchecked = (f"nothing below {first} is checked" if m.lowest == first
+                         else f"no release between {m.claimed or 'the first'} and {m.lowest} is checked")
+            notes.append(f"it states {stated}; it passes under Triton {m.lowest} and every newer release of the "
+                         f"matrix, and {unchecked}: {says}")
     if m.stale:
         releases = ", ".join(sorted((r.release for r in m.stale), key=release_tuple))
         notes.append(f"the release records for Triton {releases} are for an older source: "

@@ -75,6 +75,10 @@ class ReleaseEnvError(Exception):
     """An environment for a release that cannot be made or used, in words (no lesson ran)."""
 
 
+class ReleaseSpecError(ReleaseEnvError):
+    """A release asked for that is no release (a usage error: verify exits 2)."""
+
+
 @dataclass(frozen=True)
 class ReleaseEnvironment:
     release: str
@@ -119,15 +123,15 @@ def resolve(spec: str, ask: Ask = registry_newest) -> str:
     parts = spec.split(".")
     if len(parts) == 2 and all(p.isascii() and p.isdigit() and len(p) <= 3 for p in parts):
         return KNOWN_NEWEST.get(spec) or ask(f"triton=={spec}.*")
-    raise ReleaseEnvError(f"{spec[:40]!r} is not a Triton release: give X.Y.Z (3.5.1), X.Y (its newest patch) "
-                          "or 'newest'")
+    raise ReleaseSpecError(f"{spec[:40]!r} is not a Triton release: give X.Y.Z (3.5.1), X.Y (its newest patch) "
+                           "or 'newest'")
 
 
 def resolve_all(specs: list[str], ask: Ask = registry_newest) -> list[str]:
     """Each spec resolved, duplicates dropped, oldest first."""
     releases = {resolve(spec, ask) for spec in specs if spec.strip()}
     if not releases:
-        raise ReleaseEnvError("no Triton release given")
+        raise ReleaseSpecError("no Triton release given")
     return sorted(releases, key=release_tuple)
 
 

@@ -411,7 +411,8 @@ def judged(project, requires: str, outcomes: dict[str, str], source_hash: str | 
 def test_a_failure_inside_the_claim_is_refused_and_one_below_it_is_not(project):
     m = judged(project, "3.4", {"3.4.0": "failed", "3.5.1": "passed", "3.6.0": "passed"})
     assert m.lowest == "3.5.1" and len(m.refusals) == 1
-    assert "claims Triton 3.4 and newer, but it failed under Triton 3.4.0 (check x failed)" in m.refusals[0]
+    assert ("claims Triton 3.4 and newer, but it failed under the interpreter of Triton 3.4.0 (check x failed)"
+            in m.refusals[0])
     assert "python tools/verify.py --lesson claims --triton 3.4.0 --force" in m.refusals[0]
 
 

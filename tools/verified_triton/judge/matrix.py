@@ -152,7 +152,8 @@ def _refusals(lesson: Lesson, m: ReleaseMatrix) -> list[str]:
             continue
         says = (f"the lowest release it passes on is {m.lowest}" if m.lowest
                 else "it passes from no release of the matrix on")
-        out.append(f"{claim}, but it {r.record.outcome} under Triton {r.release} ({r.record.reason or 'no reason'}); "
+        out.append(f"{claim}, but it {r.record.outcome} under the interpreter of Triton {r.release} "
+                   f"({r.record.reason or 'no reason'}); "
                    f"{says}. See it: {check_command(lesson.name, r.release)}. lesson.toml's [requires] is part of "
                    "the source hash: changing it means re-recording the lesson")
     return out
@@ -178,8 +179,8 @@ def _notes(lesson: Lesson, m: ReleaseMatrix) -> list[str]:
                              f"newest one ({m.results[-1].release})")
         elif m.claimed and _against_claim(m.lowest, m.claimed) < 0:
             lifted = ", ".join(r.release for r in m.results if r.below_requires and r.state == PASSED)
-            notes.append(f"it states {stated}, but it passes under Triton {lifted} too (the kit's version check "
-                         f"lifted): {says}")
+            notes.append(f"it states {stated}, but its interpreter run passes under Triton {lifted} too (the kit's "
+                         f"version check lifted; its GPU steps are not checked there): {says}")
         elif not m.claimed or _against_claim(m.lowest, m.claimed) > 0:
             unchecked = (f"nothing below {first} is checked" if m.lowest == first
                          else f"no release between {m.claimed or 'the first'} and {m.lowest} is checked")

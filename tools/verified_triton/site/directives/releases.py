@@ -92,7 +92,7 @@ def release_fold(st: LessonStatus, root: str, folded: bool = True) -> str:
         return ""
     need = (f"lesson.toml's [requires] triton: {m.claimed}" + (f" ({m.why})" if m.why else "") if m.claimed
             else "lesson.toml states no [requires] triton")
-    body = [md_table(["Triton", "Interpreter run", "Checks", "Took", "Recorded, with"], release_rows(m)), "",
+    body = [md_table(["Release", "Interpreter run", "Checks", "Time", "Recorded, with"], release_rows(m)), "",
             f"<small>{text(need)}. Each release ran in an environment of its own: that Triton, with this "
             "machine's torch and the numpy shown. These runs are information; the badge never depends on them. "
             f"[How the releases are checked]({root}verification.md#other-triton-releases)</small>"]
@@ -134,13 +134,15 @@ def release_table(page: Page) -> str:
         says = minor(m.lowest) if m and m.lowest else ""
         refused = bool(m and m.refusals)
         rows.append([f"[{text(st.lesson.title)}]({page.root}{st.lesson.page})", *cells, text(claimed or "none"),
-                     text(says) + (" ✗ refused by --check" if refused else
+                     text(says) + (" ✗ refused" if refused else
                                    " ≠" if says and claimed and _differs(says, claimed) else "")])
     table = md_table(["Lesson", *(f"Triton {text(k)}" for k in minors), "[requires] triton", "Matrix says"], rows)
-    legend = ("✓ passed, – declined by design (the interpreter cannot run its kernels), ✗ failed; * below the "
-              "lesson's [requires] triton, run with the kit's version check lifted; " + text(STALE_MARK)
-              + ": recorded for an older source only. *Matrix says*: the lowest release from which every newer "
-              "one passes; ≠ where it differs from [requires] triton.")
+    legend = (text("✓ passed, – declined by design (the interpreter cannot run its kernels), ✗ failed; * below the "
+                   f"lesson's [requires] triton, run with the kit's version check lifted; {STALE_MARK}: recorded "
+                   "for an older source only.") + " **Matrix says:** "
+              + text("the lowest release from which every newer one passes; ≠ where it differs from [requires] "
+                     "triton; ✗ refused: verify.py --check refuses the claim, since the lesson fails under a release "
+                     "it claims."))
     out = [table, "", legend]
     if len(every) > len(minors):
         out += ["", text(f"{len(every) - len(minors)} older release(s) recorded ({english(every[:-COLUMNS])}) are "

@@ -39,6 +39,11 @@ And the supply chain (issue 21), one rule each:
    may overwrite;
 9. static analysis: zizmor (offline) reports no medium or high finding; actionlint where installed.
 
+And the Triton release matrix (issue 36): one workflow runs `verify.py --matrix` weekly and by hand,
+never on a push or pull request and never inside the per-push test command; its job only reads, and a
+job that needs it opens the pull request, on the default branch only, committing release records and
+nothing else. The GPU record job takes a Triton release per runner set (the planner checks it).
+
 The negative tests mutate copies of the real workflows and show that each rule rejects them.
 """
 
@@ -616,12 +621,56 @@ def artifact_problems(workflows: dict[str, dict]) -> list[str]:
     return problems
 
 
+MATRIX_COMMAND = r"tools/verify\.py --matrix\b"
+RELEASE_RECORD_FILTER = "releases/triton-"  # the pull request's check that it commits release records only
+
+
+def matrix_problems(workflows: dict[str, dict]) -> list[str]:
+    """The matrix: weekly and by hand only, outside the tests, a read-only job, then a pull request."""
+    found = [(f, wf, n, j) for f, wf, n, j in all_jobs(workflows) if index(j, wf, runs(MATRIX_COMMAND)) is not None]
+    problems = [f"{f}: job {n} runs the matrix on every push: CI's time is the tests'" for f, wf, n, j in found
+                if set(triggers(wf)) & {"push", "pull_request"} or index(j, wf, runs(r"bash tools/dev\.sh test"))]
+    dev = (ROOT / "tools" / "dev.sh").read_text()
+    if re.search(r"verify\.py[^\n]*--matrix", dev):
+        problems.append("tools/dev.sh: the test command runs the matrix; it belongs to matrix.yml")
+    found = [(f, wf, n, j) for f, wf, n, j in found if f != "test.yml" and not index(j, wf, runs(r"dev\.sh test"))]
+    if len(found) != 1:
+        return problems + [f"expected one job that runs verify.py --matrix, found {len(found)}"]
+    fname, wf, name, job = found[0]
+    where = f"{fname}: job {name}"
+    on = triggers(wf)
+    if "schedule" not in on or "workflow_dispatch" not in on:
+        problems.append(f"{where}: the matrix is not scheduled (weekly) and startable by hand")
+    for event in sorted(set(on) - {"schedule", "workflow_dispatch"}):
+        problems.append(f"{where}: the matrix runs on {event} (weekly and by hand only: it costs minutes of CPU)")
+    perms = job.get("permissions") if isinstance(job.get("permissions"), dict) else {}
+    if can_write(job) or perms.get("contents") != "read":
+        problems.append(f"{where}: the job that runs the matrix (project code, downloaded releases) can write; "
+                        f"it may only read (contents: read)")
+    if runs_on_labels(job) != ["ubuntu-latest"]:
+        problems.append(f"{where}: the matrix does not run on ubuntu-latest")
+    prs = [(n, j) for n, j in jobs(wf).items() if name in needs(j) and index(j, wf, runs(r"gh pr create")) is not None]
+    if not prs:
+        problems.append(f"{fname}: no job that needs {name} opens the pull request (gh pr create)")
+    for pr_name, pr in prs:
+        pr_where = f"{fname}: job {pr_name}"
+        if "default_branch" not in str(pr.get("if", "")) or "changed" not in str(pr.get("if", "")):
+            problems.append(f"{pr_where}: the pull request is not limited to the default branch and a change")
+        script = "\n".join(command(st, pr, wf) for st in steps(pr))
+        if RELEASE_RECORD_FILTER not in script:
+            problems.append(f"{pr_where}: commits whatever the artifact holds (no check that it holds release "
+                            f"records only)")
+        if re.search(r"\b(pip3?|uv)\b[^\n]*\binstall\b|tools/verify\.py", script):
+            problems.append(f"{pr_where}: the job that can write installs or runs project code")
+    return problems
+
+
 def problems_of(workflows: dict[str, dict]) -> list[str]:
     problems = [p for fname, wf in workflows.items() for p in generic_problems(fname, wf)]
     return (problems + stage_test_problems(workflows) + record_problems(workflows)
             + publish_problems(workflows) + permission_problems(workflows) + image_problems(workflows)
             + token_problems(workflows) + install_problems(workflows) + pull_request_problems(workflows)
-            + attestation_problems(workflows) + artifact_problems(workflows))
+            + attestation_problems(workflows) + artifact_problems(workflows) + matrix_problems(workflows))
 
 
 # -- actionlint -------------------------------------------------------------------------------
@@ -726,7 +775,7 @@ def test_3_jobs_that_can_write_install_only_hashed_pins(workflows):
     assert install_problems(workflows) == []
     assert (ROOT / LOCK).is_file()  # tests/test_lock.py checks it against pyproject.toml
     writers = [n for _f, _wf, n, j in all_jobs(workflows) if can_write(j)]
-    assert sorted(writers) == ["evidence-pr", "publish"]  # the rule looked at the jobs that matter
+    assert sorted(writers) == ["evidence-pr", "matrix-pr", "publish"]  # the rule looked at the jobs that matter
 
 
 def test_4_pull_requests_never_reach_a_self_hosted_runner(workflows):
@@ -791,14 +840,15 @@ def test_the_plan_script_compiles(workflows):
         compile(script, "<workflow step>", "exec")
 
 
-def plan(workflows: dict[str, dict], tmp_path: Path, runners: str, shards: str) -> tuple[int, dict, str]:
+def plan(workflows: dict[str, dict], tmp_path: Path, runners: str, shards: str,
+         triton: str = "") -> tuple[int, dict, str]:
     """Run the workflow's shard planner as GitHub would, with these inputs."""
     script = next(s["run"] for _f, _wf, _n, job in all_jobs(workflows) for s in steps(job)
                   if str(s.get("shell", "")).startswith("python"))
     out = tmp_path / "github_output"
     out.write_text("")
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, cwd=ROOT,
-                            env={"RUNNERS": runners, "SHARDS": shards, "GITHUB_OUTPUT": str(out)})
+                            env={"RUNNERS": runners, "SHARDS": shards, "TRITON": triton, "GITHUB_OUTPUT": str(out)})
     outputs = dict(line.split("=", 1) for line in out.read_text().splitlines())
     return result.returncode, {k: json.loads(v) for k, v in outputs.items()}, result.stdout
 
@@ -811,6 +861,28 @@ def test_the_planner_makes_one_job_per_label_set_and_shard(workflows, tmp_path):
     assert out["gpu"][0]["labels"] == ["self-hosted", "gpu", "h200"]
     assert out["interpreter"] == [{"shard": k, "shards": 3} for k in (1, 2, 3)]
     assert out["bundles"] == 9  # what publish expects to download
+
+
+def test_a_runner_set_may_name_its_triton_and_the_input_sets_the_rest(workflows, tmp_path):
+    runners = '[["self-hosted","gpu","h200"], {"labels": ["self-hosted","gpu","b200"], "triton": "3.7.1"}]'
+    rc, out, log = plan(workflows, tmp_path, runners, "1")
+    assert rc == 0, log
+    assert [(j["name"], j["triton"]) for j in out["gpu"]] == [("h200", ""), ("b200", "3.7.1")]
+    rc, out, log = plan(workflows, tmp_path, runners, "1", triton="3.6.0")
+    assert rc == 0, log
+    assert [(j["name"], j["triton"]) for j in out["gpu"]] == [("h200", "3.6.0"), ("b200", "3.7.1")]
+
+
+@pytest.mark.parametrize("runners, triton", [
+    ('[{"labels": ["self-hosted","gpu","b200"], "triton": "3.7"}]', ""),
+    ('[{"labels": ["self-hosted","gpu","b200"], "triton": "3.7.1; curl x | sh"}]', ""),
+    ('[{"labels": ["self-hosted","gpu","b200"], "extra": 1}]', ""),
+    ('[{"triton": "3.7.1"}]', ""),
+    ('[["self-hosted","gpu","h200"]]', "newest"),
+])
+def test_the_planner_refuses_a_bad_triton(workflows, tmp_path, runners, triton):
+    rc, out, log = plan(workflows, tmp_path, runners, "1", triton=triton)
+    assert rc != 0 and "::error::" in log and not out, log
 
 
 @pytest.mark.parametrize("runners, shards", [
@@ -964,7 +1036,7 @@ def _step_of(job, pattern):
 
 
 def _evidence_pr(wfs):
-    return next(j for _f, wf, _n, j in all_jobs(wfs) if index(j, wf, runs(r"gh pr create")) is not None)
+    return next(j for _f, wf, n, j in all_jobs(wfs) if n == "evidence-pr" and index(j, wf, runs(r"gh pr create")))
 
 
 def _interpreter_job(wfs):
@@ -1110,6 +1182,58 @@ def plan_uploads_a_bundle(wfs):  # 5: any job of the run could have posed as a r
                                                 "retention-days": 1}})
 
 
+def _matrix_wf(wfs):
+    return next(wf for _f, wf, _n, j in all_jobs(wfs) if index(j, wf, runs(MATRIX_COMMAND)) is not None)
+
+
+def matrix_on_push(wfs):
+    _matrix_wf(wfs)["on"]["push"] = None
+
+
+def matrix_not_scheduled(wfs):
+    _matrix_wf(wfs)["on"].pop("schedule")
+
+
+def matrix_job_can_write(wfs):
+    _job(wfs, "matrix")["permissions"]["contents"] = "write"
+
+
+def per_push_tests_run_the_matrix(wfs):
+    _step_of(_test_job(wfs), r"bash tools/dev\.sh test")["run"] += "\npython tools/verify.py --matrix"
+
+
+def matrix_pr_on_any_branch(wfs):
+    job = _job(wfs, "matrix-pr")
+    job["if"] = "needs.matrix.outputs.changed == 'true'"
+
+
+def matrix_pr_commits_anything(wfs):
+    step = _step_of(_job(wfs, "matrix-pr"), r"gh pr create")
+    step["run"] = "\n".join(line for line in step["run"].splitlines() if "releases/triton-" not in line)
+
+
+def matrix_pr_runs_verify(wfs):
+    job = _job(wfs, "matrix-pr")
+    job["steps"].insert(1, {"name": "check", "run": "python tools/verify.py --check"})
+
+
+def matrix_without_pr(wfs):
+    wf = _matrix_wf(wfs)
+    wf["jobs"].pop("matrix-pr")
+
+
+MATRIX_RULES = [
+    (matrix_on_push, "the matrix runs on push"),
+    (matrix_not_scheduled, "the matrix is not scheduled"),
+    (matrix_job_can_write, "it may only read"),
+    (per_push_tests_run_the_matrix, "runs the matrix on every push"),
+    (matrix_pr_on_any_branch, "not limited to the default branch"),
+    (matrix_pr_commits_anything, "commits whatever the artifact holds"),
+    (matrix_pr_runs_verify, "installs or runs project code"),
+    (matrix_without_pr, "opens the pull request"),
+]
+
+
 SUPPLY_CHAIN = [
     (pinned_to_tag, "not pinned to a full commit"),
     (pinned_to_short_commit, "not pinned to a full commit"),
@@ -1170,6 +1294,7 @@ SUPPLY_CHAIN = [
     (publish_without_pages_permission, "id-token: write"),
     (publish_without_concurrency, "concurrency"),
     *SUPPLY_CHAIN,
+    *MATRIX_RULES,
 ], ids=lambda v: v.__name__ if callable(v) else None)
 def test_a_mutated_copy_is_rejected(workflows, tmp_path, mutate, expected):
     mutated = copy.deepcopy(workflows)

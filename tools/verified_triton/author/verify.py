@@ -9,12 +9,16 @@
     .venv/bin/python tools/verify.py --smoke              each lesson's GPU-only code once on the CPU; record nothing
     python3 tools/verify.py --mode gpu --gpus 0,1 --shard 1/2 --bundle out.tar.gz   (on a GPU machine: its python3)
     .venv/bin/python tools/verify.py --import a.tar.gz b.tar.gz   merge bundles recorded elsewhere
+    .venv/bin/python tools/verify.py --triton 3.5.1       the interpreter mode under another Triton release (information)
+    .venv/bin/python tools/verify.py --matrix [3.4,3.5]   ... under the newest patch of each minor from 3.4 to 3.9
 
 This file is the command line only. The work lives in one module per job:
 machine.py (what this machine has), plan.py (what to run, shards, GPUs),
 runner.py (one run -> one record), capture.py (the child process),
 changes.py (history and changes beyond noise), bundles.py (carrying evidence),
-report.py (what is printed), status.py (the judgement), evidence.py (the format).
+report.py (what is printed), status.py (the judgement), evidence.py (the format);
+releases.py and matrix.py for other Triton releases (record/: environments and runs; judge/: the
+release record and what the records say about a lesson's [requires] triton).
 A machine without a GPU never writes, deletes or overwrites GPU evidence.
 """
 
@@ -26,6 +30,7 @@ import os
 import shutil
 import sys
 import tempfile
+import time
 from functools import partial
 from pathlib import Path
 
@@ -33,17 +38,28 @@ from verified_triton.core.lessons import MODES, Lesson, LessonError, discover
 from verified_triton.core.paths import ROOT
 from verified_triton.core.safefs import UnsafePathError
 from verified_triton.judge.evidence import EvidenceError, read_record, record_path
+from verified_triton.judge.matrix import judge_releases
 from verified_triton.judge.status import judge
 from verified_triton.record.bundles import import_bundles, write_bundle
 from verified_triton.record.capture import kill_all_on_signals
 from verified_triton.record.machine import SETUP, Machine, mode_problem, this_machine
+from verified_triton.record.matrix import elapsed, plan_matrix, run_matrix, summary_lines
 from verified_triton.record.plan import execute, parse_shard, plan_runs, recorded_wall, shard
 from verified_triton.record.provenance import Expectation, provenance_problems
+from verified_triton.record.releases import (
+    CACHE_DIR,
+    MATRIX,
+    ReleaseEnvError,
+    ReleaseSpecError,
+    prepare,
+    resolve_all,
+)
 from verified_triton.record.report import (
     check_problems,
     print_status,
     print_summary,
     quiet_broken_pipe,
+    release_notes,
     status_json,
     terminal_safe,
 )
@@ -65,6 +81,15 @@ what it does (one of):
   --smoke       a smoke run: the interpreter mode with the GPU steps too, on tiny inputs, untimed;
                 exit 1 if a lesson fails, each failure at its FILE:LINE; records nothing (record/smoke.py)
   --import      merge bundles recorded on other machines
+  --triton X.Y.Z
+                the interpreter mode under that Triton release, in an environment of its own
+                (.cache/triton/X.Y.Z, made once): one record per lesson and release under
+                evidence/<lesson>/releases/; information, never the badge. X.Y: its newest patch;
+                'newest': the newest on the package registry
+  --matrix [LIST]
+                the same for each release of LIST (default: 3.4,3.5,3.6,3.7,3.8,3.9, each its newest
+                patch); prints a lesson x release table and where [requires] triton and the matrix
+                differ. --check refuses a lesson that fails under a release its [requires] triton claims
 
 modes (--mode):
   interpreter   TRITON_INTERPRET=1 on the CPU: checks, no timings (any machine with torch and Triton)
@@ -85,6 +110,8 @@ examples:
   .venv/bin/python tools/verify.py --check --publish           # before publishing
   python3 tools/verify.py --mode gpu --bundle gpu.tar.gz       # on a GPU machine
   .venv/bin/python tools/verify.py --import gpu.tar.gz         # back here
+  .venv/bin/python tools/verify.py --matrix --jobs 2           # every lesson under Triton 3.4 to 3.9
+  .venv/bin/python tools/verify.py --lesson row-sum --triton 3.5 --force
   python3 tools/verify.py --mode gpu --gpus 0,1 --shard 1/2 --bundle s1.tar.gz
 
 .venv: bash tools/dev.sh author (torch, Triton, MkDocs); see README.md and docs/writing-a-lesson.md."""
@@ -124,7 +151,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         "made it")
     p.add_argument("--accept-changes", action="store_true",
                    help="with --import: replace current records even where the outcome or a ratio changes")
+    p.add_argument("--triton", metavar="RELEASE",
+                   help="run the interpreter mode under this Triton release (X.Y.Z, X.Y or 'newest') in an "
+                        "environment of its own; records evidence/<lesson>/releases/triton-X.Y.Z.json")
+    p.add_argument("--matrix", nargs="?", const=",".join(MATRIX), metavar="LIST",
+                   help=f"--triton for each release of LIST (default: {','.join(MATRIX)}, each its newest patch)")
     p.add_argument("--evidence-dir", type=Path, default=ROOT / "evidence", help=argparse.SUPPRESS)
+    p.add_argument("--cache-dir", type=Path, default=CACHE_DIR, help=argparse.SUPPRESS)
     p.add_argument("--code-dir", type=Path, default=ROOT / "code", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     problem = invalid_combination(args)
@@ -144,10 +177,15 @@ def invalid_combination(args: argparse.Namespace) -> str:
         return "--publish is a stricter --check: use --check --publish"
     actions = [flag for flag, on in (("--check" if args.check else "--status", args.status or args.check),
                                      ("--compare", args.compare), ("--smoke", args.smoke),
-                                     ("--import", bool(args.import_paths))) if on]
+                                     ("--import", bool(args.import_paths)), ("--triton", bool(args.triton)),
+                                     ("--matrix", bool(args.matrix))) if on]
     if len(actions) > 1:
         return f"{actions[0]} and {actions[1]} are separate jobs: run them one at a time"
-    allowed = {"--compare": {"timeout"}, "--smoke": {"timeout"}}.get(actions[0], set()) if actions else set(RUN_OPTIONS)
+    if actions and actions[0] in ("--triton", "--matrix") and args.mode == "gpu":
+        return (f"{actions[0]} runs the interpreter mode under other Triton releases; a GPU run uses the Triton "
+                "of the machine it runs on (record.yml's triton input, docs/verification.md)")
+    allowed = {"--compare": {"timeout"}, "--smoke": {"timeout"}, "--triton": {"timeout", "force"},
+               "--matrix": {"timeout", "force"}}.get(actions[0], set()) if actions else set(RUN_OPTIONS)
     if not args.import_paths:
         stray = [flag for flag, on in (("--accept-changes", args.accept_changes), ("--expect-mode", args.expect_mode),
                                        ("--expect-gpu", args.expect_gpu),
@@ -253,6 +291,8 @@ def do_status(args, lessons: list[Lesson], evidence_dir: Path) -> int:
         problems = check_problems(statuses)
         for problem in problems:
             print(f"check: {terminal_safe(problem)}", file=sys.stderr)
+        for note in release_notes(statuses):  # information: what the matrix says each [requires] triton should be
+            print(f"check: note: {terminal_safe(note)}")
         waiting = waiting_for_gpu(statuses)
         if args.publish:
             for problem in publish_problems(statuses):
@@ -370,6 +410,55 @@ def do_run(args, lessons: list[Lesson], evidence_dir: Path) -> int:
     return 1 if bad else status
 
 
+def do_matrix(args, lessons: list[Lesson], evidence_dir: Path) -> int:
+    """Every selected lesson under each release asked for; a table, then what the records say of [requires]."""
+    kill_all_on_signals()
+    sweep_orphans()
+    started = time.monotonic()
+    try:
+        releases = resolve_all([args.triton] if args.triton else args.matrix.split(","))
+    except ReleaseSpecError as exc:
+        raise UsageError(f"{exc}; nothing was run") from None
+    except ReleaseEnvError as exc:
+        print(f"matrix: {terminal_safe(str(exc))}; nothing was run", file=sys.stderr)
+        return 1
+    print(f"matrix: {len(lessons)} lesson(s) under the interpreter of Triton {', '.join(releases)}, "
+          f"{args.jobs} at a time", flush=True)
+    environments, unmade = [], []
+    for release in releases:
+        try:
+            environment = prepare(release, args.cache_dir, report=lambda line: print(line, flush=True))
+        except ReleaseEnvError as exc:
+            print(f"Triton {release}: not run: {terminal_safe(str(exc))}", file=sys.stderr, flush=True)
+            unmade.append(release)
+            continue
+        v = environment.versions
+        print(f"Triton {release}: {'this Python' if environment.site is None else 'its own environment'} "
+              f"(torch {v.torch}, numpy {v.numpy}, Python {v.python})", flush=True)
+        environments.append(environment)
+    todo, skipped = plan_matrix(lessons, environments, evidence_dir, args.force)
+    ran = run_matrix(todo, evidence_dir, args.jobs, args.timeout, args.force,
+                     wall=lambda lesson: recorded_wall(lesson, ["interpreter"], evidence_dir))
+    print()
+    for line in summary_lines(ran + skipped, lessons, [e.release for e in environments]):
+        print(line)
+    for lesson in lessons:
+        said = judge_releases(lesson, evidence_dir)
+        for refusal in said.refusals:
+            print(f"refused by --check: {lesson.name}: {terminal_safe(refusal)}")
+        for note in said.notes:
+            print(f"note: {lesson.name}: {terminal_safe(note)}")
+        for problem in said.problems:
+            print(f"unusable: {terminal_safe(problem)}", file=sys.stderr)
+    errors = [r for r in ran if r.record is None]
+    written = sum(r.written for r in ran)
+    print(f"matrix: {len(ran)} run(s) in {elapsed(time.monotonic() - started)} ({written} record(s) written, "
+          f"{len(ran) - written - len(errors)} unchanged or kept), {len(skipped)} up to date or not supported"
+          + (f"; not run: Triton {', '.join(unmade)} (no environment)" if unmade else "")
+          + (f"; {len(errors)} could not be recorded" if errors else ""))
+    return 1 if unmade or errors else 0
+
+
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
     try:
@@ -383,6 +472,8 @@ def main(argv: list[str]) -> int:
         refuse_what_the_site_cannot_build(lessons, args.code_dir)
         if args.smoke:
             return smoke_command(lessons, args.jobs, args.timeout)
+        if args.triton or args.matrix:
+            return do_matrix(args, lessons, evidence_dir)
         return do_run(args, lessons, evidence_dir)
     except BrokenPipeError:
         quiet_broken_pipe()

@@ -19,6 +19,8 @@ KIB, MIB = 1024, 1024 * 1024
 class Limits:
     source_file: int = 1 * MIB  # a lesson source or lesson.toml
     record_json: int = 8 * MIB  # one evidence record
+    release_json: int = 64 * KIB  # one record of a run under another Triton release (evidence/<lesson>/releases/)
+    releases: int = 48  # release records per lesson; the status page shows the newest 12 minor releases
     figure: int = 4 * MIB  # one PNG
     figures_per_record: int = 24
     stream_kept: int = 64 * KIB  # stdout or stderr kept per run (head and tail)
@@ -58,11 +60,13 @@ def _human(value: int, name: str) -> str:
     return f"{value:,}"
 
 
-BYTE_LIMITS = {"source_file", "record_json", "figure", "stream_kept", "results_json", "bundle_member",
+BYTE_LIMITS = {"source_file", "record_json", "release_json", "figure", "stream_kept", "results_json", "bundle_member",
                "bundle_total", "bundle_file", "amplification_allowance"}
 DESCRIPTIONS = {
     "source_file": "a lesson source file or lesson.toml",
     "record_json": "one evidence record (JSON)",
+    "release_json": "one record of a run under another Triton release (JSON)",
+    "releases": "release records per lesson (the status page's table shows the 12 newest minor releases)",
     "figure": "one figure (PNG)",
     "figures_per_record": "figures per record",
     "stream_kept": "standard output or error kept per run (head and tail)",
@@ -87,7 +91,9 @@ DESCRIPTIONS = {
     "bundle_file": "a bundle file, compressed",
 }
 WHERE = {
-    "source_file": "verify, build", "record_json": "verify, status, build, import", "figure": "verify, build, import",
+    "source_file": "verify, build", "record_json": "verify, status, build, import",
+    "release_json": "verify, status, build",
+    "releases": "verify, status, build", "figure": "verify, build, import",
     "figures_per_record": "schema", "stream_kept": "verify (while capturing)", "results_json": "verify",
     "string": "schema", "name": "schema", "environment": "schema", "checks": "schema", "benchmarks": "schema",
     "tables": "schema",

@@ -20,6 +20,7 @@ from verified_triton.core import kit
 from verified_triton.core.lessons import Lesson
 from verified_triton.core.numfmt import fixed, seconds
 from verified_triton.judge.evidence import Record, lesson_records, record_path
+from verified_triton.judge.matrix import ReleaseMatrix, judge_releases
 
 
 class Status(Enum):
@@ -63,6 +64,7 @@ class LessonStatus:
     modes: dict[str, ModeState]
     records: list[Record]  # every usable record, current and stale
     problems: list[str] = field(default_factory=list)  # evidence files that could not be used, with why
+    releases: ReleaseMatrix | None = None  # the runs under other Triton releases (information; never the badge)
 
     def is_current(self, record: Record) -> bool:
         return record.source_hash == self.source_hash
@@ -78,7 +80,9 @@ class LessonStatus:
 
 def judge(lesson: Lesson, evidence_dir: Path) -> LessonStatus:
     records, problems = lesson_records(evidence_dir, lesson.name)
-    return judge_records(lesson, records, problems, evidence_dir)
+    st = judge_records(lesson, records, problems, evidence_dir)
+    st.releases = judge_releases(lesson, evidence_dir)
+    return st
 
 
 def judge_records(lesson: Lesson, records: list[Record], problems: list[str] | None = None,

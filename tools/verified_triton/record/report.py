@@ -37,8 +37,20 @@ def status_json(statuses: list[LessonStatus]) -> list[dict]:
             }
         out.append({"lesson": st.lesson.name, "title": st.lesson.title, "status": st.status.label,
                     "summary": st.summary, "sentence": st.sentence, "source_hash": st.source_hash,
-                    "modes": modes, "problems": st.problems})
+                    "modes": modes, "problems": st.problems, "releases": releases_json(st)})
     return out
+
+
+def releases_json(st: LessonStatus) -> dict:
+    """The matrix for one lesson: each current release's state, what it says of [requires] triton, and why."""
+    m = st.releases
+    if m is None:
+        return {}
+    return {"requires": m.claimed, "lowest_passing": m.lowest, "refusals": m.refusals, "notes": m.notes,
+            "results": [{"release": r.release, "outcome": r.record.outcome, "state": r.state,
+                         "below_requires": r.below_requires, "reason": r.record.reason, "date": r.record.started_utc}
+                        for r in m.results],
+            "stale": [r.release for r in m.stale], "problems": m.problems}
 
 
 def print_status(statuses: list[LessonStatus]) -> None:
@@ -61,7 +73,15 @@ def check_problems(statuses: list[LessonStatus]) -> list[str]:
             changed = changed_files(st.lesson, rec)
             problems.append(f"{name}: evidence/{name}/{rec.key}.json is for another source (changed since: "
                             f"{', '.join(changed) or 'file list'}); re-record it or delete it")
+        if st.releases is not None:  # the matrix is information, but not a claim it refutes, nor a broken record
+            problems += [f"{name}: unusable release record: {p}" for p in st.releases.problems]
+            problems += [f"{name}: {refusal}" for refusal in st.releases.refusals]
     return problems
+
+
+def release_notes(statuses: list[LessonStatus]) -> list[str]:
+    """Where a lesson's [requires] triton and its release records differ without refuting it, one line each."""
+    return [f"{st.lesson.name}: {note}" for st in statuses if st.releases is not None for note in st.releases.notes]
 
 
 def _interpreter_ok(st: LessonStatus) -> bool:

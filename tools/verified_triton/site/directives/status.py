@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from verified_triton.judge.status import STATUSES
 from verified_triton.site.directives import Page, directive, notebook_form
+from verified_triton.site.directives.releases import release_fold, release_line
 from verified_triton.site.render import admonition, badge, md_table, text, unindexed
 
 
@@ -19,8 +20,10 @@ def status(page: Page) -> str:
            "</small>"]
     if st.stale:
         why[-1:-1] = ["Rows and figures from a run of an older source are marked ⚠ older source.", ""]
-    body = [f"{text(st.summary[:1].upper() + st.summary[1:])}.", "",
-            admonition("vt-why", "Why", "\n".join(why), folded=True)]
+    # Then the Triton releases it was checked under (information, never the badge), their runs folded.
+    line, fold = release_line(st), release_fold(st, page.root)
+    body = [f"{text(st.summary[:1].upper() + st.summary[1:])}." + (f" {line}" if line else ""), "",
+            admonition("vt-why", "Why", "\n".join(why), folded=True), *(["", fold] if fold else [])]
     # The same words on every lesson ("passed", "interpreter", "H200"): kept out of the search index, where
     # they made every lesson match (a <section>, as ::checks does: the indexer ends an excluded <div> at
     # the first inner </div>).

@@ -9,7 +9,7 @@
     .venv/bin/python tools/verify.py --smoke              each lesson's GPU-only code once on the CPU; record nothing
     python3 tools/verify.py --mode gpu --gpus 0,1 --shard 1/2 --bundle out.tar.gz   (on a GPU machine: its python3)
     .venv/bin/python tools/verify.py --import a.tar.gz b.tar.gz   merge bundles recorded elsewhere
-    .venv/bin/python tools/verify.py --triton 3.5.1       the interpreter mode under another Triton release (information)
+    .venv/bin/python tools/verify.py --triton 3.5.1       the interpreter mode under another Triton release
     .venv/bin/python tools/verify.py --matrix [3.4,3.5]   ... under the newest patch of each minor from 3.4 to 3.9
 
 This file is the command line only. The work lives in one module per job:

@@ -103,7 +103,8 @@ def release_fold(st: LessonStatus, root: str, folded: bool = True) -> str:
 def releases(page: Page) -> str:
     line = release_line(page.lesson)
     if not line:
-        return unindexed(text("Not yet checked under other Triton releases (.venv/bin/python tools/verify.py --matrix)."))
+        return unindexed(text("Not yet checked under other Triton releases "
+                              "(.venv/bin/python tools/verify.py --matrix)."))
     return unindexed(f"{line}\n\n{release_fold(page.lesson, page.root)}".rstrip())
 
 
@@ -113,7 +114,8 @@ def release_table(page: Page) -> str:
     statuses = list(page.site.statuses.values())
     every = sorted({r.minor for st in statuses if st.releases for r in st.releases.results}, key=release_tuple)
     if not every:
-        return "_No lesson has been checked under other Triton releases yet (.venv/bin/python tools/verify.py --matrix)._"
+        return ("_No lesson has been checked under other Triton releases yet "
+                "(.venv/bin/python tools/verify.py --matrix)._")
     minors = every[-COLUMNS:]  # the newest: a table of every release ever recorded would not end
     rows, failures = [], []
     for st in statuses:

@@ -42,9 +42,13 @@ LIST_LIMITS = {
     ("Record", "predictions"): LIMITS.benchmarks, ("Results", "predictions"): LIMITS.benchmarks,
     ("Record", "filtered_warnings"): 50, ("Results", "filtered_warnings"): 50,
     ("Environment", "baselines"): 20, ("Device", "baselines"): 20,
+    ("SanitizerRun", "runs"): 4, ("SanitizerRun", "known"): 100, ("Results", "sanitizer_known"): 100,
+    ("SanitizerToolRun", "findings"): LIMITS.sanitizer_findings, ("SanitizerToolRun", "notes"): 20,
+    ("SanitizerFinding", "locations"): 16, ("KnownFinding", "where"): 20, ("KnownFinding", "lines"): 20,
 }
 STRING_LIMITS = {
     "name": LIMITS.name, "stdout": LIMITS.stream_kept + 200, "stderr": LIMITS.stream_kept + 200,
+    "log": LIMITS.sanitizer_log_kept + 200,  # a compute-sanitizer log, head and tail
     # what a run was recorded with: repeated on every row, caption and tab of a page, so kept short
     **dict.fromkeys(("python", "torch", "triton", "platform", "device_name", "capability", "driver", "cuda"),
                     LIMITS.environment),

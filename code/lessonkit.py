@@ -539,7 +539,7 @@ class Lesson:
                 f"sanitizer_known: tool {tool!r}: only initcheck and racecheck "
                 "findings can be declared; memcheck and synccheck errors are fixed"
             )
-        if not kernel or not kernel.isidentifier():
+        if not kernel.isidentifier() or len(kernel) > 120:
             raise ValueError(f"sanitizer_known: kernel {kernel!r} is not a kernel name")
         if isinstance(where, str) or not where or not all(
             isinstance(w, str) and w for w in where

@@ -501,6 +501,9 @@ def as_json(record) -> dict:
     (lambda r: r["sanitizer"]["runs"][0].update(state="clean", errors=3), "clean, but it has findings"),
     (lambda r: r["sanitizer"]["runs"].reverse(), "each tool once, in the order"),
     (lambda r: r["sanitizer"]["runs"][1].update(state="not-run", reason=""), "the reason why"),
+    # what reaches a page and a sentence is bounded by the schema too, not only by the recorder
+    (lambda r: r["sanitizer"]["runs"][0].update(state="findings", errors=1, findings=[{
+        "kind": "other", "message": "x" * (LIMITS.sanitizer_text + 1)}]), "over the limit"),
     (lambda r: r["sanitizer"].update(known=[{"tool": "memcheck", "kernel": "k", "where": ["x.py:1"],
                                              "lines": [{"file": "code/x.py", "first": 1, "last": 1}],
                                              "why": "w"}]), "'memcheck' is not one of 'initcheck', 'racecheck'"),

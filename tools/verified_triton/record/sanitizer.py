@@ -354,7 +354,8 @@ def _detail_line(record: ParsedRecord, body: str) -> None:
     if host:
         loc = split_location(host["loc"])
         if loc.file and len(record.host_frames) < 12:
-            record.host_frames.append(f"{loc.file}:{loc.line}" if loc.line else loc.file)
+            frame = f"{loc.file}:{loc.line}" if loc.line else loc.file
+            record.host_frames.append(frame[-LIMITS.sanitizer_text:])
         return
     if DETAIL.match(body) and len(record.detail) < LIMITS.sanitizer_text:
         record.detail = (f"{record.detail}; {body}" if record.detail else body)[:LIMITS.sanitizer_text]

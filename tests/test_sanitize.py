@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import subprocess
 import sys
 import tarfile
 from pathlib import Path
@@ -743,3 +745,23 @@ def test_the_status_box_and_the_status_table_show_the_memory_check_escaped(proje
     table = REGISTRY["status-table"].render(Page(site, "status.md", None))
     assert "| Memory check |" in table.split("\n")[0] + " |"
     assert "compute-sanitizer 2025.3.1.0" in table
+
+
+REAL = os.environ.get("VT_REAL_COMPUTE_SANITIZER", "")
+
+
+@pytest.mark.skipif(not REAL, reason="no real compute-sanitizer: set VT_REAL_COMPUTE_SANITIZER to one (pip download "
+                                     "nvidia-cuda-sanitizer-api==13.0.85 holds nvidia/cu13/bin/compute-sanitizer)")
+@pytest.mark.parametrize("tool", TOOLS)
+def test_the_real_tool_accepts_every_option_and_says_when_it_cannot_run(tool, tmp_path):
+    """Without a GPU the real tool runs nothing, but it parses the command line first: a misspelt option is
+    rc 255 and `unrecognised option` on stderr. Measured with 2025.3.1 (the wheel above) on this machine."""
+    version, problem = sanitizer.tool_version(REAL)
+    assert not problem and version.startswith("20"), problem
+    log = tmp_path / f"{tool}.log"
+    run = subprocess.run([REAL, *sanitizer.tool_options(tool, log), sys.executable, "-c", "pass"],
+                         capture_output=True, text=True, timeout=120)
+    assert "unrecognised option" not in run.stderr, run.stderr
+    report = sanitizer.parse_log(log.read_text())
+    state, reason = sanitizer.classify_tool(report, run_captured(run.returncode), 120, "")
+    assert state == "unavailable" and "compute-sanitizer could not run here" in reason  # no GPU: never "clean"

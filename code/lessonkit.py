@@ -21,6 +21,15 @@ a part that cannot run on a CPU is skipped with its reason
 (`not_on_interpreter`), a whole step with `smoke=False` or the reason as
 `smoke`. A smoke run is never evidence: verify.py records no smoke run.
 
+A sanitizer run (VT_SANITIZE=<tool> on a GPU, `verify.py --mode sanitize`)
+runs every step under compute-sanitizer with the caching allocator off: the
+same untimed calls as a smoke run, on the GPU, at the smoke sizes unless
+lesson.toml says `[sanitize] size = "gpu"`. A part that needs torch's
+caching allocator (its memory statistics) is skipped with its reason
+(`not_under_sanitizer`). What initcheck or racecheck reports in a lesson's
+kernel and is harmless is declared with `sanitizer_known`, which the
+judgement holds against the report.
+
 The first part of this file is the contract between lessons and
 `tools/verify.py`: the variable names, the exit codes, the shape of the
 results and the rule that says whether a run passed. The tools load this file
@@ -53,6 +62,12 @@ INTERPRET_ENV = (
     "TRITON_INTERPRET"  # "1": kernels run on the CPU through Triton's interpreter
 )
 SMOKE_ENV = "VT_SMOKE"  # "1" with INTERPRET_ENV: a smoke run (never evidence)
+# A tool's name: a GPU run under compute-sanitizer (untimed; never evidence of speed).
+SANITIZE_ENV = "VT_SANITIZE"
+SANITIZER_TOOLS = ("memcheck", "synccheck", "initcheck", "racecheck")
+# The tools whose findings a lesson may declare harmless; memcheck and synccheck
+# must find nothing in a lesson's kernels.
+DECLARABLE_TOOLS = ("initcheck", "racecheck")
 RESULTS_FORMAT = 2
 
 EXIT_PASSED = 0  # every check passed and no gating target was missed
@@ -223,6 +238,35 @@ class FilteredWarning:
 
 
 @dataclass
+class SourceSpan:
+    """Lines `first`..`last` of `file` (from the repository: code/<lesson>/x.py)."""
+
+    file: str
+    first: int
+    last: int
+
+
+@dataclass
+class KnownFinding:
+    """A finding of initcheck or racecheck in a lesson's kernel, declared harmless.
+
+    `where` is what the lesson wrote ("kernels.py:275", "kernels.py:270-280",
+    "kernels.py:epilogue" for a snippet region or a function); `lines` what the
+    kit resolved it to. The judgement holds it against the report: every
+    location of a finding in `kernel` must lie in one of `lines`, and a
+    declaration that matches no finding is refused.
+    """
+
+    tool: Literal["initcheck", "racecheck"]
+    kernel: str
+    where: list[str]
+    lines: list[SourceSpan]
+    # Why it is harmless: the synchronization that orders the two accesses, or the
+    # padding a TMA load reads and a mask discards.
+    why: str
+
+
+@dataclass
 class Device:
     name: str = ""  # "CPU" under the interpreter
     capability: str = ""
@@ -254,6 +298,8 @@ class Results:
     filtered_warnings: list[FilteredWarning] = field(default_factory=list)
     smoke: bool = False  # a smoke run (SMOKE_ENV): GPU steps ran untimed, no evidence
     raised: Raised | None = None  # the exception that ended the run, if one did
+    sanitize: str = ""  # the compute-sanitizer tool it ran under (SANITIZE_ENV), or ""
+    sanitizer_known: list[KnownFinding] = field(default_factory=list)
 
 
 def failures(checks: list[Check], benchmarks: list[Benchmark]) -> list[str]:
@@ -367,15 +413,22 @@ class Lesson:
         self.interpret = os.environ.get(INTERPRET_ENV) == "1"
         # A smoke run: the GPU steps run too, on tiny inputs, untimed (see size()).
         self.smoke = self.interpret and os.environ.get(SMOKE_ENV) == "1"
+        # Under compute-sanitizer: the tool's name; nothing is timed.
+        self.sanitize = os.environ.get(SANITIZE_ENV, "")
+        self.untimed = self.smoke or bool(self.sanitize)
         self._results_path = os.environ.get(RESULTS_ENV)
         folder = _main_folder()
+        self._folder = folder
         self._figure_dir = Path(os.environ.get(FIGURES_ENV) or folder / "_output")
-        self.requires = _requirements(folder / "lesson.toml")
+        toml = _lesson_toml(folder / "lesson.toml")
+        self.requires = dict(toml.get("requires", {}))
+        self._sanitize_sizes = dict(toml.get("sanitize", {})).get("size", "smoke")
         self._missing: set[str] = set()  # optional baselines that could not be imported
         self.results = Results(
             lesson=name,
             mode="interpreter" if self.interpret else "gpu",
             smoke=self.smoke,
+            sanitize=self.sanitize,
         )
         self._step: Step | None = None  # the step running now
         self._kept: _Kept | None = None  # its output so far
@@ -428,6 +481,13 @@ class Lesson:
                 "TRITON_INTERPRET=1 to run the correctness half on the CPU:\n"
                 f"    TRITON_INTERPRET=1 python {sys.argv[0]}",
             )
+        if self.sanitize:
+            print(
+                f"{SANITIZE_ENV}={self.sanitize}: a run under compute-sanitizer "
+                f"({self.sanitize}), the caching allocator off: every step runs, "
+                "nothing is timed or recorded as a measurement."
+            )
+            _lend_untimed_stand_ins(self, torch, "under compute-sanitizer", "sanitize")
         props = torch.cuda.get_device_properties(0)
         device = self.results.device
         device.name, device.capability = props.name, f"{props.major}.{props.minor}"
@@ -463,9 +523,12 @@ class Lesson:
         list of them, or a dtype stand-in (fp16 for bf16, which the
         interpreter lacks). A smoke run calls every function once on the
         `smoke` inputs, so they can be tiny: it catches errors, it measures
-        nothing.
+        nothing. A run under compute-sanitizer takes the `smoke` inputs too,
+        unless lesson.toml says `[sanitize] size = "gpu"`.
         """
-        return smoke if self.smoke else gpu
+        if self.smoke or (self.sanitize and self._sanitize_sizes != "gpu"):
+            return smoke
+        return gpu
 
     def not_on_interpreter(self, part: str, reason: str) -> bool:
         """True when `part` must be skipped here; records it for the page.
@@ -481,6 +544,58 @@ class Lesson:
         self.results.skipped_parts.append(SkippedPart(part, reason))
         self._save()
         return True
+
+    def not_under_sanitizer(self, part: str, reason: str) -> bool:
+        """True when `part` must be skipped under compute-sanitizer; records it.
+
+        For what needs torch's caching allocator, which a sanitizer run
+        turns off so that an access past a tensor's end is seen: its memory
+        statistics (memory_allocated, max_memory_allocated) count nothing.
+        """
+        if not self.sanitize:
+            return False
+        skipped = SkippedPart(part, f"under compute-sanitizer: {reason}")
+        if skipped not in self.results.skipped_parts:
+            print(f"skipped under compute-sanitizer: {part} ({reason})")
+            self.results.skipped_parts.append(skipped)
+            self._save()
+        return True
+
+    def sanitizer_known(
+        self, tool: str, kernel: str, where: list[str], why: str
+    ) -> KnownFinding:
+        """Declare a finding of `tool` (initcheck or racecheck) in `kernel` harmless.
+
+        `where` lists the source lines the report names, each "FILE:LINE",
+        "FILE:FIRST-LAST" or "FILE:NAME" (a snippet region or a function of
+        FILE, so an edit above it moves nothing); FILE is relative to the
+        lesson's folder. `why` says what makes it harmless: the
+        synchronization that orders the two accesses, or the padding a TMA
+        load reads and a mask discards. The judgement checks the declaration
+        against the report: a finding it does not cover keeps the lesson
+        from VERIFIED, and so does a declaration that matches nothing.
+        """
+        if tool not in DECLARABLE_TOOLS:
+            raise ValueError(
+                f"sanitizer_known: tool {tool!r}: only initcheck and racecheck "
+                "findings can be declared; memcheck and synccheck errors are fixed"
+            )
+        if not kernel.isidentifier() or len(kernel) > 120:
+            raise ValueError(f"sanitizer_known: kernel {kernel!r} is not a kernel name")
+        if isinstance(where, str) or not where or not all(
+            isinstance(w, str) and w for w in where
+        ):
+            raise ValueError("sanitizer_known: where is a list like ['kernels.py:275']")
+        if not why.strip():
+            raise ValueError("sanitizer_known: say why the finding is harmless")
+        if len(where) > 20:
+            raise ValueError("sanitizer_known: at most 20 places per declaration")
+        lines = [_resolve_place(self._folder, place) for place in where]
+        known = KnownFinding(tool, kernel, list(where), lines, why)
+        self.results.sanitizer_known.append(known)
+        self._save()
+        print(f"  sanitizer: {tool} in {kernel} at {', '.join(where)} declared: {why}")
+        return known
 
     def optional(self, package: str, module: str):
         """Import `module` of an optional baseline library, or return None.
@@ -701,8 +816,8 @@ class Lesson:
                 f"measured {name}: no prediction of that name with quantity "
                 "'value' (call lesson.predict first)"
             )
-        if self.smoke:  # a smoke run times nothing: its values measure nothing
-            print(f"  measured {name}: not recorded (a smoke run measures nothing)")
+        if self.untimed:  # a smoke or sanitizer run times nothing: it measured nothing
+            print(f"  measured {name}: not recorded (an untimed run measures nothing)")
             return
         if not math.isfinite(value):
             raise ValueError(f"measured {name}: the value must be finite")
@@ -790,7 +905,7 @@ class Lesson:
             raise ValueError(
                 f"benchmark {name}: unit {unit!r} is not one of {', '.join(UNITS)}"
             )
-        if self.smoke:
+        if self.untimed:
             judged = (f", target {threshold:.2f}x{'' if gate else ' (goal)'}"
                       if threshold is not None else "") + (
                 f", library {library}" if library else "")
@@ -880,8 +995,8 @@ class Lesson:
         self, name: str, timings: Timings, kernel: str, baseline: str, unit: str,
         work, judged: str,
     ) -> None:
-        """A smoke run's benchmark: its arguments checked, a check that it ran
-        (with what a GPU run would judge: `judged`)."""
+        """An untimed run's benchmark (a smoke run, under compute-sanitizer): its
+        arguments checked, a check that it ran (with what a GPU run would judge)."""
         missing = [key for key in (kernel, baseline) if key not in timings]
         if missing:
             raise KeyError(
@@ -890,12 +1005,17 @@ class Lesson:
             )
         if unit in RATE_UNITS and work is None:
             raise ValueError(f"benchmark {name}: a rate in {unit} needs `work`")
+        if self.smoke:
+            prefix, how = "smoke", "on tiny inputs"
+        else:
+            prefix, how = "sanitize", f"under compute-sanitizer ({self.sanitize})"
         self.check(
-            f"smoke-{_name(name)}"[:120],
+            f"{prefix}-{_name(name)}"[:120],
             True,
-            f"{kernel} and {baseline} each ran once on tiny inputs, untimed; "
+            f"{kernel} and {baseline} each ran once {how}, untimed; "
             f"on a GPU: {unit}{judged}",
-            why="a smoke run: the benchmark's code runs, no benchmark is recorded",
+            why=f"a {'smoke' if self.smoke else 'sanitizer'} run: the benchmark's code "
+            "runs, no benchmark is recorded",
         )
 
     # -- tables and figures ------------------------------------------------
@@ -908,8 +1028,8 @@ class Lesson:
         table = Table(
             _name(name), [str(c) for c in columns], rows, caption, self._in_step()
         )
-        if self.smoke:  # its numbers may come from timings a smoke run never made
-            print(f"\n  table {name}: not recorded (a smoke run measures nothing)")
+        if self.untimed:  # its numbers may come from timings an untimed run never made
+            print(f"\n  table {name}: not recorded (an untimed run measures nothing)")
         else:
             self.results.tables.append(table)
             self._save()
@@ -939,11 +1059,11 @@ class Lesson:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
 
-        if self.smoke:  # draw() runs once; untimed data is never rendered
+        if self.untimed:  # draw() runs once; untimed data is never rendered
             fig = plt.figure(figsize=size)
             draw(fig)
             plt.close(fig)
-            print(f"  figure {_name(name)}: drawn, not saved (a smoke run)")
+            print(f"  figure {_name(name)}: drawn, not saved (an untimed run)")
             return
         self._figure_dir.mkdir(parents=True, exist_ok=True)
         files = {}
@@ -984,6 +1104,12 @@ class Lesson:
             print(
                 f"a smoke run: the code of {ran} benchmark{'s' * (ran != 1)} ran "
                 "once on tiny inputs; nothing was timed"
+            )
+        elif self.sanitize:
+            ran = sum(c.name.startswith("sanitize-") for c in checks)
+            print(
+                f"under compute-sanitizer ({self.sanitize}): the code of {ran} "
+                f"benchmark{'s' * (ran != 1)} ran once; nothing was timed"
             )
         if problems:
             for what in problems:
@@ -1180,27 +1306,14 @@ def _lend_smoke_stand_ins(lesson: Lesson, torch) -> None:
     import contextlib
     import types
 
-    def lent(part: str, why: str) -> None:  # recorded once, when a lesson uses it
-        if not any(p.part == part for p in lesson.results.skipped_parts):
-            lesson.results.skipped_parts.append(SkippedPart(part, f"smoke run: {why}"))
-            lesson._save()
-            print(f"  smoke: {part}: {why}")
-
-    def eager(fn=None, **options):  # torch.compile(fn, ...) and @torch.compile(...)
-        lent("torch.compile", "the function runs uncompiled (codegen needs a GPU)")
-        return fn if fn is not None else (lambda f: f)
-
+    lent = _lender(lesson, "smoke run", "smoke")
+    _lend_untimed_stand_ins(lesson, torch, "smoke run", "smoke", "codegen needs a GPU")
     gpu = types.SimpleNamespace(name="a pretend GPU", major=9, minor=0,
                                 multi_processor_count=4, total_memory=16 << 30)
 
     def properties(device=None):
         lent("torch.cuda.get_device_properties", "a pretend GPU of 4 SMs, sm_90")
         return gpu
-
-    def untimed(kernel_call, quantiles=None):  # the autotuner's benchmarker
-        lent("triton.autotune", "each config runs once, untimed; the first is kept")
-        kernel_call()
-        return [math.nan] * len(quantiles or (0.5,))
 
     class Stream:  # a CPU runs everything in order, as on one stream
         def wait_stream(self, other) -> None:
@@ -1210,7 +1323,6 @@ def _lend_smoke_stand_ins(lesson: Lesson, torch) -> None:
         lent("torch.cuda streams", "the CPU's one stream (it runs everything in order)")
         return Stream()
 
-    torch.compile = eager
     torch.cuda.synchronize = lambda *args, **kwargs: None
     torch.cuda.Stream = torch.cuda.current_stream = stream
     torch.cuda.stream = lambda side: contextlib.nullcontext()
@@ -1223,7 +1335,6 @@ def _lend_smoke_stand_ins(lesson: Lesson, torch) -> None:
         import triton.language as tl
         import triton.runtime.interpreter as interpreter
         from triton.language.extra import libdevice
-        from triton.runtime import autotuner
 
         plain = interpreter._implicit_cvt
 
@@ -1240,9 +1351,111 @@ def _lend_smoke_stand_ins(lesson: Lesson, torch) -> None:
 
         interpreter._implicit_cvt = fp32_scalar
         libdevice.rsqrt = rsqrt
-        autotuner.Autotuner.do_bench = property(lambda self: untimed)
     except (ImportError, AttributeError):  # another Triton: its interpreter as it is
         pass
+
+
+def _lender(lesson: Lesson, label: str, short: str):
+    """lent(part, why): a stand-in recorded as a skipped part, once, when used."""
+
+    def lent(part: str, why: str) -> None:
+        if not any(p.part == part for p in lesson.results.skipped_parts):
+            lesson.results.skipped_parts.append(SkippedPart(part, f"{label}: {why}"))
+            lesson._save()
+            print(f"  {short}: {part}: {why}")
+
+    return lent
+
+
+def _lend_untimed_stand_ins(
+    lesson: Lesson,
+    torch,
+    label: str,
+    short: str,
+    compile_why: str = "Inductor's kernels are not the lesson's, and its "
+    "autotuning would run under the tool",
+) -> None:
+    """What every untimed run lends: torch.compile runs the eager function, and
+    Triton's autotuner runs each config once, untimed, keeping the first (so
+    under compute-sanitizer every config is checked once)."""
+    lent = _lender(lesson, label, short)
+
+    def eager(fn=None, **options):  # torch.compile(fn, ...) and @torch.compile(...)
+        lent("torch.compile", f"the function runs uncompiled ({compile_why})")
+        return fn if fn is not None else (lambda f: f)
+
+    def untimed(kernel_call, quantiles=None):  # the autotuner's benchmarker
+        lent("triton.autotune", "each config runs once, untimed; the first is kept")
+        kernel_call()
+        return [math.nan] * len(quantiles or (0.5,))
+
+    torch.compile = eager
+    try:
+        from triton.runtime import autotuner
+
+        autotuner.Autotuner.do_bench = property(lambda self: untimed)
+    except (ImportError, AttributeError):  # another Triton: its autotuner as it is
+        pass
+
+
+def _resolve_place(folder: Path, place: str) -> SourceSpan:
+    """'kernels.py:275', 'kernels.py:270-280' or 'kernels.py:NAME' (a snippet region
+    or a function of that file) as the lines it names; FILE is relative to `folder`."""
+    file, sep, spec = place.rpartition(":")
+    path = (folder / file).resolve() if sep and file else None
+    code = folder.resolve().parent  # a lesson may name a module of a lesson it uses
+    if path is None or not path.is_file() or not path.is_relative_to(code):
+        raise ValueError(
+            f"sanitizer_known: {place!r}: expected FILE:LINE, FILE:FIRST-LAST or "
+            "FILE:NAME with FILE a source file of the lesson (relative to its folder)"
+        )
+    rel = path.relative_to(code.parent).as_posix()
+    lines = path.read_text(encoding="utf-8").splitlines()
+    numbers = re.fullmatch(r"([0-9]+)(?:-([0-9]+))?", spec)
+    if numbers:
+        first = int(numbers.group(1))
+        last = int(numbers.group(2) or first)
+        if not 1 <= first <= last <= len(lines):
+            raise ValueError(
+                f"sanitizer_known: {place!r}: {file} has lines 1-{len(lines)}"
+            )
+        return SourceSpan(rel, first, last)
+    span = _snippet_lines(lines, spec) or _function_lines("\n".join(lines), spec)
+    if span is None:
+        raise ValueError(
+            f"sanitizer_known: {place!r}: {file} has no snippet region or function "
+            f"named {spec!r}"
+        )
+    return SourceSpan(rel, *span)
+
+
+def _snippet_lines(lines: list[str], name: str) -> tuple[int, int] | None:
+    """The lines inside `# snippet: NAME` ... `# end snippet`, 1-based."""
+    start = None
+    for number, line in enumerate(lines, start=1):
+        stripped = line.strip()
+        if start is None and stripped == f"# snippet: {name}":
+            start = number + 1
+        elif start is not None and stripped == "# end snippet":
+            return (start, max(start, number - 1))
+    return None
+
+
+def _function_lines(source: str, name: str) -> tuple[int, int] | None:
+    """The lines of the function (or class) `name`, decorators included, 1-based."""
+    import ast
+
+    found = [
+        node
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+        and node.name == name
+    ]
+    if len(found) != 1:
+        return None
+    node = found[0]
+    first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+    return (first, node.end_lineno or node.lineno)
 
 
 def _main_folder() -> Path:
@@ -1251,13 +1464,12 @@ def _main_folder() -> Path:
     return Path(main).resolve().parent if main else Path.cwd()
 
 
-def _requirements(toml_path: Path) -> dict:
-    """lesson.toml's [requires] table: capability, triton, why and the optional
-    baselines ([requires.optional], pip name -> version), all optional."""
+def _lesson_toml(toml_path: Path) -> dict:
+    """lesson.toml as the kit reads it: its [requires] table (capability, triton,
+    why and the optional baselines, [requires.optional]) and its [sanitize]
+    table (size), all optional."""
     try:
-        return dict(
-            tomllib.loads(toml_path.read_text(encoding="utf-8")).get("requires", {})
-        )
+        return dict(tomllib.loads(toml_path.read_text(encoding="utf-8")))
     except (OSError, tomllib.TOMLDecodeError):
         return {}
 
@@ -1320,9 +1532,9 @@ class Timings(dict):
 def bench_ms(fn, warmup_ms: int = 25, rep_ms: int = 100) -> float:
     """Median milliseconds of fn() from do_bench (CUDA events, L2 flushed).
 
-    In a smoke run: fn() once, and NaN (nothing is timed).
+    In a smoke run or under compute-sanitizer: fn() once, and NaN (nothing is timed).
     """
-    if _smoke_run():
+    if _untimed_run():
         fn()
         return math.nan
     import triton.testing
@@ -1358,9 +1570,11 @@ def bench_interleaved(
     against a loop of many. If a function cannot be captured, every function
     of the call is timed with events, and `method` says so.
 
-    In a smoke run each function is called once, and nothing is timed.
+    In a smoke run, and under compute-sanitizer (where do_bench's buffers, CUDA
+    graphs and timings would break or mean nothing), each function is called
+    once, and nothing is timed.
     """
-    if _smoke_run():
+    if _untimed_run():
         return _smoke_timings(fns)
     import time
 
@@ -1399,8 +1613,10 @@ def bench_interleaved(
     return times
 
 
-def _smoke_run() -> bool:
-    return os.environ.get(INTERPRET_ENV) == "1" and os.environ.get(SMOKE_ENV) == "1"
+def _untimed_run() -> bool:
+    """A smoke run, or a run under compute-sanitizer: nothing is timed."""
+    smoke = os.environ.get(INTERPRET_ENV) == "1" and os.environ.get(SMOKE_ENV) == "1"
+    return smoke or bool(os.environ.get(SANITIZE_ENV))
 
 
 def _smoke_timings(fns: dict) -> Timings:
@@ -1409,8 +1625,14 @@ def _smoke_timings(fns: dict) -> Timings:
         fn()
     times = Timings({name: [math.nan] for name in fns})
     times.timed = False
-    times.method = "a smoke run: each function called once on tiny inputs, not timed"
-    print(f"  smoke: {', '.join(map(str, fns))}: each ran once, untimed")
+    smoke = os.environ.get(INTERPRET_ENV) == "1" and os.environ.get(SMOKE_ENV) == "1"
+    label = "smoke" if smoke else "sanitize"
+    times.method = (
+        "a smoke run: each function called once on tiny inputs, not timed"
+        if smoke
+        else "under compute-sanitizer: each function called once, not timed"
+    )
+    print(f"  {label}: {', '.join(map(str, fns))}: each ran once, untimed")
     return times
 
 

@@ -81,7 +81,7 @@ def test_gpu_matches_words_of_the_label(key, model, expected):
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    ({"mode": "cpu"}, "interpreter or gpu"),
+    ({"mode": "cpu"}, "interpreter, gpu or sanitize"),
     ({"gpu": "  "}, "GPU model"),
     ({"mode": "interpreter", "gpu": "h200"}, "--expect-mode is interpreter"),
     ({"signer": "owner/repo/record.yml"}, "OWNER/REPO"),

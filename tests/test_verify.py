@@ -316,7 +316,8 @@ def test_status_json_shape(zoo):
     assert good["summary"] == "2 checks passed under the interpreter"
     assert good["title"] == "Fake lesson good"
     assert good["source_hash"] == project.lesson("good").source_hash()
-    assert set(good["modes"]) == {"interpreter", "gpu"}
+    assert set(good["modes"]) == {"interpreter", "gpu", "sanitize"}  # sanitize: the memory check (issue 35)
+    assert good["modes"]["sanitize"]["state"] == "not-required" and good["memory_check"] is None
     interp, gpu = good["modes"]["interpreter"], good["modes"]["gpu"]
     keys = {"state", "outcome", "date", "source_hash", "current", "environment"}
     assert keys <= set(interp) and keys <= set(gpu)

@@ -11,6 +11,7 @@ there, the checks below parse the YAML and hold the project's structure:
 - record: by hand (inputs: shards, runners) and weekly, never on a pull request; GPU shards on
   runners chosen by the matrix, an interpreter shard on ubuntu-latest, each running
   `verify.py --mode ... --force --shard K/N --bundle ...` and uploading the bundle for a few days;
+  the GPU job also runs the memory check of its shard (`--mode sanitize`, issue 35) to a bundle of its own;
 - publish: needs every record job, only on the default branch, downloads every bundle, imports them
   all, `verify.py --check`, `mkdocs build --strict`, and only after those deploys to Pages (no step
   on that path may be skipped past or allowed to fail), with pages/id-token permissions, the
@@ -86,6 +87,10 @@ GPU_RECORD = re.compile(
     r"python3 tools/verify\.py --mode gpu --force"
     r" --shard \$\{\{ matrix\.shard \}\}/\$\{\{ matrix\.shards \}\}"
     r" --bundle gpu-\$\{\{ matrix\.name \}\}-\$\{\{ matrix\.shard \}\}-of-\$\{\{ matrix\.shards \}\}\.tar\.gz")
+SANITIZE_RECORD = re.compile(
+    r"python3 tools/verify\.py --mode sanitize --force"
+    r" --shard \$\{\{ matrix\.shard \}\}/\$\{\{ matrix\.shards \}\}"
+    r" --bundle sanitize-\$\{\{ matrix\.name \}\}-\$\{\{ matrix\.shard \}\}-of-\$\{\{ matrix\.shards \}\}\.tar\.gz")
 INTERPRETER_RECORD = re.compile(
     r"python3? tools/verify\.py --mode interpreter --force"
     r" --shard \$\{\{ matrix\.shard \}\}/\$\{\{ matrix\.shards \}\}"
@@ -94,7 +99,11 @@ RECORD_COMMANDS = {
     "gpu": "python3 tools/verify.py --mode gpu --force --shard K/N --bundle gpu-<name>-<K>-of-<N>.tar.gz",
     "interpreter": "python3 tools/verify.py --mode interpreter --force --shard K/N"
                    " --bundle interpreter-<K>-of-<N>.tar.gz",
+    "sanitize": "python3 tools/verify.py --mode sanitize --force --shard K/N"
+                " --bundle sanitize-<name>-<K>-of-<N>.tar.gz",
 }
+PATTERNS = {"gpu": GPU_RECORD, "interpreter": INTERPRETER_RECORD, "sanitize": SANITIZE_RECORD}
+BUNDLE_VARS = {"gpu": "BUNDLE", "interpreter": "BUNDLE", "sanitize": "SANITIZE_BUNDLE"}  # the bundle's env name
 
 
 # -- reading ----------------------------------------------------------------------------------
@@ -243,7 +252,7 @@ def stage_test_problems(workflows: dict[str, dict]) -> list[str]:
 
 def record_jobs(workflows: dict[str, dict]) -> dict[str, list]:
     """The jobs that run verify.py to a bundle, by mode."""
-    found: dict[str, list] = {"gpu": [], "interpreter": []}
+    found: dict[str, list] = {"gpu": [], "interpreter": [], "sanitize": []}
     for fname, wf, name, job in all_jobs(workflows):
         for mode in found:
             if index(job, wf, runs(rf"tools/verify\.py --mode {mode}\b.*--bundle")) is not None:
@@ -276,23 +285,28 @@ def record_problems(workflows: dict[str, dict]) -> list[str]:
                 if not (isinstance(branches, list) and len(branches) == 1 and set(push) == {"branches"}):
                     problems.append(f"{where}: recording runs on a push to any branch or tag (push: branches: "
                                     f"[the default branch] only)")
-            if mode == "gpu" and "default_branch" not in str(job.get("if", "")):
+            if mode == "sanitize" and (fname, name) not in {(f, n) for f, _w, n, _j in found["gpu"]}:
+                problems.append(f"{where}: the memory check runs in a job of its own, not in the GPU job that "
+                                f"records the same shard")
+            if mode != "interpreter" and "default_branch" not in str(job.get("if", "")):
                 problems.append(f"{where}: the GPU jobs are not limited to the default branch (if: ... default_branch)"
                                 f", whose record.yml alone the GPU runners' group admits")
             if not (job.get("strategy") or {}).get("matrix"):
                 problems.append(f"{where}: no matrix of shards")
-            pattern = GPU_RECORD if mode == "gpu" else INTERPRETER_RECORD
+            pattern = PATTERNS[mode]
             at = index(job, wf, lambda _s, cmd, p=pattern: p.search(cmd) is not None)
             if at is None:
                 problems.append(f"{where}: no step runs `{RECORD_COMMANDS[mode]}` (from the matrix)")
                 continue
             runs_on = job.get("runs-on")
-            if mode == "gpu" and not (isinstance(runs_on, str) and "matrix." in runs_on):
+            if mode != "interpreter" and not (isinstance(runs_on, str) and "matrix." in runs_on):
                 problems.append(f"{where}: runs-on is not the matrix's runner labels")
             if mode == "interpreter" and runs_on != "ubuntu-latest":
                 problems.append(f"{where}: the interpreter shards do not run on ubuntu-latest")
-            upload_at = index(job, wf, uses("actions/upload-artifact"))
-            if upload_at is None or upload_at < at:
+            bundle = BUNDLE_VARS[mode]
+            upload_at = next((i for i, st in enumerate(steps(job)) if i > at and uses("actions/upload-artifact")(st, "")
+                              and f"env.{bundle} " in f"{(st.get('with') or {}).get('path', '')} "), None)
+            if upload_at is None:
                 problems.append(f"{where}: the bundle is not uploaded (actions/upload-artifact) after it is recorded")
                 continue
             upload = steps(job)[upload_at].get("with") or {}
@@ -552,12 +566,15 @@ def attestation_problems(workflows: dict[str, dict]) -> list[str]:
         for fname, wf, name, job in found:
             where = f"{fname}: job {name}"
             record_at = index(job, wf, runs(rf"tools/verify\.py --mode {mode}\b.*--bundle"))
-            attest_at = index(job, wf, uses("actions/attest-build-provenance"))
-            if attest_at is None or attest_at < record_at:
+            attests = [i for i, st in enumerate(steps(job))
+                       if i > record_at and uses("actions/attest-build-provenance")(st, "")]
+            subjects = [f"{(steps(job)[i].get('with') or {}).get('subject-path', '')} " for i in attests]
+            if not attests:
                 problems.append(f"{where}: the bundle is not attested (actions/attest-build-provenance) after it "
                                 f"is recorded")
-            elif "BUNDLE" not in str((steps(job)[attest_at].get("with") or {}).get("subject-path", "")):
-                problems.append(f"{where}: the attestation's subject-path is not the bundle")
+            elif not any(f"env.{BUNDLE_VARS[mode]} " in subject for subject in subjects):
+                problems.append(f"{where}: the attestation's subject-path is not the bundle"
+                                + (" of the memory check" if mode == "sanitize" else ""))
             perms = job.get("permissions") if isinstance(job.get("permissions"), dict) else {}
             if perms.get("id-token") != "write" or perms.get("attestations") != "write":
                 problems.append(f"{where}: attesting needs `id-token: write` and `attestations: write`")
@@ -574,12 +591,13 @@ def attestation_problems(workflows: dict[str, dict]) -> list[str]:
             if not re.search(rf"--require-attestation {signer}", line):
                 problems.append(f"{where}: `{line.strip()}` does not require an attestation by record.yml on the "
                                 f"default branch (--require-attestation OWNER/REPO/.github/workflows/record.yml@...)")
-            kind = "interpreter" if "bundle-interpreter-" in line else "gpu" if "bundle-gpu-" in line else None
+            kinds = [k for k in ("interpreter", "gpu", "sanitize") if f"bundle-{k}-" in line]
+            kind = kinds[0] if len(kinds) == 1 else None
             if kind is None:
                 problems.append(f"{where}: `{line.strip()}` imports bundles of more than one kind of job at once")
-            elif f"--expect-mode {kind}" not in line or (kind == "gpu" and "--expect-gpu " not in line):
+            elif f"--expect-mode {kind}" not in line or (kind != "interpreter" and "--expect-gpu " not in line):
                 problems.append(f"{where}: `{line.strip()}` does not expect what its job records (--expect-mode "
-                                f"{kind}{' --expect-gpu MODEL' if kind == 'gpu' else ''})")
+                                f"{kind}{' --expect-gpu MODEL' if kind != 'interpreter' else ''})")
         for step, _cmd in imports:
             if "GH_TOKEN" not in (step.get("env") or {}):
                 problems.append(f"{where}: the import that verifies attestations has no GH_TOKEN for gh")
@@ -600,7 +618,7 @@ def artifact_problems(workflows: dict[str, dict]) -> list[str]:
     """Rule 5: bundle artifacts named by their matrix entry, uploaded by record jobs only, never overwritten."""
     problems = []
     record_names = {(f, n) for js in record_jobs(workflows).values() for f, _wf, n, _j in js}
-    gpu_names = {(f, n) for f, _wf, n, _j in record_jobs(workflows)["gpu"]}
+    gpu_names = {(f, n) for mode in ("gpu", "sanitize") for f, _wf, n, _j in record_jobs(workflows)[mode]}
     for fname, _wf, name, job in all_jobs(workflows):
         for i, step in enumerate(steps(job)):
             if not (step.get("uses") or "").startswith("actions/upload-artifact@"):
@@ -860,7 +878,7 @@ def test_the_planner_makes_one_job_per_label_set_and_shard(workflows, tmp_path):
         ("h200", 1, 3), ("h200", 2, 3), ("h200", 3, 3), ("a100-80gb", 1, 3), ("a100-80gb", 2, 3), ("a100-80gb", 3, 3)]
     assert out["gpu"][0]["labels"] == ["self-hosted", "gpu", "h200"]
     assert out["interpreter"] == [{"shard": k, "shards": 3} for k in (1, 2, 3)]
-    assert out["bundles"] == 9  # what publish expects to download
+    assert out["bundles"] == 15  # what publish expects to download: each GPU job's two, each interpreter job's one
 
 
 def test_a_runner_set_may_name_its_triton_and_the_input_sets_the_rest(workflows, tmp_path):
@@ -1159,6 +1177,21 @@ def import_all_kinds_at_once(wfs):  # 5
         'python tools/verify.py --import bundles/*/*.tar.gz --require-attestation "$SIGNER"')
 
 
+def gpu_without_memory_check(wfs):  # issue 35: the GPU job runs the sanitizer mode as well
+    job = _gpu_job(wfs)
+    job["steps"] = [s for s in steps(job) if "--mode sanitize" not in (s.get("run") or "")]
+
+
+def memory_check_not_attested(wfs):  # 5
+    job = _gpu_job(wfs)
+    job["steps"] = [s for s in steps(job) if "SANITIZE_BUNDLE" not in str((s.get("with") or {}).get("subject-path"))]
+
+
+def import_sanitize_without_expectation(wfs):  # 5
+    step = _step_of(_publish(wfs), r"verify\.py --import")
+    step["run"] = step["run"].replace("--expect-mode sanitize ", "")
+
+
 def publish_without_attestations_read(wfs):  # 5
     _publish(wfs)["permissions"].pop("attestations")
 
@@ -1262,6 +1295,9 @@ SUPPLY_CHAIN = [
     (import_without_attestation, "does not require an attestation by record.yml"),
     (import_without_expectation, "does not expect what its job records (--expect-mode interpreter)"),
     (import_all_kinds_at_once, "more than one kind of job"),
+    (gpu_without_memory_check, "no job records sanitize evidence to a bundle"),
+    (memory_check_not_attested, "the attestation's subject-path is not the bundle of the memory check"),
+    (import_sanitize_without_expectation, "does not expect what its job records (--expect-mode sanitize"),
     (publish_without_attestations_read, "attestations: read"),
     (publish_does_not_count_bundles, "holds its one bundle"),
     (merge_multiple, "merge-multiple"),

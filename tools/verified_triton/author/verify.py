@@ -8,6 +8,7 @@
     .venv/bin/python tools/verify.py --compare            re-run the interpreter mode and compare with the record
     .venv/bin/python tools/verify.py --smoke              each lesson's GPU-only code once on the CPU; record nothing
     python3 tools/verify.py --mode gpu --gpus 0,1 --shard 1/2 --bundle out.tar.gz   (on a GPU machine: its python3)
+    python3 tools/verify.py --mode sanitize --bundle san.tar.gz   the lessons under compute-sanitizer (a GPU machine)
     .venv/bin/python tools/verify.py --import a.tar.gz b.tar.gz   merge bundles recorded elsewhere
     .venv/bin/python tools/verify.py --triton 3.5.1       the interpreter mode under another Triton release
     .venv/bin/python tools/verify.py --matrix [3.4,3.5]   ... under the newest patch of each minor from 3.4 to 3.9
@@ -16,9 +17,9 @@ This file is the command line only. The work lives in one module per job:
 machine.py (what this machine has), plan.py (what to run, shards, GPUs),
 runner.py (one run -> one record), capture.py (the child process),
 changes.py (history and changes beyond noise), bundles.py (carrying evidence),
-report.py (what is printed), status.py (the judgement), evidence.py (the format);
-releases.py and matrix.py for other Triton releases (record/: environments and runs; judge/: the
-release record and what the records say about a lesson's [requires] triton).
+report.py (what is printed), sanitizer.py (runs under compute-sanitizer), status.py (the judgement),
+evidence.py (the format); releases.py and matrix.py for other Triton releases (record/: environments
+and runs; judge/: the release record and what the records say about a lesson's [requires] triton).
 A machine without a GPU never writes, deletes or overwrites GPU evidence.
 """
 
@@ -39,7 +40,7 @@ from verified_triton.core.paths import ROOT
 from verified_triton.core.safefs import UnsafePathError
 from verified_triton.judge.evidence import EvidenceError, read_record, record_path
 from verified_triton.judge.matrix import judge_releases
-from verified_triton.judge.status import judge
+from verified_triton.judge.status import judge, judge_memory
 from verified_triton.record.bundles import import_bundles, write_bundle
 from verified_triton.record.capture import kill_all_on_signals
 from verified_triton.record.machine import SETUP, Machine, mode_problem, this_machine
@@ -64,6 +65,7 @@ from verified_triton.record.report import (
     terminal_safe,
 )
 from verified_triton.record.runner import mode_key, run_lesson, sweep_orphans
+from verified_triton.record.sanitizer import find_tool, print_sanitize_summary, run_sanitize_lesson, tool_version
 from verified_triton.record.smoke import smoke_command
 from verified_triton.site import preflight as site_preflight
 
@@ -94,7 +96,12 @@ what it does (one of):
 modes (--mode):
   interpreter   TRITON_INTERPRET=1 on the CPU: checks, no timings (any machine with torch and Triton)
   gpu           on a CUDA GPU: checks and benchmarks; a machine without one never touches GPU evidence
-  all           both, where this machine can (the default)
+  sanitize      on a CUDA GPU, under compute-sanitizer's memcheck, synccheck, initcheck and racecheck
+                (one process each), PyTorch's caching allocator off: every step once, untimed, at the
+                smoke sizes unless lesson.toml says [sanitize] size = "gpu"; records sanitize-gpu-<model>.
+                Needs compute-sanitizer (CUDA toolkit): $COMPUTE_SANITIZER, PATH or /usr/local/cuda/bin.
+                --jobs lessons at a time share the GPU (nothing is timed)
+  all           interpreter and gpu, where this machine can (the default)
 
 exit codes:
   0  everything asked for passed
@@ -113,6 +120,7 @@ examples:
   .venv/bin/python tools/verify.py --matrix --jobs 2           # every lesson under Triton 3.4 to 3.9
   .venv/bin/python tools/verify.py --lesson row-sum --triton 3.5 --force
   python3 tools/verify.py --mode gpu --gpus 0,1 --shard 1/2 --bundle s1.tar.gz
+  python3 tools/verify.py --mode sanitize --jobs 8 --bundle san.tar.gz   # the memory check, on a GPU machine
 
 .venv: bash tools/dev.sh author (torch, Triton, MkDocs); see README.md and docs/writing-a-lesson.md."""
 
@@ -121,8 +129,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="verify.py", description=__doc__.split("\n")[0], epilog=EPILOG,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--lesson", action="append", default=[], metavar="NAME", help="only this lesson (repeatable)")
-    p.add_argument("--mode", choices=["interpreter", "gpu", "all"], default="all",
-                   help="which runs: interpreter (CPU), gpu, or all that this machine can (default: all)")
+    p.add_argument("--mode", choices=["interpreter", "gpu", "sanitize", "all"], default="all",
+                   help="which runs: interpreter (CPU), gpu, sanitize (on a GPU, under compute-sanitizer), or "
+                        "all: interpreter and gpu, as this machine can (default: all)")
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
                    help="interpreter runs in parallel (default: the number of CPUs)")
     p.add_argument("--timeout", type=float, help="seconds per run, overriding each lesson's own")
@@ -142,7 +151,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--bundle", type=Path, metavar="PATH", help="after running, write the records to PATH")
     p.add_argument("--import", dest="import_paths", type=Path, nargs="+", metavar="PATH",
                    help="merge one or more bundles")
-    p.add_argument("--expect-mode", choices=["interpreter", "gpu"],
+    p.add_argument("--expect-mode", choices=["interpreter", "gpu", "sanitize"],
                    help="with --import: refuse bundles holding records of the other mode (record/provenance.py)")
     p.add_argument("--expect-gpu", metavar="MODEL",
                    help="with --import: refuse GPU records of another model than MODEL (the runner label, e.g. h200)")
@@ -265,7 +274,7 @@ def do_import(args, every: list[Lesson], lessons: list[Lesson], evidence_dir: Pa
     for note in report.notes:
         print(f"note: {terminal_safe(note)}")
     for change in report.changes:
-        print(f"change beyond noise: {terminal_safe(change.describe())}")
+        print(f"{change.heading}: {terminal_safe(change.describe())}")
     for problem in report.refused:
         print(f"refused: {terminal_safe(problem)}", file=sys.stderr)
     for change in report.held:
@@ -294,6 +303,7 @@ def do_status(args, lessons: list[Lesson], evidence_dir: Path) -> int:
         for note in release_notes(statuses):  # information: what the matrix says each [requires] triton should be
             print(f"check: note: {terminal_safe(note)}")
         waiting = waiting_for_gpu(statuses)
+        unchecked = waiting_for_memory_check(statuses)
         if args.publish:
             for problem in publish_problems(statuses):
                 print(f"publish: {terminal_safe(problem)}", file=sys.stderr)
@@ -304,9 +314,21 @@ def do_status(args, lessons: list[Lesson], evidence_dir: Path) -> int:
             print(f"check: all {len(statuses)} lessons have current, usable evidence"
                   + (f"; {len(waiting)} still {'waits' if len(waiting) == 1 else 'wait'} for a GPU run "
                      f"({', '.join(waiting)}): --check --publish refuses {'it' if len(waiting) == 1 else 'them'} "
-                     "until it is recorded" if waiting else ""))
+                     "until it is recorded" if waiting else "")
+                  + (f"; {len(unchecked)} still {'waits' if len(unchecked) == 1 else 'wait'} for a memory check "
+                     f"({', '.join(unchecked)}): record it on a GPU machine with python3 tools/verify.py --mode "
+                     "sanitize --bundle sanitize.tar.gz (--lesson NAME for one); --check --publish refuses "
+                     f"{'it' if len(unchecked) == 1 else 'them'} until then" if unchecked else ""))
         return 1 if problems else 0
     return 0
+
+
+def waiting_for_memory_check(statuses) -> list[str]:
+    """Lessons that would be VERIFIED but for a memory check not recorded for this source (the course
+    has memory checks, so each lesson needs one)."""
+    good = ("passed", "not-supported")
+    return [st.lesson.name for st in statuses if st.modes["interpreter"].state in good
+            and st.modes["gpu"].state in good and st.modes["sanitize"].state in ("none", "stale")]
 
 
 def waiting_for_gpu(statuses) -> list[str]:
@@ -317,12 +339,24 @@ def waiting_for_gpu(statuses) -> list[str]:
 
 
 def publish_problems(statuses) -> list[str]:
-    """What --check accepts but publishing does not: a lesson still waiting for its GPU run.
+    """What --check accepts but publishing does not: a lesson still waiting for its GPU run or its memory
+    check, or one whose memory check has findings it neither fixed nor declared.
     Each names the lesson and the commands that fix it."""
-    return [f"{name}: PARTIALLY VERIFIED, not by design: its GPU run is not recorded for this source; "
-            f"record it on a GPU machine (python3 tools/verify.py --lesson {name} --mode gpu --bundle {name}.tar.gz) "
-            f"and bring it here (.venv/bin/python tools/verify.py --import {name}.tar.gz)"
-            for name in waiting_for_gpu(statuses)]
+    problems = [f"{name}: PARTIALLY VERIFIED, not by design: its GPU run is not recorded for this source; "
+                f"record it on a GPU machine (python3 tools/verify.py --lesson {name} --mode gpu --bundle "
+                f"{name}.tar.gz) and bring it here (.venv/bin/python tools/verify.py --import {name}.tar.gz)"
+                for name in waiting_for_gpu(statuses)]
+    problems += [f"{name}: PARTIALLY VERIFIED, not by design: memory safety not checked yet (no memory check "
+                 f"recorded for this source); record it on a GPU machine with compute-sanitizer (python3 "
+                 f"tools/verify.py --lesson {name} --mode sanitize --bundle {name}-sanitize.tar.gz) and bring it "
+                 f"here (.venv/bin/python tools/verify.py --import {name}-sanitize.tar.gz)"
+                 for name in waiting_for_memory_check(statuses)]
+    for st in statuses:
+        if st.modes["sanitize"].state == "partial" and st.memory is not None:
+            problems.append(f"{st.lesson.name}: PARTIALLY VERIFIED, not by design: the memory check "
+                            f"{'; '.join(st.memory.problems)}. Fix each finding or declare it with "
+                            "lesson.sanitizer_known (docs/writing-a-lesson.md), then record the memory check again")
+    return problems
 
 
 def compare_fresh(lessons: list[Lesson], evidence_dir: Path, machine: Machine, jobs: int,
@@ -360,9 +394,9 @@ def compare_fresh(lessons: list[Lesson], evidence_dir: Path, machine: Machine, j
 def preflight(modes: list[str]) -> None:
     """UsageError (exit 2, nothing run or written) unless this Python can run each of `modes`."""
     for mode in modes:
-        problem = mode_problem(mode)
+        problem = mode_problem("interpreter" if mode == "interpreter" else "gpu")
         if problem:
-            label = "interpreter" if mode == "interpreter" else "GPU"
+            label = {"interpreter": "interpreter", "gpu": "GPU", "sanitize": "sanitize"}[mode]
             raise UsageError(f"the {label} mode cannot run here: {problem}. It needs {SETUP}. Nothing was run "
                              "and nothing was written")
 
@@ -380,20 +414,26 @@ def do_run(args, lessons: list[Lesson], evidence_dir: Path) -> int:
             print(f"compare: {terminal_safe(problem)}", file=sys.stderr)
         print("compare: fresh interpreter runs " + ("disagree" if problems else "agree with the records"))
         return 1 if problems else 0
-    if args.mode == "gpu" and not machine.has_gpu:
-        raise UsageError("--mode gpu: no CUDA device found on this machine (nvidia-smi lists none); "
+    if args.mode in ("gpu", "sanitize") and not machine.has_gpu:
+        raise UsageError(f"--mode {args.mode}: no CUDA device found on this machine (nvidia-smi lists none); "
                          "nothing was run and no bundle was written")
+    if args.mode == "sanitize":
+        sanitizer_preflight()
     gpus = choose_gpus(args.gpus, machine)
     modes = list(MODES) if args.mode == "all" else [args.mode]
     if args.shard:
         k, n = parse_shard(args.shard)
-        lessons = shard(lessons, k, n, lambda lesson: recorded_wall(lesson, modes, evidence_dir))
+        # The memory check of a shard is the GPU run's shard: both split by the GPU runs' recorded times.
+        weights = ["gpu"] if modes == ["sanitize"] else modes
+        lessons = shard(lessons, k, n, lambda lesson: recorded_wall(lesson, weights, evidence_dir))
         print(f"shard {k}/{n}: {', '.join(lesson.name for lesson in lessons) or 'no lessons'}", flush=True)
     todo, skipped = plan_runs(lessons, modes, machine, evidence_dir, args.force)
-    preflight(sorted({mode for _, mode in todo}, key=MODES.index))
+    preflight(sorted({mode for _, mode in todo}, key=[*MODES, "sanitize"].index))
     ran = execute(todo, machine, evidence_dir, args.jobs, args.timeout, gpus, run=partial(run_lesson, force=args.force),
-                  wall=lambda lesson: recorded_wall(lesson, ["gpu"], evidence_dir))
+                  wall=lambda lesson: recorded_wall(lesson, ["gpu"], evidence_dir),
+                  sanitize=partial(run_sanitize_lesson, force=args.force))
     print_summary(ran + skipped)
+    print_sanitize_summary(ran + skipped, {lesson.name: lesson for lesson in lessons})
     status = 0
     if args.bundle:
         keys = {mode_key(m, machine.gpus[0].name if machine.gpus else "") for m in modes
@@ -406,7 +446,13 @@ def do_run(args, lessons: list[Lesson], evidence_dir: Path) -> int:
             status = 1
         else:
             write_bundle(args.bundle, records, evidence_dir)
-    bad = [r for r in ran if r.record is None or r.record.failed]
+    checked = [r for r in ran if r.mode == "sanitize"]
+    if checked and all(r.record is None and "compute-sanitizer could not run here" in r.skipped for r in checked):
+        print("sanitize: compute-sanitizer is installed but cannot check this machine's GPU (see above); nothing "
+              "was recorded, and no lesson failed", file=sys.stderr)
+        return 2
+    bad = [r for r in ran if r.record is None or r.record.failed
+           or (r.record.sanitizer is not None and judge_memory(r.lesson, r.record).state == "failed")]
     return 1 if bad else status
 
 
@@ -457,6 +503,20 @@ def do_matrix(args, lessons: list[Lesson], evidence_dir: Path) -> int:
           + (f"; not run: Triton {', '.join(unmade)} (no environment)" if unmade else "")
           + (f"; {len(errors)} could not be recorded" if errors else ""))
     return 1 if unmade or errors else 0
+
+
+def sanitizer_preflight() -> None:
+    """UsageError (exit 2) unless compute-sanitizer is here and says its version."""
+    binary = find_tool()
+    if binary is None:
+        raise UsageError("--mode sanitize: compute-sanitizer not found ($COMPUTE_SANITIZER, PATH, /usr/local/cuda/bin, "
+                         "/usr/local/cuda-*/bin); it comes with the CUDA toolkit (or pip install "
+                         "nvidia-cuda-sanitizer-api and point COMPUTE_SANITIZER at its bin/compute-sanitizer). "
+                         "Nothing was run and nothing was written")
+    version, problem = tool_version(binary)
+    if problem:
+        raise UsageError(f"--mode sanitize: {problem}. Nothing was run and nothing was written")
+    print(f"compute-sanitizer {version}: {binary}", flush=True)
 
 
 def main(argv: list[str]) -> int:

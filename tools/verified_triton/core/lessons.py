@@ -4,7 +4,7 @@ One job: find lessons, read their declarations through a strict schema, and
 hash the source a run depends on, so evidence can say exactly which source it
 ran. The hash covers the main file, the local modules it imports (the kit
 among them) and the part of lesson.toml that changes a run (`main`,
-`[requires]`, `[interpreter]`, `[gpu]`). Title, summary, course order, part and
+`[requires]`, `[interpreter]`, `[gpu]`, `[sanitize]` when it is there). Title, summary, course order, part and
 prerequisites only place the lesson on the site: editing them never makes
 evidence stale. Every file is read through safefs: no links, bounded sizes.
 """
@@ -19,6 +19,7 @@ import tomllib
 from dataclasses import asdict, dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
+from typing import Literal
 
 from verified_triton.core import schema
 from verified_triton.core.limits import LIMITS
@@ -55,6 +56,18 @@ class ModeToml:
 
 
 @dataclass
+class SanitizeToml:
+    """[sanitize]: the run under compute-sanitizer (verify.py --mode sanitize)."""
+
+    supported: bool = True
+    reason: str = ""  # why not, when not
+    # The inputs lesson.size() picks under the tool: the smoke ones (the default: the tools slow every
+    # kernel down), or the GPU run's.
+    size: Literal["smoke", "gpu"] = "smoke"
+    timeout: float | None = None  # seconds per tool run; default: the [gpu] timeout
+
+
+@dataclass
 class LessonToml:
     title: str
     main: str
@@ -70,6 +83,7 @@ class LessonToml:
     requires: Requires = field(default_factory=Requires)
     interpreter: ModeToml = field(default_factory=ModeToml)
     gpu: ModeToml = field(default_factory=ModeToml)
+    sanitize: SanitizeToml = field(default_factory=SanitizeToml)
     timeout: float | None = None  # both modes, unless a mode sets its own
 
 
@@ -79,6 +93,14 @@ class ModeSpec:
     reason: str = ""  # why the mode is not supported, when it is not
     timeout: float = 300.0
     expected_exits: dict[int, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SanitizeSpec:
+    supported: bool = True
+    reason: str = ""
+    size: str = "smoke"  # "smoke" | "gpu": what lesson.size() returns under the tool
+    timeout: float = DEFAULT_TIMEOUT  # per tool run
 
 
 @dataclass(frozen=True)
@@ -98,6 +120,7 @@ class Lesson:
     run_spec: str  # canonical JSON of lesson.toml's run keys: what its hash covers
     after: str = ""  # lesson.toml's `after`: discover() places it right after that lesson
     uses: tuple[str, ...] = ()  # lesson.toml's `uses`: lessons whose modules the main file imports
+    sanitize: SanitizeSpec = SanitizeSpec()  # lesson.toml's [sanitize]
 
     def source_files(self) -> list[Path]:
         """The main file, lesson.toml, and every local module the main file imports, transitively."""
@@ -255,18 +278,25 @@ def load_lesson(folder: Path, code_dir: Path | None = None) -> Lesson:
         if not 0 < timeout <= 3600:
             raise LessonError(f"{toml_path}: [{mode}] timeout must be between 0 and 3600 seconds")
         modes[mode] = ModeSpec(raw.supported, raw.reason, float(timeout), exits)
+    san = spec.sanitize
+    if san.timeout is not None and not 0 < san.timeout <= 3600:
+        raise LessonError(f"{toml_path}: [sanitize] timeout must be between 0 and 3600 seconds")
+    sanitize = SanitizeSpec(san.supported, san.reason, san.size, float(san.timeout or modes["gpu"].timeout))
     requires = asdict(spec.requires)
     if not requires["optional"]:
         del requires["optional"]  # a lesson without optional baselines keeps the hash it had before the field
     run_spec = json.dumps({"main": spec.main, "requires": requires,
                            "interpreter": asdict(spec.interpreter), "gpu": asdict(spec.gpu),
-                           "timeout": spec.timeout, **({"uses": spec.uses} if spec.uses else {})},
+                           "timeout": spec.timeout, **({"uses": spec.uses} if spec.uses else {}),
+                           # only when set: a lesson without [sanitize] keeps the hash it had before the table
+                           **({"sanitize": asdict(san)} if san != SanitizeToml() else {})},
                           sort_keys=True)
     return Lesson(
         name=folder.name, root=code_dir.parent, title=spec.title, part=spec.part, folder=folder,
         order=UNPLACED if spec.order is None else spec.order,
         main=main, page=spec.page, summary=spec.summary, prerequisites=tuple(spec.prerequisites),
         modes=modes, requires=spec.requires, run_spec=run_spec, after=spec.after, uses=tuple(spec.uses),
+        sanitize=sanitize,
     )
 
 

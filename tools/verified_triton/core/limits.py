@@ -42,6 +42,11 @@ class Limits:
     bundle_member: int = 8 * MIB  # one file inside a bundle, uncompressed
     bundle_total: int = 512 * MIB  # all files inside one bundle, uncompressed
     bundle_file: int = 256 * MIB  # the bundle itself, compressed
+    sanitizer_print_limit: int = 200  # records compute-sanitizer prints per run (--print-limit); it counts all
+    sanitizer_log: int = 4 * MIB  # of one compute-sanitizer log read and parsed (its last 64 KiB always)
+    sanitizer_log_kept: int = 32 * KIB  # of that log kept in the record (head and tail)
+    sanitizer_findings: int = 50  # distinct findings kept per tool run (the lesson's first); the rest counted
+    sanitizer_text: int = 300  # characters of a finding's message or detail
 
     def rows(self) -> list[tuple[str, str, str]]:
         """(what, limit, where enforced) for the documentation table."""
@@ -61,7 +66,7 @@ def _human(value: int, name: str) -> str:
 
 
 BYTE_LIMITS = {"source_file", "record_json", "release_json", "figure", "stream_kept", "results_json", "bundle_member",
-               "bundle_total", "bundle_file", "amplification_allowance"}
+               "bundle_total", "bundle_file", "amplification_allowance", "sanitizer_log", "sanitizer_log_kept"}
 DESCRIPTIONS = {
     "source_file": "a lesson source file or lesson.toml",
     "record_json": "one evidence record (JSON)",
@@ -89,6 +94,11 @@ DESCRIPTIONS = {
     "bundle_member": "one file in a bundle, uncompressed",
     "bundle_total": "all files in one bundle, uncompressed",
     "bundle_file": "a bundle file, compressed",
+    "sanitizer_print_limit": "records compute-sanitizer prints per tool run (--print-limit; its summary counts all)",
+    "sanitizer_log": "one compute-sanitizer log, read and parsed (its last 64 KiB, with the summaries, always)",
+    "sanitizer_log_kept": "one compute-sanitizer log, kept in the record (head and tail)",
+    "sanitizer_findings": "distinct findings kept per tool run, the lesson's kernels' first (the rest counted)",
+    "sanitizer_text": "characters of a finding's message or detail",
 }
 WHERE = {
     "source_file": "verify, build", "record_json": "verify, status, build, import",
@@ -102,6 +112,8 @@ WHERE = {
     "amplification_allowance": "build (tests/test_hostile_amplify.py)", "bundle_members": "import",
     "bundle_member": "import (while extracting)",
     "bundle_total": "import (while extracting)", "bundle_file": "import",
+    "sanitizer_print_limit": "verify --mode sanitize (the tool's option)", "sanitizer_log": "verify (while reading)",
+    "sanitizer_log_kept": "verify, schema", "sanitizer_findings": "verify, schema", "sanitizer_text": "verify",
 }
 
 LIMITS = Limits()

@@ -30,7 +30,8 @@ class SchemaError(Exception):
         super().__init__(f"{where or 'the record'}: {message}")
 
 
-# Lengths of lists and strings, by (class name, field name); everything else uses LIMITS.string.
+# Lengths of lists and strings, by (class name, field name) (a string also by its field name alone); everything
+# else uses LIMITS.string.
 LIST_LIMITS = {
     ("Record", "checks"): LIMITS.checks, ("Record", "benchmarks"): LIMITS.benchmarks,
     ("Record", "tables"): LIMITS.tables, ("Record", "figures"): LIMITS.figures_per_record,
@@ -42,9 +43,19 @@ LIST_LIMITS = {
     ("Record", "predictions"): LIMITS.benchmarks, ("Results", "predictions"): LIMITS.benchmarks,
     ("Record", "filtered_warnings"): 50, ("Results", "filtered_warnings"): 50,
     ("Environment", "baselines"): 20, ("Device", "baselines"): 20,
+    ("SanitizerRun", "runs"): 4, ("SanitizerRun", "known"): 100, ("Results", "sanitizer_known"): 100,
+    ("SanitizerToolRun", "findings"): LIMITS.sanitizer_findings, ("SanitizerToolRun", "notes"): 20,
+    ("SanitizerFinding", "locations"): 16, ("KnownFinding", "where"): 20, ("KnownFinding", "lines"): 20,
 }
 STRING_LIMITS = {
     "name": LIMITS.name, "stdout": LIMITS.stream_kept + 200, "stderr": LIMITS.stream_kept + 200,
+    "log": LIMITS.sanitizer_log_kept + 200,  # a compute-sanitizer log, head and tail
+    # a compute-sanitizer finding's parts, shown on a page and in a sentence (record/sanitizer.py cuts them)
+    ("SanitizerFinding", "message"): LIMITS.sanitizer_text, ("SanitizerFinding", "detail"): LIMITS.sanitizer_text,
+    ("SanitizerFinding", "host_frame"): LIMITS.sanitizer_text, ("SanitizerLocation", "file"): LIMITS.sanitizer_text,
+    ("SanitizerLocation", "kernel"): LIMITS.name, ("SanitizerLocation", "access"): 20,
+    ("SanitizerToolRun", "notes[]"): LIMITS.sanitizer_text, ("SanitizerRun", "version"): LIMITS.environment,
+    ("KnownFinding", "kernel"): LIMITS.name,
     # what a run was recorded with: repeated on every row, caption and tab of a page, so kept short
     **dict.fromkeys(("python", "torch", "triton", "platform", "device_name", "capability", "driver", "cuda"),
                     LIMITS.environment),
@@ -115,7 +126,7 @@ def _validator(tp, owner: tuple[str, str]):
     if origin in (list, dict):
         return _container_validator(tp, origin, owner)
     if tp is str:
-        limit = STRING_LIMITS.get(owner[1], LIMITS.string)
+        limit = STRING_LIMITS.get(owner, STRING_LIMITS.get(owner[1], LIMITS.string))
         return _exact(str, "text", lambda d: len(d) <= limit,
                       lambda d: f"{len(d):,} characters, over the limit of {limit:,}")
     if tp is bool:

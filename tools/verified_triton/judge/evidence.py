@@ -5,8 +5,14 @@ pointing at figures it did not write, and read it back through the schema.
 `verify.py` writes records, `status.py` judges them and the directives show
 them; this module is the only place that knows the layout:
 
-    evidence/<lesson>/<key>.json          key = "interpreter" or "gpu-<gpu-slug>"
+    evidence/<lesson>/<key>.json          key = "interpreter", "gpu-<gpu-slug>" or "sanitize-gpu-<gpu-slug>"
     evidence/<lesson>/<key>/<name>-<sha>.png   figures that run saved
+
+A sanitize record (mode "sanitize") is the lesson's run under compute-sanitizer
+on one GPU model: its top-level fields are the lesson's own run under
+memcheck, and `sanitizer` holds each tool's run (its command line, exit code,
+summary counts, findings and a bounded copy of its log) and the findings the
+lesson declared harmless (record/sanitizer.py writes it, status.py judges it).
 
 A figure's file name carries the first 12 hex digits of its SHA-256, so a new
 recording never overwrites a file an older record names. The JSON is written
@@ -24,15 +30,19 @@ import stat
 import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Literal
 
 from verified_triton.core import schema
 from verified_triton.core.kit import (
+    DECLARABLE_TOOLS,
+    SANITIZER_TOOLS,
     STEP_NAME,
     UNITS,
     Benchmark,
     Check,
     Figure,
     FilteredWarning,
+    KnownFinding,
     Prediction,
     SkippedPart,
     Step,
@@ -44,8 +54,15 @@ from verified_triton.core.safefs import UnsafePathError, read_bytes, walk_files
 FORMAT_VERSION = 2
 OUTCOMES = ("passed", "failed", "timeout", "crashed", "by-design")
 FAILED_OUTCOMES = ("failed", "timeout", "crashed")
-MODES = ("interpreter", "gpu")
+MODES = ("interpreter", "gpu", "sanitize")
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+SANITIZE_KEY = re.compile(r"\Asanitize-gpu-[a-z0-9]+(?:-[a-z0-9]+)*\Z")
+# What became of one tool's run: its summary said nothing (clean) or something (findings); it
+# stopped short of seeing everything (incomplete: an internal error, dropped hazards); no summary
+# (inconclusive: never read as clean); killed at the time limit; the tool could not check this GPU
+# (unavailable); or it was not started (not-run, with the reason).
+TOOL_STATES = ("clean", "findings", "incomplete", "inconclusive", "timeout", "unavailable", "not-run")
+FINDING_KINDS = ("memory-access", "uninitialized", "race", "barrier", "hardware", "api", "malloc", "leak", "other")
 
 
 class EvidenceError(Exception):
@@ -78,6 +95,67 @@ class HistoryPoint:
 
 
 @dataclass
+class SanitizerLocation:
+    """One place a report names: the function there, and its source file and line."""
+
+    kernel: str  # the function ("" when the report names none)
+    file: str  # code/<lesson>/x.py for the project's files, scrubbed otherwise (<site-packages>/...); "" unknown
+    line: int = 0  # 0 when unknown
+    access: str = ""  # a race's access (Read, Write) or memcheck's direction (read, write, atomic)
+
+
+@dataclass
+class SanitizerFinding:
+    """Report records of one tool with the same kind, message and places, counted as one finding."""
+
+    kind: Literal["memory-access", "uninitialized", "race", "barrier", "hardware", "api", "malloc", "leak",
+                  "other"]
+    message: str  # the record's first line: "Invalid __global__ write of size 4 bytes"
+    locations: list[SanitizerLocation] = field(default_factory=list)  # the faulting place; a race's accesses
+    records: int = 1  # report records with this key
+    hazards: int = 0  # racecheck: the sum of their [N hazards]
+    severity: str = ""  # racecheck: Error or Warning
+    detail: str = ""  # the first record's thread, block, address and nearest allocation
+    host_frame: str = ""  # the first host frame in the project's files: the Python line that launched it
+
+    @property
+    def kernel(self) -> str:
+        return next((loc.kernel for loc in self.locations if loc.kernel), "")
+
+
+@dataclass
+class SanitizerToolRun:
+    """One compute-sanitizer tool over the whole lesson, in its own process."""
+
+    tool: Literal["memcheck", "synccheck", "initcheck", "racecheck"]
+    state: Literal["clean", "findings", "incomplete", "inconclusive", "timeout", "unavailable", "not-run"]
+    reason: str = ""  # why it is not clean or findings, in words
+    command: str = ""  # the exact command line (this machine's paths scrubbed)
+    exit_code: int | None = None  # compute-sanitizer's; None when killed at the time limit
+    wall_s: float = 0.0
+    app_outcome: str = ""  # the lesson's own run under this tool, as runner.classify says ("" not run)
+    app_reason: str = ""
+    errors: int = 0  # the summaries' count (ERROR SUMMARY; racecheck: the errors of RACECHECK SUMMARY)
+    warnings: int = 0  # racecheck's warnings
+    not_printed: int = 0  # records past --print-limit: counted in `errors`, not in the log
+    findings: list[SanitizerFinding] = field(default_factory=list)  # the lesson's kernels' first
+    findings_omitted: int = 0  # distinct findings past LIMITS.sanitizer_findings
+    notes: list[str] = field(default_factory=list)  # the tool's own lines worth knowing (internal errors...)
+    log: str = ""  # the log, head and tail, scrubbed
+    log_omitted: int = 0  # bytes cut from its middle
+
+
+@dataclass
+class SanitizerRun:
+    """What a sanitize record adds: the tool, each run, and the lesson's declarations."""
+
+    version: str  # compute-sanitizer --version's version line
+    size: Literal["smoke", "gpu"]  # the inputs lesson.size() picked ([sanitize] size)
+    runs: list[SanitizerToolRun] = field(default_factory=list)  # in SANITIZER_TOOLS order
+    known: list[KnownFinding] = field(default_factory=list)  # lesson.sanitizer_known, as the kit recorded it
+
+
+@dataclass
 class Record:
     lesson: str
     mode: str  # one of MODES
@@ -105,6 +183,7 @@ class Record:
     format_version: int = FORMAT_VERSION
     predictions: list[Prediction] = field(default_factory=list)  # what the lesson expected before it measured
     filtered_warnings: list[FilteredWarning] = field(default_factory=list)  # expected warnings, counted
+    sanitizer: SanitizerRun | None = None  # mode "sanitize" only
 
     @property
     def date(self) -> str:
@@ -121,6 +200,11 @@ class Record:
 def gpu_key(device_name: str) -> str:
     slug = re.sub(r"[^a-z0-9]+", "-", device_name.lower()).strip("-")[:60].strip("-") or "unknown"
     return f"gpu-{slug}"
+
+
+def sanitize_key(device_name: str) -> str:
+    """The key of a record under compute-sanitizer, beside the GPU record of the same model."""
+    return f"sanitize-{gpu_key(device_name)}"
 
 
 # -- reading -------------------------------------------------------------------
@@ -178,11 +262,21 @@ def _value_rules(r: Record) -> None:
     req(r.outcome in OUTCOMES, "outcome", f"{r.outcome[:30]!r} is not one of {', '.join(OUTCOMES)}")
     if r.mode == "interpreter":
         req(r.key == "interpreter", "key", "an interpreter record's key is 'interpreter'")
+    elif r.mode == "sanitize":
+        req(SANITIZE_KEY.match(r.key) is not None and len(r.key) <= 73, "key",
+            f"{r.key[:80]!r} is not a sanitize key (sanitize-gpu-<slug>)")
+        req(r.key == sanitize_key(r.env.device_name), "key", f"{r.key!r}, but its device "
+            f"{r.env.device_name[:60]!r} names it {sanitize_key(r.env.device_name)!r} (a key is derived, never "
+            "chosen)")
     else:
         req(schema.GPU_KEY.match(r.key) is not None and len(r.key) <= 64, "key",
             f"{r.key[:60]!r} is not a GPU key (gpu-<slug>)")
         req(r.key == gpu_key(r.env.device_name), "key", f"{r.key!r}, but its device {r.env.device_name[:60]!r} "
             f"names it {gpu_key(r.env.device_name)!r} (a GPU record's key is derived, never chosen)")
+    req((r.mode == "sanitize") == (r.sanitizer is not None), "sanitizer",
+        "a sanitize record holds its tools' runs, and only a sanitize record does")
+    if r.sanitizer is not None:
+        _sanitizer_rules(r.sanitizer)
     req(schema.utc_stamp(r.started_utc) is not None, "started_utc", STAMP_RULE)
     req(schema.SHA256.match(r.source_hash) is not None, "source_hash", "expected 64 hex digits")
     for rel, sha in r.source_files.items():
@@ -229,6 +323,45 @@ def _value_rules(r: Record) -> None:
         _name_rule(name, f"history.{name[:60]}")
         for j, p in enumerate(points):
             req(schema.utc_stamp(p.started_utc) is not None, f"history.{name[:60]}[{j}].started_utc", STAMP_RULE)
+
+
+def _sanitizer_rules(s: SanitizerRun) -> None:
+    """Each tool once, in order; counts not negative; a state its counts bear out; declarations that
+    name a tool that may be declared and lines that exist."""
+    req = schema.require
+    tools = [run.tool for run in s.runs]
+    req(tools == [t for t in SANITIZER_TOOLS if t in tools], "sanitizer.runs",
+        f"each tool once, in the order {', '.join(SANITIZER_TOOLS)}")
+    for i, run in enumerate(s.runs):
+        where = f"sanitizer.runs[{i}]"
+        for name in ("errors", "warnings", "not_printed", "findings_omitted", "log_omitted"):
+            req(getattr(run, name) >= 0, f"{where}.{name}", "negative")
+        req(run.wall_s >= 0, f"{where}.wall_s", "negative")
+        req(run.app_outcome in ("", *OUTCOMES), f"{where}.app_outcome",
+            f"{run.app_outcome[:30]!r} is not one of {', '.join(OUTCOMES)} (or empty: not run)")
+        found = bool(run.findings) or run.errors > 0 or run.warnings > 0 or run.findings_omitted > 0
+        if run.state == "clean":
+            req(not found and run.not_printed == 0, f"{where}.state", "clean, but it has findings or counts")
+        elif run.state == "findings":
+            req(found, f"{where}.state", "findings, but it holds none and counts none")
+        elif run.state in ("not-run", "unavailable"):
+            req(not found and run.reason != "", f"{where}.state", f"{run.state}: no findings, and the reason why")
+        for j, f in enumerate(run.findings):
+            at = f"{where}.findings[{j}]"
+            req(f.records >= 1 and f.hazards >= 0, f"{at}.records", "at least one record, hazards not negative")
+            for k, loc in enumerate(f.locations):
+                req(loc.line >= 0, f"{at}.locations[{k}].line", "negative")
+                req(loc.file.isprintable() and loc.kernel.isprintable(), f"{at}.locations[{k}]",
+                    "a file and a kernel are printable text")
+    for i, known in enumerate(s.known):
+        where = f"sanitizer.known[{i}]"
+        req(known.tool in DECLARABLE_TOOLS, f"{where}.tool", f"only {' and '.join(DECLARABLE_TOOLS)} findings are "
+            "declared")
+        req(known.kernel.isidentifier(), f"{where}.kernel", "a kernel's name")
+        req(bool(known.lines) and bool(known.why.strip()), where, "names the lines and says why")
+        for j, span in enumerate(known.lines):
+            req(schema.REL_PATH.match(span.file) is not None and 1 <= span.first <= span.last,
+                f"{where}.lines[{j}]", "a relative path and lines first <= last, from 1")
 
 
 def _step_rules(r: Record) -> None:

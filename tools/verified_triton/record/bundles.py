@@ -45,10 +45,11 @@ from verified_triton.judge.evidence import (
     write_record,
 )
 from verified_triton.judge.status import contradictions
-from verified_triton.record.changes import Change, carry_history, changes, differences
+from verified_triton.record.changes import Change, FindingChange, carry_history, changes, differences, finding_changes
 from verified_triton.record.report import changed_files
 
-MEMBER = re.compile(r"\A(?P<lesson>[a-z0-9][a-z0-9-]{0,63})/(?:(?P<key>[a-z0-9-]{1,64})\.json|"
+# A key: interpreter, gpu-<slug> (64 at most) or sanitize-gpu-<slug> (73).
+MEMBER = re.compile(r"\A(?P<lesson>[a-z0-9][a-z0-9-]{0,63})/(?:(?P<key>[a-z0-9-]{1,73})\.json|"
                     r"(?P<fkey>[a-z0-9-]{1,64})/(?P<file>[A-Za-z0-9][A-Za-z0-9._-]{0,150}\.png))\Z")
 
 
@@ -80,7 +81,7 @@ class ImportReport:
     merged: list[Record] = field(default_factory=list)
     refused: list[str] = field(default_factory=list)  # "bundle:member: why"
     notes: list[str] = field(default_factory=list)  # conflicts resolved, members not selected
-    changes: list[Change] = field(default_factory=list)
+    changes: list[Change | FindingChange] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)  # "lesson/key": the same record is here already
     held: list[str] = field(default_factory=list)  # "lesson/key: what -> what": needs --accept-changes
 
@@ -145,7 +146,7 @@ def import_bundles(paths: list[Path], lessons: dict[str, Lesson], evidence_dir: 
         carry_history(item.record, previous)
         write_record(evidence_dir, item.record, item.figures)
         report.merged.append(item.record)
-        report.changes += changes(item.record, previous)
+        report.changes += [*changes(item.record, previous), *finding_changes(item.record, previous)]
     report.held = []  # accepted
     return report
 

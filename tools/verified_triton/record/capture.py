@@ -5,6 +5,11 @@ head-and-tail buffers (megabytes of output cost little), kill the whole
 group at the limit, and never leave it behind: the child is started with a
 parent-death signal (Linux), and a signal that stops verify kills every
 group still running first.
+
+Under a tool such as compute-sanitizer (`prefix`), the tool is the child:
+PREFIX_LAUNCHER gives it the parent-death signal and becomes it, and the tool
+starts the lesson through LAUNCHER without VT_PARENT_PID (its parent is the
+tool, not verify), so the lesson dies with the tool and the tool with verify.
 """
 
 from __future__ import annotations
@@ -31,6 +36,18 @@ LAUNCHER = (
     "except (OSError, AttributeError):\n"
     "    pass\n"
     "os.execv(sys.executable, [sys.executable, *sys.argv[1:]])\n"
+)
+
+# Started as `python -c PREFIX_LAUNCHER tool args...`: the same signal, then become the tool.
+PREFIX_LAUNCHER = (
+    "import ctypes, os, signal, sys\n"
+    "try:\n"
+    "    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG\n"
+    "    if os.getppid() != int(os.environ.pop('VT_PARENT_PID', os.getppid())):\n"
+    "        sys.exit(137)\n"
+    "except (OSError, AttributeError):\n"
+    "    pass\n"
+    "os.execv(sys.argv[1], sys.argv[1:])\n"
 )
 
 _running: set[int] = set()
@@ -80,11 +97,18 @@ class Captured:
     wall_s: float
 
 
-def run_bounded(script: str, cwd, env: dict, timeout: float) -> Captured:
-    """Run `python script` in `cwd` with `env`; kill its process group after `timeout` seconds."""
+def run_bounded(script: str, cwd, env: dict, timeout: float, prefix: list[str] | None = None) -> Captured:
+    """Run `python script` in `cwd` with `env`; kill its process group after `timeout` seconds.
+
+    With `prefix` (a tool's path and options) the tool runs `python script` instead: `prefix + [python,
+    -c, LAUNCHER, script]`, the tool itself started by PREFIX_LAUNCHER.
+    """
     t0 = time.monotonic()
     env = {**env, "VT_PARENT_PID": str(os.getpid())}
-    proc = subprocess.Popen([sys.executable, "-c", LAUNCHER, script], cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+    command = [sys.executable, "-c", LAUNCHER, script]
+    if prefix:
+        command = [sys.executable, "-c", PREFIX_LAUNCHER, *prefix, *command]
+    proc = subprocess.Popen(command, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
     with _lock:
         _running.add(proc.pid)

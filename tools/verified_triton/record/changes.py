@@ -28,6 +28,7 @@ class Change:
     label: str
     old: HistoryPoint
     new: HistoryPoint
+    heading = "change beyond noise"  # how verify introduces it
 
     @property
     def direction(self) -> str:
@@ -85,9 +86,42 @@ def changes(new: Record, previous: Record | None) -> list[Change]:
             if name in old and moved(old[name], p)]
 
 
+@dataclass(frozen=True)
+class FindingChange:
+    """A sanitizer finding that a new sanitize record has and the one it replaces had not."""
+
+    lesson: str
+    key: str
+    text: str
+    heading = "change"
+
+    def describe(self) -> str:
+        return f"{self.lesson} [{self.key}] {self.text}"
+
+
+def _findings(record: Record | None) -> dict[tuple, str]:
+    """Each finding of a sanitize record by (tool, kind, kernel, places), with words for it."""
+    found = {}
+    for run in record.sanitizer.runs if record is not None and record.sanitizer else []:
+        for f in run.findings:
+            places = tuple((loc.file, loc.line) for loc in f.locations if loc.access != "frame")
+            where = ", ".join(f"{file}:{line}" for file, line in places[:3]) or "no line"
+            found[(run.tool, f.kind, f.kernel, places)] = f"{run.tool}: {f.message} in {f.kernel or 'a kernel'} " \
+                                                          f"at {where}"
+    return found
+
+
+def finding_changes(new: Record, previous: Record | None) -> list[FindingChange]:
+    """The findings of `new` that `previous` (the record it replaces) did not have: a new finding is a change."""
+    old = _findings(previous)
+    return [FindingChange(new.lesson, new.key, f"new finding, {text}") for key, text in _findings(new).items()
+            if key not in old]
+
+
 def differences(here: Record, incoming: Record) -> list[str]:
     """What replacing the record `here` by `incoming` would change, before -> after, one line each:
-    the outcome, every benchmark that moved beyond noise (or appeared, or went), and an older start."""
+    the outcome, every benchmark that moved beyond noise (or appeared, or went), an older start, and a
+    sanitizer finding the record here did not have."""
     found = []
     if incoming.started_utc < here.started_utc:
         found.append(f"started: {here.started_utc} here -> {incoming.started_utc} in the bundle (older than the "
@@ -100,6 +134,7 @@ def differences(here: Record, incoming: Record) -> list[str]:
         q, p = old.get(name), now.get(name)
         if q is None or p is None or moved(q, p):
             found.append(f"{labels[name]}: {_point(q)} -> {_point(p)}")
+    found += [change.text for change in finding_changes(incoming, here)]
     return found
 
 

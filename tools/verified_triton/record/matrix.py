@@ -52,15 +52,15 @@ sys.argv = [main]
 sys.path[0] = os.path.dirname(main)
 sys.path.insert(1, os.path.dirname(os.path.dirname(main)))  # code/, where lessonkit.py sits
 import lessonkit
-if not callable(getattr(lessonkit, "_requirements", None)):
-    print("verify: the kit has no _requirements() to lift the Triton check of", file=sys.stderr)
+if not callable(getattr(lessonkit, "_lesson_toml", None)):
+    print("verify: the kit has no _lesson_toml() to lift the Triton check of", file=sys.stderr)
     sys.exit({LIFT_BROKEN})
-_read = lessonkit._requirements
+_read = lessonkit._lesson_toml
 def _lifted(path):
     found = dict(_read(path))
-    found.pop("triton", None)
+    found["requires"] = {{k: v for k, v in dict(found.get("requires", {{}})).items() if k != "triton"}}
     return found
-lessonkit._requirements = _lifted
+lessonkit._lesson_toml = _lifted
 runpy.run_path(main, run_name="__main__")
 '''
 

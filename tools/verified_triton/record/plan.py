@@ -5,6 +5,7 @@ missing, for another source, or from other versions), split the course into
 shards balanced by recorded wall time, and execute the runs: interpreter runs
 in parallel on the CPUs, then GPU runs one lesson per GPU at a time (never two
 on one GPU, so timings do not collide), with progress lines and a heartbeat.
+Runs under compute-sanitizer time nothing: they share the GPUs, `jobs` at a time.
 """
 
 from __future__ import annotations
@@ -19,10 +20,11 @@ from pathlib import Path
 
 from verified_triton.core.lessons import Lesson
 from verified_triton.judge.evidence import EvidenceError, Record, read_record, record_path
-from verified_triton.judge.status import contradictions
+from verified_triton.judge.status import contradictions, judge_memory
 from verified_triton.record.machine import Machine
 from verified_triton.record.report import terminal_safe
 from verified_triton.record.runner import RunResult, mode_key, run_lesson
+from verified_triton.record.sanitizer import run_sanitize_lesson
 
 HEARTBEAT_S = 20.0
 DEFAULT_WALL_S = 60.0  # a lesson never recorded counts as this in shard balancing
@@ -40,11 +42,11 @@ def plan_runs(lessons: list[Lesson], modes: list[str], machine: Machine, evidenc
     gpu_name = machine.gpus[0].name if machine.gpus else ""
     for lesson in lessons:
         for mode in modes:
-            spec = lesson.modes[mode]
+            spec = lesson.sanitize if mode == "sanitize" else lesson.modes[mode]
             if not spec.supported:
                 skipped.append(RunResult(lesson, mode, None, f"not supported: {spec.reason}"))
                 continue
-            if mode == "gpu" and not machine.has_gpu:
+            if mode != "interpreter" and not machine.has_gpu:
                 skipped.append(RunResult(lesson, mode, None, "not run: no CUDA device on this machine"))
                 continue
             path = record_path(evidence_dir, lesson.name, mode_key(mode, gpu_name))
@@ -76,7 +78,8 @@ def recorded_wall(lesson: Lesson, modes: list[str], evidence_dir: Path) -> float
     folder = evidence_dir / lesson.name
     for mode in modes:
         walls = []
-        for path in sorted(folder.glob("interpreter.json" if mode == "interpreter" else "gpu-*.json")):
+        pattern = {"interpreter": "interpreter.json", "gpu": "gpu-*.json"}.get(mode, f"{mode}-*.json")
+        for path in sorted(folder.glob(pattern)):
             try:
                 walls.append(read_record(path, evidence_dir).wall_s)
             except EvidenceError:
@@ -145,11 +148,14 @@ class Progress:
                 print(f"[{self.done}/{self.total}] {label}: error ({terminal_safe(result.skipped)})", flush=True)
                 return
             extra = f": {terminal_safe(record.reason)}" if record.reason else ""
+            if getattr(record, "sanitizer", None) is not None:  # a release record (record/matrix.py) has none
+                check = judge_memory(result.lesson, record)
+                extra = f"; memory check {check.state}: {terminal_safe(check.line)}" + extra
             if not result.written:
                 extra = f"; {terminal_safe(result.skipped)}"
             print(f"[{self.done}/{self.total}] {label}: {record.outcome} in {record.wall_s:.1f} s{extra}", flush=True)
             for change in result.changes:
-                print(f"    change beyond noise: {terminal_safe(change.describe())}", flush=True)
+                print(f"    {change.heading}: {terminal_safe(change.describe())}", flush=True)
 
     def _beat(self) -> None:
         while not self.stop.wait(HEARTBEAT_S):
@@ -162,8 +168,9 @@ class Progress:
 
 def execute(todo: list[tuple[Lesson, str]], machine: Machine, evidence_dir: Path, jobs: int,
             timeout: float | None, gpus: list[int] | None = None, run=run_lesson,
-            wall: Callable[[Lesson], float] | None = None) -> list[RunResult]:
-    """Interpreter runs in parallel; then GPU runs, one at a time on each GPU in `gpus`.
+            wall: Callable[[Lesson], float] | None = None, sanitize=run_sanitize_lesson) -> list[RunResult]:
+    """Interpreter runs in parallel; then GPU runs, one at a time on each GPU in `gpus`; then the runs under
+    compute-sanitizer (`sanitize`), `jobs` at a time, spread over `gpus`.
 
     With no `gpus` the GPU runs go one after another on the default device,
     exactly as a single-GPU machine has always recorded. With `gpus`, the
@@ -174,13 +181,15 @@ def execute(todo: list[tuple[Lesson, str]], machine: Machine, evidence_dir: Path
     results: list[RunResult] = []
     cpu = [item for item in todo if item[1] == "interpreter"]
     gpu = [item for item in todo if item[1] == "gpu"]
+    checked = [item for item in todo if item[1] == "sanitize"]
     with Progress(len(todo)) as progress:
         def one(item: tuple[Lesson, str], device: int | None = None) -> RunResult:
             lesson, mode = item
             label = f"{lesson.name} [{mode}" + (f", GPU {device}]" if device is not None else "]")
             progress.started(label)
             try:
-                result = run(lesson, mode, machine, evidence_dir, timeout, gpu=device)
+                result = (sanitize if mode == "sanitize" else run)(lesson, mode, machine, evidence_dir, timeout,
+                                                                    gpu=device)
             except Exception as exc:  # a broken evidence folder, a full disk: report it, run the rest
                 result = RunResult(lesson, mode, None, f"verify could not record this run: {exc}", gpu=device)
             progress.finished(label, result)
@@ -194,6 +203,10 @@ def execute(todo: list[tuple[Lesson, str]], machine: Machine, evidence_dir: Path
             if wall is not None:
                 gpu = longest_first(gpu, wall)
             results.extend(_on_gpus(gpu, gpus, one))
+        if checked:  # nothing is timed: several lessons share a GPU
+            devices = [gpus[i % len(gpus)] if gpus else None for i in range(len(checked))]
+            with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+                results.extend(pool.map(one, checked, devices))
     return results
 
 

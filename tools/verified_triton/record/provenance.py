@@ -46,13 +46,13 @@ GH_OUTPUT_LIMIT = 4 * 1024 * 1024  # a few attestations of one file; more is not
 class Expectation:
     """What the job that made a bundle could have recorded, and who must have attested it."""
 
-    mode: str | None = None  # "interpreter" | "gpu"
+    mode: str | None = None  # "interpreter" | "gpu" | "sanitize"
     gpu: str | None = None  # the model its runner label names, e.g. "h200"
     signer: str | None = None  # OWNER/REPO/.github/workflows/FILE@REF
 
     def __post_init__(self):
-        if self.mode not in (None, "interpreter", "gpu"):
-            raise ValueError(f"--expect-mode takes interpreter or gpu, not {self.mode!r}")
+        if self.mode not in (None, "interpreter", "gpu", "sanitize"):
+            raise ValueError(f"--expect-mode takes interpreter, gpu or sanitize, not {self.mode!r}")
         if self.gpu is not None and not _words(self.gpu):
             raise ValueError(f"--expect-gpu needs a GPU model such as h200, not {self.gpu!r}")
         if self.gpu is not None and self.mode == "interpreter":
@@ -79,12 +79,14 @@ def gpu_matches(key: str, model: str) -> bool:
 def record_problems(record: Record, expect: Expectation, runners: set[str]) -> list[str]:
     """Why `record` cannot have come from the job `expect` and the attestation's `runners` describe."""
     problems = []
+    on_gpu = record.mode in ("gpu", "sanitize")  # a sanitize record is made on a GPU too
     if expect.mode and record.mode != expect.mode:
-        kind = "an interpreter" if record.mode == "interpreter" else "a GPU"
+        kind = {"interpreter": "an interpreter", "gpu": "a GPU", "sanitize": "a sanitize"}.get(record.mode, "a")
         problems.append(f"{kind} record, but the job that made this bundle records {expect.mode} only")
-    if record.mode == "gpu" and "github-hosted" in runners:
-        problems.append("a GPU record, but the bundle was attested on a GitHub-hosted runner, which has no GPU")
-    if expect.gpu and record.mode == "gpu":  # the key is derived from env.device_name (evidence's value rules)
+    if on_gpu and "github-hosted" in runners:
+        problems.append(f"a {'GPU' if record.mode == 'gpu' else 'sanitize'} record, but the bundle was attested on "
+                        "a GitHub-hosted runner, which has no GPU")
+    if expect.gpu and on_gpu:  # the key is derived from env.device_name (evidence's value rules)
         if not gpu_matches(record.key, expect.gpu):
             problems.append(f"recorded on {record.env.device_name!r} ({record.key}), but the job's runner is labelled "
                             f"{expect.gpu!r}")

@@ -37,7 +37,9 @@ def status_json(statuses: list[LessonStatus]) -> list[dict]:
             }
         out.append({"lesson": st.lesson.name, "title": st.lesson.title, "status": st.status.label,
                     "summary": st.summary, "sentence": st.sentence, "source_hash": st.source_hash,
-                    "modes": modes, "problems": st.problems, "releases": releases_json(st)})
+                    "modes": modes, "problems": st.problems, "releases": releases_json(st),
+                    "memory_check": ({"state": st.memory.state, "line": st.memory.line, "problems": st.memory.problems}
+                                     if st.memory else None)})
     return out
 
 
@@ -69,7 +71,7 @@ def check_problems(statuses: list[LessonStatus]) -> list[str]:
             problems.append(f"{name}: {st.status.label}: {st.sentence}")
         elif not _interpreter_ok(st):
             problems.append(f"{name}: interpreter mode is {st.modes['interpreter'].state}")
-        for rec in st.stale:
+        for rec in [*st.stale, *st.stale_sanitize]:
             changed = changed_files(st.lesson, rec)
             problems.append(f"{name}: evidence/{name}/{rec.key}.json is for another source (changed since: "
                             f"{', '.join(changed) or 'file list'}); re-record it or delete it")
@@ -103,12 +105,13 @@ def changed_files(lesson: Lesson, record) -> list[str]:
 
 
 STDERR_TAIL_LINES = 15
+RUN_ORDER = (*MODES, "sanitize")  # the order of a lesson's rows
 
 
 def print_summary(results) -> None:
     results, folded = _fold_not_run_here(results)
     print("\nlesson                         mode         outcome     time    note")
-    for r in sorted(results, key=lambda r: (r.lesson.order, r.lesson.name, MODES.index(r.mode))):
+    for r in sorted(results, key=lambda r: (r.lesson.order, r.lesson.name, RUN_ORDER.index(r.mode))):
         ran = r.record is not None and (not r.skipped or not r.written)  # not written: it ran, the record stayed
         outcome = r.record.outcome if ran else ("error" if r.record is None and "verify" in r.skipped else "-")
         wall = f"{r.record.wall_s:6.1f}s" if ran else "      -"
@@ -131,8 +134,8 @@ def _fold_not_run_here(results) -> tuple[list, list[str]]:
             kept.append(r)
     lines = []
     for (mode, why), names in groups.items():
-        hint = (" (record it on a GPU machine: python3 tools/verify.py --mode gpu --bundle gpu.tar.gz, "
-                "then --import gpu.tar.gz here)" if mode == "gpu" else "")
+        hint = (f" (record it on a GPU machine: python3 tools/verify.py --mode {mode} --bundle {mode}.tar.gz, "
+                f"then --import {mode}.tar.gz here)" if mode != "interpreter" else "")
         lines.append(f"{len(names)} lesson{'s' if len(names) > 1 else ''}, {mode} mode: "
                      f"{terminal_safe(why)}{hint}")
     return kept, lines

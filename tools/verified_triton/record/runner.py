@@ -33,11 +33,12 @@ from verified_triton.judge.evidence import (
     parse_json,
     read_record,
     record_path,
+    sanitize_key,
     write_record,
 )
 from verified_triton.judge.status import contradictions
 from verified_triton.record.capture import Captured, run_bounded
-from verified_triton.record.changes import Change, carry_history, changes
+from verified_triton.record.changes import Change, FindingChange, carry_history, changes
 from verified_triton.record.machine import ENV_MODULES, Machine
 from verified_triton.record.scrub import scrub_record, scrubber
 
@@ -51,13 +52,16 @@ class RunResult:
     record: Record | None
     skipped: str = ""  # why it did not run (up to date, no GPU, not supported), or why it was not recorded
     gpu: int | None = None  # the GPU index it ran on
-    changes: tuple[Change, ...] = ()
+    changes: tuple[Change | FindingChange, ...] = ()  # benchmarks moved beyond noise; new sanitizer findings
     written: bool = True  # False: it ran, and the record here was kept (see `skipped`)
 
 
 def mode_key(mode: str, gpu_name: str) -> str:
-    """The record's key: derived from the device name by evidence.gpu_key, the one function that names records."""
-    return "interpreter" if mode == "interpreter" else gpu_key(gpu_name)
+    """The record's key: derived from the device name by evidence's gpu_key and sanitize_key, the functions
+    that name records."""
+    if mode == "interpreter":
+        return "interpreter"
+    return sanitize_key(gpu_name) if mode == "sanitize" else gpu_key(gpu_name)
 
 
 def run_lesson(lesson: Lesson, mode: str, machine: Machine, evidence_dir: Path, timeout: float | None,
@@ -77,6 +81,7 @@ def run_lesson(lesson: Lesson, mode: str, machine: Machine, evidence_dir: Path, 
         env.update({kit.RESULTS_ENV: str(results_file), kit.FIGURES_ENV: str(fig_dir)})
         env.pop(kit.INTERPRET_ENV, None)
         env.pop(kit.SMOKE_ENV, None)  # a smoke run is never evidence (tools/verified_triton/record/smoke.py)
+        env.pop(kit.SANITIZE_ENV, None)  # nor is an untimed run under compute-sanitizer (record/sanitizer.py)
         if mode == "interpreter":
             env[kit.INTERPRET_ENV] = "1"
         if device is not None and gpu is not None:
@@ -260,7 +265,7 @@ def _collect_figures(results: kit.Results, fig_dir: Path) -> tuple[dict[str, byt
 def _environment(mode: str, machine: Machine, device, results: kit.Results | None) -> Environment:
     """What ran: the kit's own versions when it reported them, the machine's otherwise."""
     ran = results.device if results else kit.Device()
-    gpu = mode == "gpu"
+    gpu = mode != "interpreter"  # a GPU run, or one under compute-sanitizer
     return Environment(
         python=ran.python or machine.python, torch=ran.torch or machine.torch, triton=ran.triton or machine.triton,
         platform=machine.platform,

@@ -63,6 +63,7 @@ def smoke_env(results: Path, figures: Path) -> dict[str, str]:
                CUDA_VISIBLE_DEVICES="", PYTHONDONTWRITEBYTECODE="1")
     env.update({kit.INTERPRET_ENV: "1", kit.SMOKE_ENV: "1", kit.RESULTS_ENV: str(results),
                 kit.FIGURES_ENV: str(figures)})
+    env.pop(kit.SANITIZE_ENV, None)
     return env
 
 

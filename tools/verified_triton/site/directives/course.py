@@ -5,6 +5,7 @@ from __future__ import annotations
 from verified_triton.core.numfmt import seconds
 from verified_triton.judge.status import LessonStatus
 from verified_triton.site.directives import Page, directive
+from verified_triton.site.directives.memory import memory_line
 from verified_triton.site.render import badge, md_table, text
 
 
@@ -34,12 +35,22 @@ def mode_cell(st: LessonStatus, mode: str) -> str:
                 f"{seconds(rec.wall_s)}")
 
 
+def memory_cell(st: LessonStatus) -> str:
+    """The memory check's line, with where and when it ran (its details fold under the lesson's badge)."""
+    rec = st.modes["sanitize"].record
+    if rec is None or rec.sanitizer is None:
+        return text(memory_line(st))
+    current = "" if st.is_current(rec) else ", ⚠ older source"
+    return text(f"{memory_line(st)} ({rec.env.device_name}, compute-sanitizer {rec.sanitizer.version.split(' ')[0]}, "
+                f"{rec.date}{current})")
+
+
 @directive("status-table", "every lesson's status, summary, and the date, machine and versions of each run",
            needs_lesson=False)
 def status_table(page: Page) -> str:
     statuses = page.site.statuses.values()
     rows = [[f"[{text(st.lesson.title)}]({page.root}{st.lesson.page})", badge(st.status), text(st.summary),
-             mode_cell(st, "interpreter"), mode_cell(st, "gpu")] for st in statuses]
-    table = md_table(["Lesson", "Status", "What was verified", "Interpreter run", "GPU run"], rows)
+             mode_cell(st, "interpreter"), mode_cell(st, "gpu"), memory_cell(st)] for st in statuses]
+    table = md_table(["Lesson", "Status", "What was verified", "Interpreter run", "GPU run", "Memory check"], rows)
     sentences = "\n".join(f"- **{text(st.lesson.title)}**: {text(st.sentence)}" for st in statuses)
     return f"{table}\n\n{sentences}"

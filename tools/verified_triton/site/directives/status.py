@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from verified_triton.judge.status import STATUSES
 from verified_triton.site.directives import Page, directive, notebook_form
+from verified_triton.site.directives.memory import memory_fold, memory_line
 from verified_triton.site.directives.releases import release_fold, release_line
 from verified_triton.site.render import admonition, badge, md_table, text, unindexed
 
@@ -20,10 +21,12 @@ def status(page: Page) -> str:
            "</small>"]
     if st.stale:
         why[-1:-1] = ["Rows and figures from a run of an older source are marked ⚠ older source.", ""]
-    # Then the Triton releases it was checked under (information, never the badge), their runs folded.
+    # Then the Triton releases it was checked under (information, never the badge), their runs folded,
+    # and the memory check's line with its details folded (site/directives/memory.py).
     line, fold = release_line(st), release_fold(st, page.root)
     body = [f"{text(st.summary[:1].upper() + st.summary[1:])}." + (f" {line}" if line else ""), "",
-            admonition("vt-why", "Why", "\n".join(why), folded=True), *(["", fold] if fold else [])]
+            admonition("vt-why", "Why", "\n".join(why), folded=True), *(["", fold] if fold else []), "",
+            memory_fold(st)]
     # The same words on every lesson ("passed", "interpreter", "H200"): kept out of the search index, where
     # they made every lesson match (a <section>, as ::checks does: the indexer ends an excluded <div> at
     # the first inner </div>).
@@ -40,4 +43,4 @@ def badges(page: Page) -> str:
 def status_notebook(page: Page) -> str:
     st = page.lesson
     return (f"**{st.status.label}** on the site when this notebook was made: {text(st.summary)}. "
-            f"{text(st.sentence)}")
+            f"{text(st.sentence)} Memory check: {text(memory_line(st))}.")

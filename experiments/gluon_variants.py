@@ -73,15 +73,14 @@ def attention_variants():
     (experiments/attention_persistent.py: one program per SM, the ring and the output store
     carried across tiles), and the ring's depth at D64, where a tile is shortest."""
     v = {"ws-pp-g8": dict(block_n=128, stages=2, pingpong=True, group_heads=8)}
-    for stages in (2, 3):
-        for pp in (True, False):
-            tag = f"s{stages}-{'pp' if pp else 'free'}"
-            v[f"persist-{tag}-g8"] = dict(kernel="persistent", block_n=128, stages=stages, pingpong=pp,
-                                         group_heads=8)
-    v["persist-s3-pp-g8-d64only"] = dict(kernel="persistent", block_n=128, stages=3, pingpong=True, group_heads=8)
-    del v["persist-s3-pp-g8"]  # three 128-row stages of K and V do not fit beside Q and O at D128
-    v["persist-s4-pp-g8-d64only"] = dict(kernel="persistent", block_n=128, stages=4, pingpong=True, group_heads=8)
+    for pp in (True, False):
+        v[f"persist-s2-{'pp' if pp else 'free'}-g8"] = dict(kernel="persistent", block_n=128, stages=2,
+                                                           pingpong=pp, group_heads=8)
     v["persist-s2-pp-g16"] = dict(kernel="persistent", block_n=128, stages=2, pingpong=True, group_heads=16)
+    # Three or four 128-row stages of K and V fit beside Q and O only at D64 (D128: 256 KiB > 227).
+    for stages in (3, 4):
+        v[f"persist-s{stages}-pp-g8-d64only"] = dict(kernel="persistent", block_n=128, stages=stages,
+                                                     pingpong=True, group_heads=8)
     v["persist-s3-pp-n64-d64only"] = dict(kernel="persistent", block_n=64, stages=3, pingpong=True, group_heads=8)
     return v
 

@@ -11,8 +11,8 @@ There is no GPU here: the tool is tests/fixtures/sanitize/fake_compute_sanitizer
 command line, runs the lesson as a smoke run on the CPU and writes reports in the real format (the
 examples below are copied from real logs; the notes in docs/verification.md name their sources). The
 control, tests/fixtures/sanitize/code/oob-store, is a kernel whose mask lets it store past the end of its
-tensor; its sanitize record in tests/fixtures/sanitize/evidence/ was written with the fake tool until the
-lead records it on a GPU (its version then says which: see test_the_control_*).
+tensor; its sanitize record in tests/fixtures/sanitize/evidence/ was recorded once on an H200 (compute-sanitizer
+2025.3.1, the caching allocator off), and the tests judge it.
 """
 
 from __future__ import annotations
@@ -539,8 +539,8 @@ def planted_line() -> int:
 
 
 def test_the_controls_record_is_judged_failed_naming_its_kernel_and_the_planted_line():
-    """The committed record of the control. Written with the fake tool (version "0.0.0 (fake ...)") until
-    the lead records it on a GPU; the judgement must say the same of both."""
+    """The committed record of the control, recorded on an H200 under compute-sanitizer 2025.3.1 with the
+    caching allocator off (experiments/sanitize_probe.sh): memcheck saw the stores past the end."""
     [control] = discover(FIXTURES / "code")
     st = judge(control, FIXTURES / "evidence")
     assert st.problems == [] and len(st.sanitize_records) == 1, st.sentence
@@ -551,8 +551,7 @@ def test_the_controls_record_is_judged_failed_naming_its_kernel_and_the_planted_
     memcheck = record.sanitizer.runs[0]
     assert memcheck.tool == "memcheck" and memcheck.errors > 0 and "--padding 512" in memcheck.command
     assert [r.state for r in record.sanitizer.runs[1:]] == ["not-run"] * 3  # no point after memcheck errors
-    if record.sanitizer.version.startswith("0.0.0 (fake"):
-        print("the control's record comes from the fake tool; the lead replaces it with a GPU recording")
+    assert record.env.device_name == "NVIDIA H200" and record.sanitizer.version.startswith("2025.3.1")
 
 
 # -- verify.py --mode sanitize, with the fake tool ----------------------------------------------------

@@ -1,0 +1,343 @@
+"""Hostile input, issue 30 (round 3), items 3 to 9: what the import compares, figures by content, the same
+bytes verified and imported, every text scrubbed, declared exits, smoke runs, the glossary's parser.
+
+3. an import for the same source lists (and, without --accept-changes, holds back) every change of what that
+   source determines: checks and their outcomes, gates, thresholds and stretch targets, predictions and their
+   verdicts, steps, figures' bytes, skipped parts; an interval implausibly wide for its method; and a new GPU
+   model's first record;
+4. a figure's file name holds the hash of its bytes: an import refuses a figure whose bytes differ from its
+   name, a planted file in place is replaced by the honest import that follows, and the site reads no figure
+   whose bytes do not match its name;
+5. with --require-attestation the bundle is copied once into a private file, and that copy is what `gh`
+   verifies and what is imported; gh's output is read bounded and parsed with a depth bound, never a
+   traceback;
+6. every text of a record is scrubbed of machine paths, what each step printed included, and the migration
+   finds what the scrubber missed before;
+7. a declared exit ([gpu.expected_exits]) is by design only when no recorded check failed, in the runner and
+   in the judgement;
+8. a smoke run works in a scratch copy of code/, and ends every process the lesson started, in a session of
+   its own too;
+9. the glossary's reader and the prose lint take linear time on pathological lines.
+
+Each test was written before its fix and failed on the code before it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import io
+import json
+import os
+import subprocess
+import sys
+import tarfile
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import PASSING, REPO, Project, bench, fake_record
+from verified_triton.core.kit import Check, Figure, FilteredWarning, Prediction, SkippedPart, Step, Table
+from verified_triton.judge.evidence import EvidenceError, read_figure, write_record
+from verified_triton.judge.status import FAILED, VERIFIED, contradictions
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def png_bytes(tag: bytes) -> bytes:
+    return PNG + b"figure " + tag
+
+
+def sha_name(stem: str, data: bytes) -> str:
+    return f"{stem}-{hashlib.sha256(data).hexdigest()[:12]}.png"
+
+
+def tar_of(path: Path, members: list[tuple[str, bytes]]) -> Path:
+    with tarfile.open(path, "w:gz") as tar:
+        for name, data in members:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return path
+
+
+def bundle(path: Path, *records, figures: dict[str, bytes] | None = None) -> Path:
+    """A bundle of these records; `figures`: member name under <lesson>/<key>/ -> bytes."""
+    members = [(f"{r.lesson}/{r.key}.json", r.to_json().encode()) for r in records]
+    for r in records:
+        members += [(f"{r.lesson}/{r.key}/{name}", data) for name, data in (figures or {}).items()
+                    if name in {f.file for f in r.figures} | {f.dark_file for f in r.figures}]
+    return tar_of(path, members)
+
+
+@pytest.fixture
+def good(project: Project):
+    project.add("good", PASSING)
+    return project
+
+
+def passing(lesson, mode="gpu", **fields):
+    fields.setdefault("checks", [Check(f"c{i}", "pass", "fine") for i in range(5)])
+    return fake_record(lesson, mode, **fields)
+
+
+# -- 7. a declared exit hides no failed check ------------------------------------------------------------
+
+DECLARED = '[interpreter.expected_exits]\n"1" = "capability gate: needs tensor cores"\n'
+FAILS_THEN_EXITS_1 = """\
+    lesson = Lesson("declared")
+    lesson.check("matches-torch", False, "off by 3")
+    sys.exit(lesson.finish())
+"""
+
+
+def test_a_declared_exit_with_a_failed_check_is_recorded_as_a_failure(project):
+    project.add("declared", FAILS_THEN_EXITS_1, toml=DECLARED)
+    result = project.verify("--mode", "interpreter", "--lesson", "declared")
+    record = project.record("declared")
+    assert (record.outcome, record.exit_code) == ("failed", 1), result.stdout + result.stderr
+    assert "matches-torch" in record.reason and "capability gate" in record.reason
+    assert project.judge("declared").status == FAILED
+
+
+def test_the_judgement_refuses_a_by_design_record_with_a_failed_check(project):
+    """Whatever a bundle claims: a declared exit, or the kit's decline, after a failed check is no design."""
+    project.add("declared", PASSING, toml=DECLARED.replace("interpreter", "gpu"))
+    lesson = project.lesson("declared")
+    failed = [Check("fine", "pass"), Check("matches-torch", "fail", "off by 3")]
+    for code, reason in ((1, "capability gate: needs tensor cores"), (3, "needs a bigger GPU")):
+        forged = fake_record(lesson, "gpu", "by-design", exit_code=code, reason=reason, checks=failed)
+        assert any(p.startswith("checks[1].status: a failed check") for p in contradictions(lesson, forged)), code
+        honest = dataclasses.replace(forged, checks=failed[:1])
+        assert contradictions(lesson, honest) == []
+    write_record(project.evidence, forged)
+    result = project.verify("--check", "--lesson", "declared")
+    assert result.returncode == 1 and "checks[1].status" in result.stdout + result.stderr
+
+
+# -- 6. every text field scrubbed ---------------------------------------------------------------------------
+
+HOME = "/home/alice/src/verified-triton"
+
+
+def strings(node, path="record"):
+    """Every string of a record, with where it is."""
+    if dataclasses.is_dataclass(node):
+        for f in dataclasses.fields(node):
+            yield from strings(getattr(node, f.name), f"{path}.{f.name}")
+    elif isinstance(node, dict):
+        for k, v in node.items():
+            yield from strings(k, f"{path}[key]")
+            yield from strings(v, f"{path}[{k!r}]")
+    elif isinstance(node, list | tuple):
+        for i, v in enumerate(node):
+            yield from strings(v, f"{path}[{i}]")
+    elif isinstance(node, str):
+        yield path, node
+
+
+def dirty_record(lesson):
+    at = f"{HOME}/code/good/good.py"
+    return fake_record(
+        lesson, "gpu", stdout=f"ran {at}\n", reason="", command=f"python {at}",
+        checks=[Check("fine", "pass", f"ran {at}", why=f"compares with {at}")],
+        steps=[Step("first", stdout=f"reading /tmp/vt-verify-1-good/data from {at}\n", not_run="")],
+        tables=[Table("t", ["where", f"{HOME}/col"], [[f"{HOME}/x", 1]], caption=f"made in {HOME}")],
+        figures=[], benchmarks=[bench("b", label=f"kernel of {at}", note=f"{HOME}/n", baseline_name="torch")],
+        predictions=[Prediction("p", 1.0, f"bytes moved, from {HOME}/model.txt", 0.2, of="b")],
+        filtered_warnings=[FilteredWarning("deprecated", f"raised in {HOME}/lib.py", 1, f"UserWarning: {at}:3")],
+        skipped_parts=[])
+
+
+def test_every_text_of_a_record_is_scrubbed_step_output_included(good):
+    from verified_triton.record.scrub import scrub_record, scrubber
+
+    record = dirty_record(good.lesson("good"))
+    hashes = (record.source_hash, record.source_files)
+    scrub_record(record, scrubber(good.root))
+    left = [(where, text) for where, text in strings(record) if "/home/" in text or "/tmp/" in text]
+    assert left == []
+    assert record.steps[0].stdout == "reading <tmp>/vt-verify-1-good/data from ~/src/verified-triton/code/good/good.py\n"
+    assert (record.source_hash, record.source_files) == hashes
+
+
+def test_the_migration_finds_paths_in_what_a_step_printed(good):
+    lesson = good.lesson("good")
+    dirty = passing(lesson, steps=[Step("first", stdout=f"loaded {HOME}/code/good/data.bin\n")])
+    write_record(good.evidence, dirty)
+    script = REPO / "tools" / "migrate.py"
+
+    def migrate(*args):
+        return subprocess.run([sys.executable, str(script), "--evidence-dir", str(good.evidence), *args],
+                              capture_output=True, text=True, timeout=120)
+
+    check = migrate("--check")
+    assert check.returncode == 1 and "1 record(s) to clean" in check.stdout, check.stdout + check.stderr
+    assert migrate().returncode == 0
+    after = good.record("good", "gpu-nvidia-h200")
+    assert after.steps[0].stdout == "loaded ~/src/verified-triton/code/good/data.bin\n"
+    assert after.source_hash == dirty.source_hash and good.judge("good").problems == []
+    snapshot = good.files()
+    assert "0 record(s) cleaned" in migrate().stdout and good.files() == snapshot
+
+
+# -- 4. figures are content-addressed -------------------------------------------------------------------------
+
+HONEST = png_bytes(b"honest")
+PLANTED = png_bytes(b"planted")
+
+
+def with_figure(lesson, data=HONEST, name=None, **fields):
+    return passing(lesson, figures=[Figure("plot", name or sha_name("plot", data), "a plot")], **fields)
+
+
+def test_an_import_refuses_a_figure_whose_bytes_do_not_match_its_name(good, tmp_path):
+    record = with_figure(good.lesson("good"))  # named after the honest bytes...
+    path = bundle(tmp_path / "b.tar.gz", record, figures={record.figures[0].file: PLANTED})  # ...holding others
+    result = good.verify("--import", str(path))
+    assert result.returncode == 1
+    assert f"{path}:good/gpu-nvidia-h200/{record.figures[0].file}: " in result.stderr
+    assert "does not match" in result.stderr and good.files() == {}
+
+
+def test_a_figure_name_without_its_hash_is_refused(good, tmp_path):
+    record = with_figure(good.lesson("good"), name="plot.png")
+    path = bundle(tmp_path / "b.tar.gz", record, figures={"plot.png": HONEST})
+    result = good.verify("--import", str(path))
+    assert result.returncode == 1 and "plot.png" in result.stderr and good.files() == {}
+
+
+@pytest.mark.parametrize("again", ["the same record", "a newer record"])
+def test_a_planted_figure_does_not_survive_the_honest_import_that_follows(good, tmp_path, again):
+    lesson = good.lesson("good")
+    record = with_figure(lesson)
+    write_record(good.evidence, record, {record.figures[0].file: HONEST})
+    placed = good.evidence / "good" / "gpu-nvidia-h200" / record.figures[0].file
+    placed.write_bytes(PLANTED)  # someone with write access to evidence/ swaps the picture
+    incoming = record if again == "the same record" else with_figure(lesson, started="2026-01-03T00:00:00Z")
+    path = bundle(tmp_path / "b.tar.gz", incoming, figures={record.figures[0].file: HONEST})
+    result = good.verify("--import", str(path))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert placed.read_bytes() == HONEST
+
+
+def test_the_site_reads_no_figure_whose_bytes_do_not_match_its_name(good):
+    record = with_figure(good.lesson("good"))
+    write_record(good.evidence, record, {record.figures[0].file: HONEST})
+    assert read_figure(good.evidence, record, record.figures[0].file) == HONEST
+    (good.evidence / "good" / "gpu-nvidia-h200" / record.figures[0].file).write_bytes(PLANTED)
+    with pytest.raises(EvidenceError, match=f"{record.figures[0].file}.*does not match"):
+        read_figure(good.evidence, record, record.figures[0].file)
+
+
+# -- 3. the change list compares everything the same source determines -------------------------------------------
+
+def _prediction(value: float):
+    return [Prediction("p", value, "bytes moved over the bandwidth", 0.1, of="b")]
+
+
+SAME_SOURCE_CHANGES = {
+    # here (fields of a passing GPU record), incoming (fields), words of the line that must be listed
+    "five-passing-checks-to-one-skipped": (
+        {}, {"checks": [Check("c0", "skip", "no GPU after all")]}, "checks: 5 passed -> 1 skipped"),
+    "a-check-fails-to-pass": (
+        {"outcome": "failed", "exit_code": 1, "reason": "check c4",
+         "checks": [*(Check(f"c{i}", "pass") for i in range(4)), Check("c4", "fail")]},
+        {"outcome": "passed", "exit_code": 0, "reason": "", "checks": [Check(f"c{i}", "pass") for i in range(5)]},
+        "check c4: fail -> pass"),
+    "both-gates-removed": (
+        {"benchmarks": [bench("b", 1.2, 1.1, 1.3, threshold=1.0, label="speed"),
+                        bench("d", 1.2, 1.1, 1.3, threshold=1.1, stretch=1.5, label="bandwidth")]},
+        {"benchmarks": [bench("b", 1.2, 1.1, 1.3, label="speed"), bench("d", 1.2, 1.1, 1.3, label="bandwidth")]},
+        "speed: target 1.0x (gates the run) -> none"),
+    "a-stretch-target-removed": (
+        {"benchmarks": [bench("d", 1.2, 1.1, 1.3, threshold=1.1, stretch=1.5, label="bandwidth")]},
+        {"benchmarks": [bench("d", 1.2, 1.1, 1.3, threshold=1.1, label="bandwidth")]},
+        "bandwidth: stretch goal 1.5x -> none"),
+    "a-gate-made-advisory": (
+        {"benchmarks": [bench("b", 1.2, 1.1, 1.3, threshold=1.0, label="speed")]},
+        {"benchmarks": [bench("b", 1.2, 1.1, 1.3, threshold=1.0, gate=False, label="speed")]},
+        "speed: target 1.0x (gates the run) -> 1.0x (does not gate)"),
+    "a-missed-prediction-held": (
+        {"benchmarks": [bench("b", 1.0, 0.9, 1.1)], "predictions": _prediction(1.12)},
+        {"benchmarks": [bench("b", 1.02, 0.92, 1.12)], "predictions": _prediction(1.12)},
+        "prediction p: missed -> held"),
+    "an-interval-crafted-wide": (
+        {"benchmarks": [bench("b", 1.0, 0.99, 1.01, label="speed")]},
+        {"benchmarks": [bench("b", 0.6, 0.05, 20.0, label="speed")]},
+        "speed: 1.000x [0.990, 1.010] -> 0.600x [0.050, 20.000]: an interval implausibly wide"),
+    "a-step-gone": (
+        {"steps": [Step("first"), Step("second")]}, {"steps": [Step("first")]}, "steps: first, second -> first"),
+    "a-part-no-longer-skipped": (
+        {"mode": "interpreter", "skipped_parts": [SkippedPart("timing", "nothing is timed")]},
+        {"skipped_parts": []}, "skipped parts: timing -> none"),
+}
+
+
+@pytest.mark.parametrize("case", SAME_SOURCE_CHANGES, ids=list(SAME_SOURCE_CHANGES))
+def test_an_import_for_the_same_source_lists_what_it_changes_and_waits(good, tmp_path, case):
+    here_fields, incoming_fields, expected = SAME_SOURCE_CHANGES[case]
+    lesson = good.lesson("good")
+    here = passing(lesson, **here_fields)
+    write_record(good.evidence, here)
+    incoming = dataclasses.replace(here, started_utc="2026-01-03T00:00:00Z", **incoming_fields)
+    before = good.files()
+    path = bundle(tmp_path / "b.tar.gz", incoming)
+    result = good.verify("--import", str(path))
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert f"held back: good/{here.key}: {expected}" in result.stderr
+    assert good.files() == before
+    accepted = good.verify("--import", str(path), "--accept-changes")
+    assert accepted.returncode == 0, accepted.stdout + accepted.stderr
+    assert good.record("good", here.key).started_utc == "2026-01-03T00:00:00Z"
+
+
+def test_a_figure_redrawn_from_other_bytes_is_listed(good, tmp_path):
+    lesson = good.lesson("good")
+    here = with_figure(lesson)
+    write_record(good.evidence, here, {here.figures[0].file: HONEST})
+    other = png_bytes(b"another run")
+    incoming = with_figure(lesson, other, started="2026-01-03T00:00:00Z")
+    result = good.verify("--import", str(bundle(tmp_path / "b.tar.gz", incoming,
+                                                figures={incoming.figures[0].file: other})))
+    assert result.returncode == 1
+    assert f"held back: good/gpu-nvidia-h200: figure plot: {here.figures[0].file} -> {incoming.figures[0].file}" \
+        in result.stderr
+
+
+def test_a_first_record_for_a_new_gpu_model_is_listed_as_new(good, tmp_path):
+    lesson = good.lesson("good")
+    write_record(good.evidence, passing(lesson, "interpreter"))
+    write_record(good.evidence, passing(lesson))
+    assert good.judge("good").status == VERIFIED
+    before = good.files()
+    failed = fake_record(lesson, "gpu", "failed", device="NVIDIA A100-SXM4-80GB", exit_code=1, reason="check result")
+    path = bundle(tmp_path / "b.tar.gz", failed)
+    result = good.verify("--import", str(path))
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert ("held back: good/gpu-nvidia-a100-sxm4-80gb: a new GPU model here (NVIDIA A100-SXM4-80GB): "
+            "not recorded -> failed") in result.stderr
+    assert good.files() == before and good.judge("good").status == VERIFIED
+    accepted = good.verify("--import", str(path), "--accept-changes")
+    assert accepted.returncode == 0 and good.judge("good").status == FAILED
+
+
+def test_a_new_lessons_records_need_no_acceptance(good, tmp_path):
+    """Nothing here to compare with: a lesson's first records, interpreter then GPU, come in as before."""
+    lesson = good.lesson("good")
+    for mode in ("interpreter", "gpu"):
+        result = good.verify("--import", str(bundle(tmp_path / f"{mode}.tar.gz", passing(lesson, mode))))
+        assert result.returncode == 0, result.stdout + result.stderr
+    assert good.judge("good").status == VERIFIED
+
+
+def test_a_rerun_within_noise_is_no_change(good, tmp_path):
+    lesson = good.lesson("good")
+    here = passing(lesson, benchmarks=[bench("b", 1.0, 0.98, 1.02, threshold=0.9)])
+    write_record(good.evidence, here)
+    incoming = passing(lesson, benchmarks=[bench("b", 1.01, 0.99, 1.03, threshold=0.9)],
+                       started="2026-01-03T00:00:00Z")
+    result = good.verify("--import", str(bundle(tmp_path / "b.tar.gz", incoming)))
+    assert result.returncode == 0 and "held back" not in result.stderr, result.stdout + result.stderr

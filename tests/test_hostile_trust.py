@@ -27,13 +27,9 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import io
-import json
-import os
 import subprocess
 import sys
 import tarfile
-import textwrap
-import time
 from pathlib import Path
 
 import pytest
@@ -159,7 +155,8 @@ def test_every_text_of_a_record_is_scrubbed_step_output_included(good):
     scrub_record(record, scrubber(good.root))
     left = [(where, text) for where, text in strings(record) if "/home/" in text or "/tmp/" in text]
     assert left == []
-    assert record.steps[0].stdout == "reading <tmp>/vt-verify-1-good/data from ~/src/verified-triton/code/good/good.py\n"
+    assert record.steps[0].stdout == ("reading <tmp>/vt-verify-1-good/data from "
+                                      "~/src/verified-triton/code/good/good.py\n")
     assert (record.source_hash, record.source_files) == hashes
 
 
@@ -341,3 +338,19 @@ def test_a_rerun_within_noise_is_no_change(good, tmp_path):
                        started="2026-01-03T00:00:00Z")
     result = good.verify("--import", str(bundle(tmp_path / "b.tar.gz", incoming)))
     assert result.returncode == 0 and "held back" not in result.stderr, result.stdout + result.stderr
+
+
+def test_the_strict_build_names_a_figure_whose_bytes_do_not_match_its_name(tmp_path):
+    from conftest import build_output, make_site_project
+
+    site = make_site_project(tmp_path / "site")
+    site.add_lesson("plain")
+    name = sha_name("plot", HONEST)
+    site.write(site.make_record("plain", "gpu", figures=[Figure("plot", name, "a plot")],
+                                tables=[Table("t", ["a"], [[1]])]), {name: HONEST})
+    honest = site.build()
+    assert honest.returncode == 0, build_output(honest)
+    (site.evidence / "plain" / "gpu-fake-gpu" / name).write_bytes(PLANTED)
+    result = site.build()
+    assert result.returncode != 0
+    assert f"{site.evidence / 'plain' / 'gpu-fake-gpu' / name}: its bytes hash to" in build_output(result)

@@ -7,7 +7,7 @@ its own history is dropped). A bundle is read as a stream with every size bounde
 while reading (members, each member, the total); only plain files named
 `<lesson>/<key>.json` and `<lesson>/<key>/<figure>.png` are accepted. Each
 bundle is all-or-nothing: everything in it is validated (schema, current
-source, figures present and PNG) before anything is written, and one refused
+source, figures present, PNG and named by the hash of their bytes) before anything is written, and one refused
 member refuses the bundle. Several bundles merge together; two records for
 the same lesson, mode and GPU model keep the newer by start time, and say so.
 Replacing a current record here by a different one (another outcome, a
@@ -36,7 +36,7 @@ from verified_triton.judge.evidence import (
     Record,
     check_writable,
     figure_files,
-    figure_path,
+    figure_mismatch,
     parse_json,
     read_figure,
     read_record,
@@ -133,7 +133,8 @@ def import_bundles(paths: list[Path], lessons: dict[str, Lesson], evidence_dir: 
     writes = []
     for (lesson, key), item in sorted(accepted.items()):
         previous = _record_here(evidence_dir, lessons[lesson], key, report)
-        if previous is not None and _same(previous, item.record) and _figures_here(evidence_dir, previous):
+        if previous is not None and _same(previous, item.record) and _figures_here(evidence_dir, previous,
+                                                                                    item.figures):
             report.unchanged.append(f"{lesson}/{key}")
             continue
         if previous is not None and previous.source_hash == item.record.source_hash:
@@ -172,8 +173,12 @@ def _same(here: Record, incoming: Record) -> bool:
     return dataclasses.replace(here, history={}) == dataclasses.replace(incoming, history={})
 
 
-def _figures_here(evidence_dir: Path, record: Record) -> bool:
-    return all(figure_path(evidence_dir, record, file).is_file() for file in figure_files(record))
+def _figures_here(evidence_dir: Path, record: Record, figures: dict[str, bytes]) -> bool:
+    """Whether every figure of `record` is here with the bytes the bundle brings (a planted file is not)."""
+    try:
+        return all(read_figure(evidence_dir, record, file) == figures[file] for file in figure_files(record))
+    except EvidenceError:
+        return False
 
 
 class _Budget:
@@ -298,6 +303,8 @@ def _records(path: Path, jsons: dict[str, bytes], pngs: dict[str, bytes], lesson
                 refused.append(f"{where}: figure {file} is not in the bundle; refused")
             elif not data.startswith(PNG_MAGIC) or len(data) > LIMITS.figure:
                 refused.append(f"{path}:{member}: not a PNG within {LIMITS.figure:,} bytes; refused")
+            elif figure_mismatch(file, data):  # a figure is named by its content: checked, never believed
+                refused.append(f"{path}:{member}: {figure_mismatch(file, data)}; refused")
             else:
                 figures[file] = data
                 used_pngs.add(member)

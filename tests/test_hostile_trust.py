@@ -248,7 +248,7 @@ SAME_SOURCE_CHANGES = {
         {"benchmarks": [bench("b", 1.2, 1.1, 1.3, threshold=1.0, label="speed"),
                         bench("d", 1.2, 1.1, 1.3, threshold=1.1, stretch=1.5, label="bandwidth")]},
         {"benchmarks": [bench("b", 1.2, 1.1, 1.3, label="speed"), bench("d", 1.2, 1.1, 1.3, label="bandwidth")]},
-        "speed: target 1.0x (gates the run) -> none"),
+        "speed: target 1x (gates the run) -> none"),
     "a-stretch-target-removed": (
         {"benchmarks": [bench("d", 1.2, 1.1, 1.3, threshold=1.1, stretch=1.5, label="bandwidth")]},
         {"benchmarks": [bench("d", 1.2, 1.1, 1.3, threshold=1.1, label="bandwidth")]},
@@ -256,7 +256,7 @@ SAME_SOURCE_CHANGES = {
     "a-gate-made-advisory": (
         {"benchmarks": [bench("b", 1.2, 1.1, 1.3, threshold=1.0, label="speed")]},
         {"benchmarks": [bench("b", 1.2, 1.1, 1.3, threshold=1.0, gate=False, label="speed")]},
-        "speed: target 1.0x (gates the run) -> 1.0x (does not gate)"),
+        "speed: target 1x (gates the run) -> 1x (does not gate)"),
     "a-missed-prediction-held": (
         {"benchmarks": [bench("b", 1.0, 0.9, 1.1)], "predictions": _prediction(1.12)},
         {"benchmarks": [bench("b", 1.02, 0.92, 1.12)], "predictions": _prediction(1.12)},

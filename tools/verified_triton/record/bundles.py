@@ -10,8 +10,11 @@ bundle is all-or-nothing: everything in it is validated (schema, current
 source, figures present, PNG and named by the hash of their bytes) before anything is written, and one refused
 member refuses the bundle. Several bundles merge together; two records for
 the same lesson, mode and GPU model keep the newer by start time, and say so.
-Replacing a current record here by a different one (another outcome, a
-ratio beyond noise, an older start) needs `--accept-changes`.
+Replacing a current record here by a different one for the same source
+(changes.differences lists what: the outcome, the checks, a ratio beyond
+noise or an implausibly wide interval, targets, predictions, steps, skipped
+parts, figures, an older start), or adding a first record of a new GPU model
+beside current GPU records of others, needs `--accept-changes`.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from verified_triton.judge.evidence import (
     check_writable,
     figure_files,
     figure_mismatch,
+    lesson_records,
     parse_json,
     read_figure,
     read_record,
@@ -45,7 +49,7 @@ from verified_triton.judge.evidence import (
     write_record,
 )
 from verified_triton.judge.status import contradictions
-from verified_triton.record.changes import Change, carry_history, changes, differences
+from verified_triton.record.changes import Change, carry_history, changes, differences, new_model
 from verified_triton.record.report import changed_files
 
 MEMBER = re.compile(r"\A(?P<lesson>[a-z0-9][a-z0-9-]{0,63})/(?:(?P<key>[a-z0-9-]{1,64})\.json|"
@@ -97,9 +101,10 @@ def import_bundles(paths: list[Path], lessons: dict[str, Lesson], evidence_dir: 
                    now: datetime.datetime | None = None) -> ImportReport:
     """Validate every bundle, resolve conflicts between them, then write what was accepted.
 
-    A record that would replace a current record here by one with another
-    outcome, a benchmark moved beyond noise or an older start is a change:
-    every change is listed and nothing at all is written unless
+    A record that would replace a record here for the same source by one
+    that differs in anything that source determines (changes.differences), or
+    a new GPU model's first record beside current ones of other models, is a
+    change: every change is listed and nothing at all is written unless
     `accept_changes`. The same record twice is no change.
     """
     report = ImportReport()
@@ -139,6 +144,9 @@ def import_bundles(paths: list[Path], lessons: dict[str, Lesson], evidence_dir: 
             continue
         if previous is not None and previous.source_hash == item.record.source_hash:
             report.held += [f"{lesson}/{key}: {change}" for change in differences(previous, item.record)]
+        elif previous is None:
+            others = _current_gpu_records(evidence_dir, lessons[lesson], item.record)
+            report.held += [f"{lesson}/{key}: {change}" for change in new_model(item.record, others)]
         writes.append((item, previous))
     if report.held and not accept_changes:
         return report  # every change is listed; nothing is replaced
@@ -166,6 +174,13 @@ def _record_here(evidence_dir: Path, lesson: Lesson, key: str, report: ImportRep
         report.notes.append(f"{path}: the record here contradicts itself and is replaced ({'; '.join(found)})")
         return None
     return previous
+
+
+def _current_gpu_records(evidence_dir: Path, lesson: Lesson, incoming: Record) -> list[Record]:
+    """The usable GPU records here of other models, for the source `incoming` was recorded from."""
+    records, _problems = lesson_records(evidence_dir, lesson.name)
+    return [r for r in records if r.mode == "gpu" and r.key != incoming.key
+            and r.source_hash == incoming.source_hash and not contradictions(lesson, r)]
 
 
 def _same(here: Record, incoming: Record) -> bool:

@@ -27,14 +27,16 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import io
+import json
 import subprocess
 import sys
 import tarfile
+import textwrap
 from pathlib import Path
 
 import pytest
 
-from conftest import PASSING, REPO, Project, bench, fake_record
+from conftest import PASSING, REPO, Project, base_env, bench, fake_record
 from verified_triton.core.kit import Check, Figure, FilteredWarning, Prediction, SkippedPart, Step, Table
 from verified_triton.judge.evidence import EvidenceError, read_figure, write_record
 from verified_triton.judge.status import FAILED, VERIFIED, contradictions
@@ -354,3 +356,80 @@ def test_the_strict_build_names_a_figure_whose_bytes_do_not_match_its_name(tmp_p
     result = site.build()
     assert result.returncode != 0
     assert f"{site.evidence / 'plain' / 'gpu-fake-gpu' / name}: its bytes hash to" in build_output(result)
+
+
+# -- 5. the bytes gh verifies are the bytes imported ---------------------------------------------------------------
+
+SIGNER = "owner/repo/.github/workflows/record.yml@refs/heads/main"
+ATTESTED = json.dumps([{"verificationResult": {"signature": {"certificate": {"runnerEnvironment": "github-hosted"}}}}])
+
+
+def gh_on_path(tmp_path: Path, body: str) -> str:
+    """A folder with an executable `gh` whose body (Python) sees `args`, to put on PATH."""
+    folder = tmp_path / "bin"
+    folder.mkdir(exist_ok=True)
+    script = folder / "gh"
+    script.write_text(f"#!{sys.executable}\nimport json, os, shutil, stat, sys\nargs = sys.argv[1:]\n"
+                      + textwrap.dedent(body))
+    script.chmod(0o755)
+    return str(folder)
+
+
+def test_the_bundle_gh_verified_is_the_bundle_imported(good, tmp_path):
+    lesson = good.lesson("good")
+    honest = bundle(tmp_path / "interpreter-1-of-1.tar.gz", passing(lesson, "interpreter", stdout="honest\n"))
+    forged = bundle(tmp_path / "forged.tar.gz", passing(lesson, "interpreter", stdout="forged\n"))
+    seen = tmp_path / "seen.json"
+    # gh vouches for the file it is given, then the bundle at the path named on the command line is swapped
+    path = gh_on_path(tmp_path, f"""\
+        given = args[2]
+        json.dump({{"path": given, "mode": stat.S_IMODE(os.stat(given).st_mode)}}, open({str(seen)!r}, "w"))
+        shutil.copyfile({str(forged)!r}, {str(honest)!r})
+        sys.stdout.write({ATTESTED!r})
+    """)
+    result = good.verify("--import", str(honest), "--expect-mode", "interpreter", "--require-attestation", SIGNER,
+                         PATH=path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert good.record("good").stdout == "honest\n"
+    asked = json.loads(seen.read_text())
+    assert asked["path"] != str(honest) and asked["mode"] == 0o600  # a private copy, made once
+    assert not Path(asked["path"]).exists()  # and removed after the import
+    assert str(honest) in result.stdout and asked["path"] not in result.stdout + result.stderr
+
+
+NESTED = "[" * 200_000 + "]" * 200_000
+
+
+@pytest.mark.parametrize("out", [NESTED, '{"a": ' * 100_000 + "1" + "}" * 100_000, "\udcff\udcfe not utf-8",
+                                 "[" + "1," * 10 + "]"], ids=["nested-lists", "nested-objects", "not-utf8", "bad"])
+def test_any_output_of_gh_is_a_clear_refusal_never_a_traceback(good, tmp_path, out):
+    lesson = good.lesson("good")
+    path = bundle(tmp_path / "b.tar.gz", passing(lesson, "interpreter"))
+    gh = gh_on_path(tmp_path, f"sys.stdout.buffer.write({out!r}.encode('utf-8', 'surrogateescape'))\n")
+    result = good.verify("--import", str(path), "--require-attestation", SIGNER, PATH=gh)
+    assert result.returncode == 1 and f"refused: {path}: " in result.stderr, result.stderr[-2000:]
+    assert "Traceback" not in result.stderr and good.files() == {}
+
+
+def test_huge_output_of_gh_is_read_bounded(good, tmp_path):
+    lesson = good.lesson("good")
+    path = bundle(tmp_path / "b.tar.gz", passing(lesson, "interpreter"))
+    gh = gh_on_path(tmp_path, """\
+        chunk = b" " * (1 << 20)
+        for _ in range(300):
+            sys.stdout.buffer.write(chunk)
+        sys.stdout.buffer.write(b"[]")
+    """)
+    command = [sys.executable, str(REPO / "tools" / "verify.py"), "--code-dir", str(good.code), "--evidence-dir",
+               str(good.evidence), "--import", str(path), "--require-attestation", SIGNER]
+    # The peak memory of verify (and of gh) as the one child of a small parent: 300 MiB read whole would show.
+    measure = ("import json, resource, subprocess, sys\n"
+               "r = subprocess.run(json.loads(sys.argv[1]), capture_output=True, text=True)\n"
+               "print(json.dumps([r.returncode, r.stderr[-2000:], "
+               "resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss]))\n")
+    done = subprocess.run([sys.executable, "-c", measure, json.dumps(command)], capture_output=True, text=True,
+                          timeout=300, env=base_env(PATH=gh))
+    code, stderr, peak_kib = json.loads(done.stdout)
+    assert peak_kib < 150 * 1024, f"verify peaked at {peak_kib // 1024} MiB reading gh's output"
+    assert code == 1 and "refused" in stderr and "Traceback" not in stderr, stderr
+    assert "printed more than" in stderr

@@ -394,7 +394,7 @@ def test_the_bundle_gh_verified_is_the_bundle_imported(good, tmp_path):
     asked = json.loads(seen.read_text())
     assert asked["path"] != str(honest) and asked["mode"] == 0o600  # a private copy, made once
     assert not Path(asked["path"]).exists()  # and removed after the import
-    assert str(honest) in result.stdout and asked["path"] not in result.stdout + result.stderr
+    assert asked["path"] not in result.stdout + result.stderr  # messages name the bundle, never its copy
 
 
 NESTED = "[" * 200_000 + "]" * 200_000
@@ -433,3 +433,14 @@ def test_huge_output_of_gh_is_read_bounded(good, tmp_path):
     assert peak_kib < 150 * 1024, f"verify peaked at {peak_kib // 1024} MiB reading gh's output"
     assert code == 1 and "refused" in stderr and "Traceback" not in stderr, stderr
     assert "printed more than" in stderr
+
+
+def test_a_bundle_that_is_a_link_is_refused_before_gh_is_asked(good, tmp_path):
+    real = bundle(tmp_path / "real.tar.gz", passing(good.lesson("good"), "interpreter"))
+    link = tmp_path / "link.tar.gz"
+    link.symlink_to(real)
+    asked = tmp_path / "asked"
+    gh = gh_on_path(tmp_path, f"open({str(asked)!r}, 'w').write('asked')\nsys.stdout.write({ATTESTED!r})\n")
+    result = good.verify("--import", str(link), "--require-attestation", SIGNER, PATH=gh)
+    assert result.returncode == 1 and f"refused: {link}: a link, not a plain file; refused" in result.stderr
+    assert not asked.exists() and good.files() == {}

@@ -40,6 +40,8 @@ class Limits:
     bundle_member: int = 8 * MIB  # one file inside a bundle, uncompressed
     bundle_total: int = 512 * MIB  # all files inside one bundle, uncompressed
     bundle_file: int = 256 * MIB  # the bundle itself, compressed
+    gh_output: int = 4 * MIB  # what `gh attestation verify` prints for one bundle (a few attestations)
+    json_depth: int = 32  # levels of nesting in the JSON gh prints (its attestations nest about 8 deep)
 
     def rows(self) -> list[tuple[str, str, str]]:
         """(what, limit, where enforced) for the documentation table."""
@@ -59,7 +61,7 @@ def _human(value: int, name: str) -> str:
 
 
 BYTE_LIMITS = {"source_file", "record_json", "figure", "stream_kept", "results_json", "bundle_member",
-               "bundle_total", "bundle_file", "amplification_allowance"}
+               "bundle_total", "bundle_file", "amplification_allowance", "gh_output"}
 DESCRIPTIONS = {
     "source_file": "a lesson source file or lesson.toml",
     "record_json": "one evidence record (JSON)",
@@ -85,6 +87,8 @@ DESCRIPTIONS = {
     "bundle_member": "one file in a bundle, uncompressed",
     "bundle_total": "all files in one bundle, uncompressed",
     "bundle_file": "a bundle file, compressed",
+    "gh_output": "what `gh attestation verify` prints about one bundle",
+    "json_depth": "levels of nesting in the JSON `gh attestation verify` prints",
 }
 WHERE = {
     "source_file": "verify, build", "record_json": "verify, status, build, import", "figure": "verify, build, import",
@@ -96,6 +100,7 @@ WHERE = {
     "amplification_allowance": "build (tests/test_hostile_amplify.py)", "bundle_members": "import",
     "bundle_member": "import (while extracting)",
     "bundle_total": "import (while extracting)", "bundle_file": "import",
+    "gh_output": "import --require-attestation (while reading)", "json_depth": "import --require-attestation",
 }
 
 LIMITS = Limits()

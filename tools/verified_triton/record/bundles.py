@@ -98,20 +98,22 @@ FUTURE_SLACK = datetime.timedelta(days=1)  # clocks differ; a record dated furth
 
 def import_bundles(paths: list[Path], lessons: dict[str, Lesson], evidence_dir: Path,
                    selected: set[str] | None = None, accept_changes: bool = False,
-                   now: datetime.datetime | None = None) -> ImportReport:
+                   now: datetime.datetime | None = None, sources: dict[Path, Path] | None = None) -> ImportReport:
     """Validate every bundle, resolve conflicts between them, then write what was accepted.
 
     A record that would replace a record here for the same source by one
     that differs in anything that source determines (changes.differences), or
     a new GPU model's first record beside current ones of other models, is a
     change: every change is listed and nothing at all is written unless
-    `accept_changes`. The same record twice is no change.
+    `accept_changes`. The same record twice is no change. `sources`: the
+    file to read for a bundle (its private copy, provenance.private_copies),
+    when it is not the bundle's own path, which messages name.
     """
     report = ImportReport()
     now = now or datetime.datetime.now(datetime.UTC)
     accepted: dict[tuple[str, str], Incoming] = {}
     for path in paths:
-        incoming, refused, notes = read_bundle(path, lessons, selected, now)
+        incoming, refused, notes = read_bundle(path, lessons, selected, now, (sources or {}).get(path))
         report.notes += notes
         for item in incoming:  # a link under evidence/ would take the write outside the repository
             try:
@@ -215,18 +217,21 @@ class _TooBig(Exception):
 
 
 def read_bundle(path: Path, lessons: dict[str, Lesson], selected: set[str] | None,
-                now: datetime.datetime | None = None) -> tuple[list[Incoming], list[str], list[str]]:
-    """(records with their figures, refusals, notes) of one bundle; nothing is written."""
+                now: datetime.datetime | None = None, source: Path | None = None
+                ) -> tuple[list[Incoming], list[str], list[str]]:
+    """(records with their figures, refusals, notes) of one bundle; nothing is written. `source`: the file
+    to read, when not `path` itself (its private copy); messages name `path`."""
+    source = source or path
     try:
-        size = path.stat().st_size
+        size = source.stat().st_size
     except OSError as exc:
         return [], [f"{path}: cannot be read ({exc.strerror})"], []
-    if not path.is_file() or path.is_symlink():
+    if not source.is_file() or source.is_symlink():
         return [], [f"{path}: not a plain file"], []
     if size > LIMITS.bundle_file:
         return [], [f"{path}: {size:,} bytes, over the limit of {LIMITS.bundle_file:,}"], []
     try:
-        with open(path, "rb") as raw:
+        with open(source, "rb") as raw:
             gzipped = raw.read(2) == b"\x1f\x8b"
             raw.seek(0)
             # Every decompressed byte passes the budget, tar headers included (a crafted

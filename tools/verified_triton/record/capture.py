@@ -109,6 +109,64 @@ def run_bounded(script: str, cwd, env: dict, timeout: float) -> Captured:
                     time.monotonic() - t0)
 
 
+class LimitedReader(threading.Thread):
+    """Drain a pipe, keeping at most `limit` bytes; past them, call `over` once (and keep nothing more)."""
+
+    def __init__(self, pipe, limit: int, over):
+        super().__init__(daemon=True)
+        self.pipe, self.limit, self.over = pipe, limit, over
+        self.data = bytearray()
+        self.too_long = False
+
+    def run(self) -> None:
+        for chunk in iter(lambda: self.pipe.read(65536), b""):
+            if self.too_long:
+                continue
+            if len(self.data) + len(chunk) > self.limit:
+                self.too_long = True
+                self.data.clear()
+                self.over()
+                continue
+            self.data += chunk
+
+
+@dataclass
+class Output:
+    exit_code: int | None  # None when it was killed at the time limit or for printing too much
+    timed_out: bool
+    too_long: bool  # it printed more than the limit on either stream, and was killed
+    stdout: bytes
+    stderr: bytes
+
+
+def run_command(argv: list[str], timeout: float, limit: int) -> Output:
+    """Run a command (a tool such as gh, not a lesson) with both streams read bounded while reading: past
+    `limit` bytes on either, it is killed and nothing it printed is kept; after `timeout` seconds, killed."""
+    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            start_new_session=True)
+    with _lock:
+        _running.add(proc.pid)
+    readers = [LimitedReader(proc.stdout, limit, lambda: kill_group(proc.pid)),
+               LimitedReader(proc.stderr, limit, lambda: kill_group(proc.pid))]
+    for reader in readers:
+        reader.start()
+    timed_out = False
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+    finally:
+        kill_group(proc.pid)
+        proc.wait()
+        with _lock:
+            _running.discard(proc.pid)
+    for reader in readers:
+        reader.join(timeout=10)
+    too_long = any(r.too_long for r in readers)
+    code = None if timed_out or too_long else proc.returncode
+    return Output(code, timed_out, too_long, bytes(readers[0].data), bytes(readers[1].data))
+
+
 def kill_group(pid: int) -> None:
     try:
         os.killpg(pid, signal.SIGKILL)

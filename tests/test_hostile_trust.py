@@ -28,10 +28,12 @@ import dataclasses
 import hashlib
 import io
 import json
+import os
 import subprocess
 import sys
 import tarfile
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -444,3 +446,71 @@ def test_a_bundle_that_is_a_link_is_refused_before_gh_is_asked(good, tmp_path):
     result = good.verify("--import", str(link), "--require-attestation", SIGNER, PATH=gh)
     assert result.returncode == 1 and f"refused: {link}: a link, not a plain file; refused" in result.stderr
     assert not asked.exists() and good.files() == {}
+
+
+# -- 8. smoke runs in a scratch copy, and leave nothing running -------------------------------------------------
+
+WRITES = """\
+    lesson = Lesson("writes")
+    Path("out.txt").write_text("written with a relative path")
+    (Path(__file__).resolve().parent / "beside.txt").write_text("written beside the lesson")
+    lesson.check("fine", True)
+    sys.exit(lesson.finish())
+"""
+
+STARTS_A_SESSION = """\
+    import subprocess
+
+    lesson = Lesson("helper")
+    helper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], start_new_session=True)
+    Path(PIDS).write_text(str(helper.pid))
+    lesson.check("fine", True)
+    sys.exit(lesson.finish())
+"""
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, IndexError):
+        return False
+    return state not in ("Z", "X")  # a zombie has ended; its parent reaps it
+
+
+def gone_within(pid: int, seconds: float) -> bool:
+    end = time.monotonic() + seconds
+    while alive(pid) and time.monotonic() < end:
+        time.sleep(0.05)
+    return not alive(pid)
+
+
+def test_a_smoke_run_writes_nothing_into_code(project):
+    from verified_triton.record.smoke import smoke_run
+
+    folder = project.add("writes", WRITES)
+    before = sorted(p.name for p in folder.iterdir())
+    run = smoke_run(project.lesson("writes"))
+    assert run.outcome == "passed", run.line()
+    assert sorted(p.name for p in folder.iterdir()) == before  # no out.txt, no beside.txt
+    assert not (project.root / "out.txt").exists()
+
+
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="finds a lesson's processes through /proc")
+@pytest.mark.parametrize("how", ["smoke", "verify"])
+def test_a_helper_in_a_session_of_its_own_is_ended_with_the_run(project, tmp_path, how):
+    from verified_triton.record.smoke import smoke_run
+
+    pids = tmp_path / "helper.pid"
+    project.add("helper", f"PIDS = {str(pids)!r}\n" + textwrap.dedent(STARTS_A_SESSION))
+    try:
+        if how == "smoke":
+            run = smoke_run(project.lesson("helper"))
+            assert run.outcome == "passed", run.line()
+        else:
+            result = project.verify("--mode", "interpreter")
+            assert result.returncode == 0, result.stdout + result.stderr
+        pid = int(pids.read_text())
+        assert gone_within(pid, 5), f"the lesson's helper {pid} outlived the run"
+    finally:
+        if pids.exists() and alive(int(pids.read_text())):
+            os.kill(int(pids.read_text()), 9)

@@ -514,3 +514,68 @@ def test_a_helper_in_a_session_of_its_own_is_ended_with_the_run(project, tmp_pat
     finally:
         if pids.exists() and alive(int(pids.read_text())):
             os.kill(int(pids.read_text()), 9)
+
+
+# -- 9. the glossary's reader and the prose lint take linear time ------------------------------------------------
+
+SPACES = " " * 150_000
+GLOSSARY_LINES = {
+    "spaces-inside-a-definition": "*[warp]: x" + SPACES + "y",
+    "spaces-ending-a-definition": "*[warp]: 32 threads." + SPACES,
+    "spaces-before-taught-in": "*[warp]: a" + SPACES + "Taught in: Vector add",
+    "spaces-as-a-term": "*[" + SPACES + "]: 32 threads. Taught in: Vector add.",
+    "taught-in-many-times": "*[warp]: a" + " Taught in:" * 15_000 + " x",
+}
+PAGE_LINES = {
+    "allow-with-spaces-in-the-rules": "<!-- prose-lint: allow timing" + SPACES + "x",
+    "allow-with-spaces-in-the-reason": "<!-- prose-lint: allow timing: x" + SPACES + "y",
+    "backticks": "x " + "`" * 150_000,  # not at the start of the line, where it would open a fence
+    "link-targets-never-closed": "](" * 75_000,
+    "html-tags-never-closed": "<a" * 75_000,
+    "asides-never-closed": "(was " * 30_000,
+}
+TIMED = """\
+import sys, time
+sys.path.insert(0, {tools!r})
+from pathlib import Path
+from verified_triton.site.glossary import GlossaryError, read
+from verified_triton.author.prose_lint import lint
+line = Path(sys.argv[1]).read_text(encoding="utf-8")
+start = time.perf_counter()
+if sys.argv[2] == "glossary":
+    try:
+        read(Path(sys.argv[1]))
+        print("read", end=" ")
+    except GlossaryError as exc:
+        print("refused", str(exc)[:200].replace(" ", "_"), end=" ")
+else:
+    lint("page.md", "# A page\\n\\n" + line + "\\n\\nwarps and more.\\n", [])
+    print("linted", end=" ")
+print(time.perf_counter() - start)
+"""
+
+
+def timed(tmp_path: Path, line: str, kind: str) -> tuple[str, float]:
+    """(what happened, seconds) of reading one pathological line, in a process killed past 30 s."""
+    (tmp_path / "line.md").write_text(line + "\n", encoding="utf-8")
+    try:
+        done = subprocess.run([sys.executable, "-c", TIMED.format(tools=str(REPO / "tools")), str(tmp_path / "line.md"),
+                               kind], capture_output=True, text=True, timeout=30)
+    except subprocess.TimeoutExpired:
+        return "still busy after 30 s", 30.0
+    assert done.returncode == 0, done.stderr[-2000:]
+    *what, seconds = done.stdout.split()
+    return " ".join(what), float(seconds)
+
+
+@pytest.mark.parametrize("case", GLOSSARY_LINES, ids=list(GLOSSARY_LINES))
+def test_the_glossary_reader_takes_linear_time(tmp_path, case):
+    what, seconds = timed(tmp_path, GLOSSARY_LINES[case], "glossary")
+    assert seconds < 5, f"{case}: {what} after {seconds:.1f} s"
+    assert what.startswith("refused") and ":1:" in what  # a clear error at FILE:LINE
+
+
+@pytest.mark.parametrize("case", PAGE_LINES, ids=list(PAGE_LINES))
+def test_the_prose_lint_takes_linear_time(tmp_path, case):
+    what, seconds = timed(tmp_path, PAGE_LINES[case], "page")
+    assert seconds < 5 and what == "linted", f"{case}: {what} after {seconds:.1f} s"

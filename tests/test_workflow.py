@@ -25,7 +25,11 @@ And the supply chain (issue 21), one rule each:
    of the import that asks `gh attestation verify`;
 3. hashed pins: a job that can write (contents, pull requests, Pages...) installs only
    `pip install --require-hashes --no-deps -r requirements/site.txt` (tests/test_lock.py keeps the
-   lock in step with pyproject.toml);
+   lock in step with pyproject.toml); and a privileged job of any kind (one that can write, or sign:
+   `id-token: write`, `attestations: write`) runs pip only with `--require-hashes` from a hashed lock
+   under requirements/ (issue 30: a compromised package in the job that signs could sign a forged
+   bundle), so the interpreter shards record in an unprivileged job and a job that installs and runs
+   nothing (download-artifact, attest-build-provenance) attests their bundles;
 4. GPU runners out of reach: every job of a workflow that a pull request (or a merge queue) starts
    runs on a GitHub-hosted label, never an expression or self-hosted; recording starts only by
    hand, on a schedule or on a push to one branch; the GPU jobs only on the default branch. (A
@@ -510,6 +514,43 @@ def install_problems(workflows: dict[str, dict]) -> list[str]:
     return problems
 
 
+def privileged(job: dict) -> bool:
+    """A job whose token can write anything, signing included (id-token, attestations)."""
+    perms = job.get("permissions")
+    return perms == "write-all" or (isinstance(perms, dict) and "write" in perms.values())
+
+
+PIP_INSTALL = re.compile(r"\b(pip3?|uv pip|pipx|uv)\s+(install|sync|add)\b")
+
+
+def privileged_install_problems(workflows: dict[str, dict]) -> list[str]:
+    """Rule 3: a privileged job runs pip only with --require-hashes, from hashed locks under requirements/."""
+    problems = []
+    for fname, wf, name, job in all_jobs(workflows):
+        if not privileged(job):
+            continue
+        for i, step in enumerate(steps(job)):
+            for line in command(step, job, wf).splitlines():
+                if not PIP_INSTALL.search(line):
+                    continue
+                words = line.split()
+                args = words[words.index("install") + 1:] if "install" in words else words
+                locks = [args[j + 1] for j, a in enumerate(args[:-1]) if a == "-r"]
+                named = [a for j, a in enumerate(args) if not a.startswith("-") and not (j and args[j - 1] in (
+                    "-r", "--target", "-t"))]
+                if ("--require-hashes" not in args or not locks or named
+                        or not all(lock.startswith("requirements/") for lock in locks)):
+                    problems.append(f"{fname}: job {name} (privileged: {_scopes(job)}), step {i + 1}: `{line.strip()}`"
+                                    " installs from the registry without --require-hashes from a hashed lock under "
+                                    "requirements/")
+    return problems
+
+
+def _scopes(job: dict) -> str:
+    perms = job.get("permissions")
+    return "write-all" if perms == "write-all" else ", ".join(f"{k}: {v}" for k, v in perms.items() if v == "write")
+
+
 def runs_on_labels(job: dict) -> list[str] | None:
     """The literal labels of a job's runs-on, or None when it is an expression, a group or missing."""
     runs_on = job.get("runs-on")
@@ -620,7 +661,8 @@ def problems_of(workflows: dict[str, dict]) -> list[str]:
     problems = [p for fname, wf in workflows.items() for p in generic_problems(fname, wf)]
     return (problems + stage_test_problems(workflows) + record_problems(workflows)
             + publish_problems(workflows) + permission_problems(workflows) + image_problems(workflows)
-            + token_problems(workflows) + install_problems(workflows) + pull_request_problems(workflows)
+            + token_problems(workflows) + install_problems(workflows) + privileged_install_problems(workflows)
+            + pull_request_problems(workflows)
             + attestation_problems(workflows) + artifact_problems(workflows))
 
 
@@ -727,6 +769,13 @@ def test_3_jobs_that_can_write_install_only_hashed_pins(workflows):
     assert (ROOT / LOCK).is_file()  # tests/test_lock.py checks it against pyproject.toml
     writers = [n for _f, _wf, n, j in all_jobs(workflows) if can_write(j)]
     assert sorted(writers) == ["evidence-pr", "publish"]  # the rule looked at the jobs that matter
+
+
+def test_3_privileged_jobs_install_only_from_hashed_locks(workflows):
+    assert privileged_install_problems(workflows) == []
+    installing = [n for _f, wf, n, j in all_jobs(workflows) if privileged(j)
+                  and any(PIP_INSTALL.search(command(s, j, wf)) for s in steps(j))]
+    assert "record-gpu" in installing  # the rule looked at a privileged job that installs (its hashed baselines)
 
 
 def test_4_pull_requests_never_reach_a_self_hosted_runner(workflows):
@@ -1110,6 +1159,20 @@ def plan_uploads_a_bundle(wfs):  # 5: any job of the run could have posed as a r
                                                 "retention-days": 1}})
 
 
+def interpreter_job_signs_again(wfs):  # 3: as it was (issue 30)
+    _interpreter_job(wfs)["permissions"].update({"id-token": "write", "attestations": "write"})
+
+
+def gpu_installs_without_hashes(wfs):  # 3
+    step = _step_of(_gpu_job(wfs), r"pip install")
+    step["run"] = step["run"].replace("--require-hashes ", "")
+
+
+def gpu_installs_by_name(wfs):  # 3
+    step = _step_of(_gpu_job(wfs), r"pip install")
+    step["run"] += " liger-kernel"
+
+
 SUPPLY_CHAIN = [
     (pinned_to_tag, "not pinned to a full commit"),
     (pinned_to_short_commit, "not pinned to a full commit"),
@@ -1124,6 +1187,9 @@ SUPPLY_CHAIN = [
     (evidence_pr_installs_by_name, "is not `pip install --require-hashes --no-deps -r requirements/site.txt`"),
     (publish_installs_one_more, "is not `pip install --require-hashes --no-deps -r requirements/site.txt`"),
     (publish_installs_without_hashes, "is not `pip install --require-hashes --no-deps -r requirements/site.txt`"),
+    (interpreter_job_signs_again, "(privileged: id-token: write, attestations: write)"),
+    (gpu_installs_without_hashes, "installs from the registry without --require-hashes"),
+    (gpu_installs_by_name, "installs from the registry without --require-hashes"),
     (pull_request_reaches_a_gpu, "can reach a self-hosted runner"),
     (pull_request_runner_from_an_expression, "not a literal GitHub-hosted label"),
     (pull_request_runner_group, "not a literal GitHub-hosted label"),

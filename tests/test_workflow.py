@@ -36,7 +36,8 @@ And the supply chain (issue 21), one rule each:
    pull request runs its own copy of the workflows, so this guards the default branch's files;
    what keeps a pull request's edited copy off the GPU hosts is the runner group,
    docs/verification.md "Trust model".)
-5. provenance: each record job attests its bundle (id-token and attestations write); publish
+5. provenance: each bundle is attested (id-token and attestations write), in its record job or by a
+   job that needs it, downloads its artifact and attests it, doing nothing else; publish
    downloads without merge-multiple, checks one bundle per record job, and imports with
    --require-attestation (record.yml on the default branch) and --expect-mode/--expect-gpu;
    bundle artifacts are named by their matrix entry, only record jobs upload them, and no upload
@@ -319,11 +320,14 @@ def publish_problems(workflows: dict[str, dict]) -> list[str]:
     if "default_branch" not in condition:
         problems.append(f"{where}: publishing is not limited to the default branch (if: ... default_branch)")
     records = [n for f, _wf, n, _j in (j for js in record_jobs(workflows).values() for j in js) if f == fname]
-    missing = sorted(set(records) - set(needs(job)))
+    attesters = [found[0] for f, rwf, n, j in (j for js in record_jobs(workflows).values() for j in js)
+                 if f == fname and (found := attesting_job(rwf, n, j)) is not None]
+    missing = sorted(set(records + attesters) - set(needs(job)))
     if not records:
         problems.append(f"{where}: no record job in the same workflow")
     if missing:
-        problems.append(f"{where}: does not need every record job: missing {', '.join(missing)}")
+        problems.append(f"{where}: does not need every record job and every job that attests: missing "
+                        f"{', '.join(missing)}")
     permissions = job.get("permissions") or {}
     if not isinstance(permissions, dict):
         permissions = {}
@@ -589,9 +593,13 @@ def attestation_problems(workflows: dict[str, dict]) -> list[str]:
             where = f"{fname}: job {name}"
             record_at = index(job, wf, runs(rf"tools/verify\.py --mode {mode}\b.*--bundle"))
             attest_at = index(job, wf, uses("actions/attest-build-provenance"))
+            attester = attesting_job(wf, name, job)
+            if attest_at is None and attester is not None:  # signed apart, by a job that installs nothing
+                problems += attester_problems(f"{fname}: job {attester[0]}", attester[1], job)
+                continue
             if attest_at is None or attest_at < record_at:
                 problems.append(f"{where}: the bundle is not attested (actions/attest-build-provenance) after it "
-                                f"is recorded")
+                                f"is recorded, in its job or by a job that needs it and downloads its artifact")
             elif "BUNDLE" not in str((steps(job)[attest_at].get("with") or {}).get("subject-path", "")):
                 problems.append(f"{where}: the attestation's subject-path is not the bundle")
             perms = job.get("permissions") if isinstance(job.get("permissions"), dict) else {}
@@ -629,6 +637,44 @@ def attestation_problems(workflows: dict[str, dict]) -> list[str]:
         if counted is None or download_at is None or import_at is None or not download_at < counted < import_at:
             problems.append(f"{where}: no step between the download and the import checks that each record job's "
                             f"artifact holds its one bundle and nothing else came")
+    return problems
+
+
+def uploaded_artifact(job: dict) -> str:
+    step = next((s for s in steps(job) if (s.get("uses") or "").startswith("actions/upload-artifact@")), None)
+    return str(((step or {}).get("with") or {}).get("name", ""))
+
+
+def attesting_job(wf: dict, name: str, job: dict) -> tuple[str, dict] | None:
+    """The job of the same workflow that attests the bundle record job `name` uploads: it needs that job and
+    downloads its artifact by name, then attests."""
+    artifact = uploaded_artifact(job)
+    for other, candidate in jobs(wf).items():
+        if name not in needs(candidate) or index(candidate, wf, uses("actions/attest-build-provenance")) is None:
+            continue
+        if any(uses("actions/download-artifact")(s, "") and (s.get("with") or {}).get("name") == artifact
+               for s in steps(candidate)):
+            return other, candidate
+    return None
+
+
+def attester_problems(where: str, attester: dict, record: dict) -> list[str]:
+    """A job that signs another job's bundle: it downloads that bundle and attests it, and does nothing else
+    (no checkout, no run step, no other action), with the permissions to sign and no others."""
+    problems = []
+    kinds = [(s.get("uses") or "").split("@")[0] or "a run step" for s in steps(attester)]
+    if kinds != ["actions/download-artifact", "actions/attest-build-provenance"]:
+        problems.append(f"{where}: attests a bundle but does more than download it and attest it ({', '.join(kinds)}):"
+                        f" the job that signs installs and runs nothing")
+    attest = next((s for s in steps(attester) if uses("actions/attest-build-provenance")(s, "")), {})
+    subject = str((attest.get("with") or {}).get("subject-path", ""))
+    if "BUNDLE" not in subject or (attester.get("env") or {}).get("BUNDLE") != (record.get("env") or {}).get("BUNDLE"):
+        problems.append(f"{where}: the attestation's subject-path is not the bundle its record job wrote")
+    if attester.get("strategy") != record.get("strategy"):
+        problems.append(f"{where}: not one job per record job (its matrix differs from the record job's)")
+    perms = attester.get("permissions") if isinstance(attester.get("permissions"), dict) else {}
+    if perms != {"id-token": "write", "attestations": "write"}:
+        problems.append(f"{where}: permissions {perms}, not exactly `id-token: write` and `attestations: write`")
     return problems
 
 
@@ -1113,8 +1159,30 @@ def gpu_not_attested(wfs):  # 5
 
 
 def interpreter_not_attested(wfs):  # 5
-    job = _interpreter_job(wfs)
+    job = _job(wfs, "attest-interpreter")
     job["steps"] = [s for s in steps(job) if "attest-build-provenance" not in (s.get("uses") or "")]
+
+
+def attester_installs(wfs):  # 3, 5: the job that signs runs pip
+    _job(wfs, "attest-interpreter")["steps"].insert(1, {"run": "python -m pip install --quiet requests"})
+
+
+def attester_checks_out(wfs):  # 5: ...or anything of the repository's
+    _job(wfs, "attest-interpreter")["steps"].insert(0, {
+        "uses": "actions/checkout@de0fac2e4500dabe0009e67214ff5f5447ce83dd", "with": {"persist-credentials": False}})
+
+
+def attester_of_another_artifact(wfs):  # 5
+    _step_of(_job(wfs, "attest-interpreter"), r"actions/download-artifact")["with"]["name"] = "bundle-gpu-h200-1-of-2"
+
+
+def attester_reads_more(wfs):  # 5
+    _job(wfs, "attest-interpreter")["permissions"]["contents"] = "read"
+
+
+def publish_before_the_attestations(wfs):  # 5: gh attestation verify would find none yet
+    job = _publish(wfs)
+    job["needs"] = [n for n in needs(job) if n != "attest-interpreter"]
 
 
 def attest_without_id_token(wfs):  # 5
@@ -1200,6 +1268,12 @@ SUPPLY_CHAIN = [
     (gpu_on_any_branch, "GPU jobs are not limited to the default branch"),
     (gpu_not_attested, "the bundle is not attested"),
     (interpreter_not_attested, "the bundle is not attested"),
+    (attester_installs, "does more than download it and attest it"),
+    (attester_installs, "installs from the registry without --require-hashes"),
+    (attester_checks_out, "does more than download it and attest it"),
+    (attester_of_another_artifact, "record-interpreter: the bundle is not attested"),
+    (attester_reads_more, "not exactly `id-token: write` and `attestations: write`"),
+    (publish_before_the_attestations, "missing attest-interpreter"),
     (attest_without_id_token, "attesting needs `id-token: write`"),
     (import_without_attestation, "does not require an attestation by record.yml"),
     (import_without_expectation, "does not expect what its job records (--expect-mode interpreter)"),

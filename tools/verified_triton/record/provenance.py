@@ -33,7 +33,6 @@ not UTF-8, not JSON) is a refusal naming the bundle, never a traceback.
 from __future__ import annotations
 
 import contextlib
-import itertools
 import json
 import os
 import re
@@ -54,7 +53,6 @@ SIGNER = re.compile(r"^(?P<repo>[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+)/(?P<path>\.gith
                     r"@(?P<ref>refs/[A-Za-z0-9_./-]+)$")
 RUNNERS = ("github-hosted", "self-hosted")
 GH_TIMEOUT_S = 180
-JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')  # one JSON string, escapes included: matched in linear time
 
 
 @dataclass(frozen=True)
@@ -190,19 +188,28 @@ def attested_runners(path: Path, signer: str) -> tuple[set[str], str]:
 
 
 def _parse(output: bytes) -> tuple[object, str]:
-    """gh's JSON, or why not: not UTF-8, nested past LIMITS.json_depth (checked before parsing), not JSON."""
+    """gh's JSON, or why not: not UTF-8, not JSON, or nested past LIMITS.json_depth. The decoder itself stops
+    at the interpreter's recursion limit (a RecursionError, caught); the depth is then checked without
+    recursion."""
     try:
         text = output.decode("utf-8")
     except UnicodeDecodeError:
         return None, "something that is not UTF-8 text"
-    brackets = re.findall(r"[\[\]{}]", JSON_STRING.sub('""', text))
-    depth = max(itertools.accumulate(1 if b in "[{" else -1 for b in brackets), default=0)
-    if depth > LIMITS.json_depth:
-        return None, f"JSON nested more than {LIMITS.json_depth} levels deep, which is not what it prints"
+    too_deep = f"JSON nested more than {LIMITS.json_depth} levels deep, which is not what it prints"
     try:
-        return json.loads(text), ""
-    except (ValueError, RecursionError):
+        value = json.loads(text)
+    except RecursionError:
+        return None, too_deep
+    except ValueError:
         return None, "no attestations with a runner environment (not JSON)"
+    todo = [(value, 1)]
+    while todo:
+        node, depth = todo.pop()
+        if isinstance(node, dict | list):
+            if depth > LIMITS.json_depth:
+                return None, too_deep
+            todo += [(child, depth + 1) for child in (node.values() if isinstance(node, dict) else node)]
+    return value, ""
 
 
 def provenance_problems(paths: list[Path], lessons: dict[str, Lesson], expect: Expectation,

@@ -95,9 +95,10 @@ def split_taught(full: str) -> tuple[str, str] | None:
     body = full[:-1]
     at = body.rfind(".") + 1
     while (at := body.find(TAUGHT_IN, at)) >= 0:
-        definition = body[:at].rstrip()
-        if definition and body[at - 1].isspace() and len(body) > at + len(TAUGHT_IN):
-            return definition, body[at + len(TAUGHT_IN):]
+        if at and body[at - 1].isspace() and len(body) > at + len(TAUGHT_IN):
+            definition = body[:at].rstrip()  # empty at most once: a later one has this 'Taught in' before it
+            if definition:
+                return definition, body[at + len(TAUGHT_IN):]
         at += 1
     return None
 

@@ -20,7 +20,7 @@ import zipfile
 
 import pytest
 
-from conftest import FAKE_PNG, bench, build_output, make_site_project
+from conftest import FAKE_PNG, bench, build_output, figure_name, make_site_project
 from verified_triton.core.kit import Check, Figure, Table
 from verified_triton.core.limits import LIMITS
 from verified_triton.judge.evidence import HistoryPoint
@@ -87,12 +87,21 @@ def numbers_record(site):
                             wall_s=9.99e299)
 
 
+FIGURES: dict[str, bytes] = {}  # file name -> bytes, each named by its content as verify names it
+
+
+def figure(stem: str) -> str:
+    data = FAKE_PNG + stem.encode()
+    FIGURES[figure_name(stem, data)] = data
+    return figure_name(stem, data)
+
+
 def escapes_record(site):
     """Text that escaping lengthens most, where a record's text is shown more than once: failed checks
     (outside their fold and in it), figure captions (alt text of both variants and the caption), benchmark
     labels (the tables and the ratio chart), output."""
     long = ESCAPED * (LIMITS.string // len(ESCAPED))
-    figures = [Figure(f"f{i}", f"p{i}-000000000000.png", long, f"p{i}-dark-111111111111.png") for i in range(8)]
+    figures = [Figure(f"f{i}", figure(f"p{i}"), long, figure(f"p{i}-dark")) for i in range(8)]
     return site.make_record(
         "escapes", "gpu", outcome="failed", exit_code=1, reason=long,
         checks=[Check(f"c{i}", "fail", long) for i in range(16)],
@@ -111,7 +120,7 @@ def repeated_record(site):
                       driver=most, cuda=most)
     long = ESCAPED * (LIMITS.string // len(ESCAPED))
     columns = LIMITS.table_columns
-    figures = [Figure(f"f{i}", f"p{i}-000000000000.png", "c") for i in range(LIMITS.figures_per_record)]
+    figures = [Figure(f"f{i}", figure(f"p{i}"), "c") for i in range(LIMITS.figures_per_record)]
     return site.make_record(
         "repeated", "gpu", env=env, checks=[Check("c", "pass", "")], figures=figures,
         benchmarks=[bench("b", 1.0, label="b", samples=1)],
@@ -137,7 +146,8 @@ def amplified(tmp_path_factory):
                                           ("repeated", repeated_record), ("rows", rows_record))):
         site.add_lesson(name, PAGE.replace("LESSON", name), order=order)
         record = make(site) if make else site.make_record(name, "gpu", tables=[Table("t", ["a"], [[1]])])
-        path = site.write(record, {file: FAKE_PNG for fig in record.figures for file in (fig.file, fig.dark_file)})
+        path = site.write(record, {file: FIGURES[file] for fig in record.figures for file in (fig.file, fig.dark_file)
+                                   if file})
         sizes[name] = path.stat().st_size
     result = site.build()
     assert result.returncode == 0, build_output(result)

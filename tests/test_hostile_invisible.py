@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from conftest import SITE_LESSON, SNIPPETS, Doc, build_output, make_site_project
+from conftest import SITE_LESSON, SNIPPETS, Doc, build_output, figure_name, make_site_project
 from verified_triton.core.kit import Check, Figure, Table
 from verified_triton.judge.evidence import Environment
 
@@ -66,8 +66,8 @@ def test_invisible_characters_in_recorded_text_are_shown_visibly(tmp_path):
         stdout=f"line one\nprint('{marked}')\n", stderr=f"warn {marked}\n",
         checks=[Check("check", "pass", marked)],
         tables=[Table("sweep", [f"col{RLO}"], [[marked]], caption=marked)],
-        figures=[Figure("plot", "plot-000000000000.png", marked)])
-    site.write(record, {"plot-000000000000.png": b"\x89PNG\r\n\x1a\n"})
+        figures=[Figure("plot", figure_name("plot", b"\x89PNG\r\n\x1a\n"), marked)])
+    site.write(record, {figure_name("plot", b"\x89PNG\r\n\x1a\n"): b"\x89PNG\r\n\x1a\n"})
     result = site.build()
     assert result.returncode == 0, build_output(result)
     page = site.html("plain")

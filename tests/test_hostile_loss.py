@@ -59,7 +59,7 @@ def test_an_import_naming_a_figure_it_lacks_changes_nothing(project, existing, t
 def test_an_import_that_brings_its_figure_replaces_the_old_one_after_the_record(project, existing, tmp_path):
     bundle = bundle_of(tmp_path / "b.tar.gz", {"good/gpu-nvidia-h200.json": newer(project).to_json().encode(),
                                                f"good/gpu-nvidia-h200/{NEW}": NEW_PNG})
-    result = project.verify("--import", str(bundle))
+    result = project.verify("--import", str(bundle), "--accept-changes")  # a figure from other bytes is a change
     assert result.returncode == 0, result.stderr
     assert sorted(project.files()) == ["good/gpu-nvidia-h200.json", f"good/gpu-nvidia-h200/{NEW}"]
 
@@ -100,7 +100,7 @@ def test_a_crash_during_an_import_keeps_the_old_record_and_its_figures(project, 
 
     monkeypatch.setattr(evidence, "atomic_write_text", crash)
     with pytest.raises(OSError):
-        import_bundles([bundle], {"good": project.lesson("good")}, project.evidence)
+        import_bundles([bundle], {"good": project.lesson("good")}, project.evidence, accept_changes=True)
     monkeypatch.undo()
     after = project.files()
     assert after["good/gpu-nvidia-h200.json"] == before["good/gpu-nvidia-h200.json"]

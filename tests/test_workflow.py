@@ -26,14 +26,19 @@ And the supply chain (issue 21), one rule each:
    of the import that asks `gh attestation verify`;
 3. hashed pins: a job that can write (contents, pull requests, Pages...) installs only
    `pip install --require-hashes --no-deps -r requirements/site.txt` (tests/test_lock.py keeps the
-   lock in step with pyproject.toml);
+   lock in step with pyproject.toml); and a privileged job of any kind (one that can write, or sign:
+   `id-token: write`, `attestations: write`) runs pip only with `--require-hashes` from a hashed lock
+   under requirements/ (issue 30: a compromised package in the job that signs could sign a forged
+   bundle), so the interpreter shards record in an unprivileged job and a job that installs and runs
+   nothing (download-artifact, attest-build-provenance) attests their bundles;
 4. GPU runners out of reach: every job of a workflow that a pull request (or a merge queue) starts
    runs on a GitHub-hosted label, never an expression or self-hosted; recording starts only by
    hand, on a schedule or on a push to one branch; the GPU jobs only on the default branch. (A
    pull request runs its own copy of the workflows, so this guards the default branch's files;
    what keeps a pull request's edited copy off the GPU hosts is the runner group,
    docs/verification.md "Trust model".)
-5. provenance: each record job attests its bundle (id-token and attestations write); publish
+5. provenance: each bundle is attested (id-token and attestations write), in its record job or by a
+   job that needs it, downloads its artifact and attests it, doing nothing else; publish
    downloads without merge-multiple, checks one bundle per record job, and imports with
    --require-attestation (record.yml on the default branch) and --expect-mode/--expect-gpu;
    bundle artifacts are named by their matrix entry, only record jobs upload them, and no upload
@@ -334,11 +339,14 @@ def publish_problems(workflows: dict[str, dict]) -> list[str]:
     if "default_branch" not in condition:
         problems.append(f"{where}: publishing is not limited to the default branch (if: ... default_branch)")
     records = [n for f, _wf, n, _j in (j for js in record_jobs(workflows).values() for j in js) if f == fname]
-    missing = sorted(set(records) - set(needs(job)))
+    attesters = [found[0] for f, rwf, n, j in (j for js in record_jobs(workflows).values() for j in js)
+                 if f == fname and (found := attesting_job(rwf, n, j)) is not None]
+    missing = sorted(set(records + attesters) - set(needs(job)))
     if not records:
         problems.append(f"{where}: no record job in the same workflow")
     if missing:
-        problems.append(f"{where}: does not need every record job: missing {', '.join(missing)}")
+        problems.append(f"{where}: does not need every record job and every job that attests: missing "
+                        f"{', '.join(missing)}")
     permissions = job.get("permissions") or {}
     if not isinstance(permissions, dict):
         permissions = {}
@@ -529,6 +537,43 @@ def install_problems(workflows: dict[str, dict]) -> list[str]:
     return problems
 
 
+def privileged(job: dict) -> bool:
+    """A job whose token can write anything, signing included (id-token, attestations)."""
+    perms = job.get("permissions")
+    return perms == "write-all" or (isinstance(perms, dict) and "write" in perms.values())
+
+
+PIP_INSTALL = re.compile(r"\b(pip3?|uv pip|pipx|uv)\s+(install|sync|add)\b")
+
+
+def privileged_install_problems(workflows: dict[str, dict]) -> list[str]:
+    """Rule 3: a privileged job runs pip only with --require-hashes, from hashed locks under requirements/."""
+    problems = []
+    for fname, wf, name, job in all_jobs(workflows):
+        if not privileged(job):
+            continue
+        for i, step in enumerate(steps(job)):
+            for line in command(step, job, wf).splitlines():
+                if not PIP_INSTALL.search(line):
+                    continue
+                words = line.split()
+                args = words[words.index("install") + 1:] if "install" in words else words
+                locks = [args[j + 1] for j, a in enumerate(args[:-1]) if a == "-r"]
+                named = [a for j, a in enumerate(args) if not a.startswith("-") and not (j and args[j - 1] in (
+                    "-r", "--target", "-t"))]
+                if ("--require-hashes" not in args or not locks or named
+                        or not all(lock.startswith("requirements/") for lock in locks)):
+                    problems.append(f"{fname}: job {name} (privileged: {_scopes(job)}), step {i + 1}: `{line.strip()}`"
+                                    " installs from the registry without --require-hashes from a hashed lock under "
+                                    "requirements/")
+    return problems
+
+
+def _scopes(job: dict) -> str:
+    perms = job.get("permissions")
+    return "write-all" if perms == "write-all" else ", ".join(f"{k}: {v}" for k, v in perms.items() if v == "write")
+
+
 def runs_on_labels(job: dict) -> list[str] | None:
     """The literal labels of a job's runs-on, or None when it is an expression, a group or missing."""
     runs_on = job.get("runs-on")
@@ -569,9 +614,13 @@ def attestation_problems(workflows: dict[str, dict]) -> list[str]:
             attests = [i for i, st in enumerate(steps(job))
                        if i > record_at and uses("actions/attest-build-provenance")(st, "")]
             subjects = [f"{(steps(job)[i].get('with') or {}).get('subject-path', '')} " for i in attests]
+            attester = attesting_job(wf, name, job)
+            if not attests and attester is not None:  # signed apart, by a job that installs nothing
+                problems += attester_problems(f"{fname}: job {attester[0]}", attester[1], job)
+                continue
             if not attests:
                 problems.append(f"{where}: the bundle is not attested (actions/attest-build-provenance) after it "
-                                f"is recorded")
+                                f"is recorded, in its job or by a job that needs it and downloads its artifact")
             elif not any(f"env.{BUNDLE_VARS[mode]} " in subject for subject in subjects):
                 problems.append(f"{where}: the attestation's subject-path is not the bundle"
                                 + (" of the memory check" if mode == "sanitize" else ""))
@@ -611,6 +660,44 @@ def attestation_problems(workflows: dict[str, dict]) -> list[str]:
         if counted is None or download_at is None or import_at is None or not download_at < counted < import_at:
             problems.append(f"{where}: no step between the download and the import checks that each record job's "
                             f"artifact holds its one bundle and nothing else came")
+    return problems
+
+
+def uploaded_artifact(job: dict) -> str:
+    step = next((s for s in steps(job) if (s.get("uses") or "").startswith("actions/upload-artifact@")), None)
+    return str(((step or {}).get("with") or {}).get("name", ""))
+
+
+def attesting_job(wf: dict, name: str, job: dict) -> tuple[str, dict] | None:
+    """The job of the same workflow that attests the bundle record job `name` uploads: it needs that job and
+    downloads its artifact by name, then attests."""
+    artifact = uploaded_artifact(job)
+    for other, candidate in jobs(wf).items():
+        if name not in needs(candidate) or index(candidate, wf, uses("actions/attest-build-provenance")) is None:
+            continue
+        if any(uses("actions/download-artifact")(s, "") and (s.get("with") or {}).get("name") == artifact
+               for s in steps(candidate)):
+            return other, candidate
+    return None
+
+
+def attester_problems(where: str, attester: dict, record: dict) -> list[str]:
+    """A job that signs another job's bundle: it downloads that bundle and attests it, and does nothing else
+    (no checkout, no run step, no other action), with the permissions to sign and no others."""
+    problems = []
+    kinds = [(s.get("uses") or "").split("@")[0] or "a run step" for s in steps(attester)]
+    if kinds != ["actions/download-artifact", "actions/attest-build-provenance"]:
+        problems.append(f"{where}: attests a bundle but does more than download it and attest it ({', '.join(kinds)}):"
+                        f" the job that signs installs and runs nothing")
+    attest = next((s for s in steps(attester) if uses("actions/attest-build-provenance")(s, "")), {})
+    subject = str((attest.get("with") or {}).get("subject-path", ""))
+    if "BUNDLE" not in subject or (attester.get("env") or {}).get("BUNDLE") != (record.get("env") or {}).get("BUNDLE"):
+        problems.append(f"{where}: the attestation's subject-path is not the bundle its record job wrote")
+    if attester.get("strategy") != record.get("strategy"):
+        problems.append(f"{where}: not one job per record job (its matrix differs from the record job's)")
+    perms = attester.get("permissions") if isinstance(attester.get("permissions"), dict) else {}
+    if perms != {"id-token": "write", "attestations": "write"}:
+        problems.append(f"{where}: permissions {perms}, not exactly `id-token: write` and `attestations: write`")
     return problems
 
 
@@ -687,7 +774,8 @@ def problems_of(workflows: dict[str, dict]) -> list[str]:
     problems = [p for fname, wf in workflows.items() for p in generic_problems(fname, wf)]
     return (problems + stage_test_problems(workflows) + record_problems(workflows)
             + publish_problems(workflows) + permission_problems(workflows) + image_problems(workflows)
-            + token_problems(workflows) + install_problems(workflows) + pull_request_problems(workflows)
+            + token_problems(workflows) + install_problems(workflows) + privileged_install_problems(workflows)
+            + pull_request_problems(workflows)
             + attestation_problems(workflows) + artifact_problems(workflows) + matrix_problems(workflows))
 
 
@@ -794,6 +882,13 @@ def test_3_jobs_that_can_write_install_only_hashed_pins(workflows):
     assert (ROOT / LOCK).is_file()  # tests/test_lock.py checks it against pyproject.toml
     writers = [n for _f, _wf, n, j in all_jobs(workflows) if can_write(j)]
     assert sorted(writers) == ["evidence-pr", "matrix-pr", "publish"]  # the rule looked at the jobs that matter
+
+
+def test_3_privileged_jobs_install_only_from_hashed_locks(workflows):
+    assert privileged_install_problems(workflows) == []
+    installing = [n for _f, wf, n, j in all_jobs(workflows) if privileged(j)
+                  and any(PIP_INSTALL.search(command(s, j, wf)) for s in steps(j))]
+    assert "record-gpu" in installing  # the rule looked at a privileged job that installs (its hashed baselines)
 
 
 def test_4_pull_requests_never_reach_a_self_hosted_runner(workflows):
@@ -1154,8 +1249,30 @@ def gpu_not_attested(wfs):  # 5
 
 
 def interpreter_not_attested(wfs):  # 5
-    job = _interpreter_job(wfs)
+    job = _job(wfs, "attest-interpreter")
     job["steps"] = [s for s in steps(job) if "attest-build-provenance" not in (s.get("uses") or "")]
+
+
+def attester_installs(wfs):  # 3, 5: the job that signs runs pip
+    _job(wfs, "attest-interpreter")["steps"].insert(1, {"run": "python -m pip install --quiet requests"})
+
+
+def attester_checks_out(wfs):  # 5: ...or anything of the repository's
+    _job(wfs, "attest-interpreter")["steps"].insert(0, {
+        "uses": "actions/checkout@de0fac2e4500dabe0009e67214ff5f5447ce83dd", "with": {"persist-credentials": False}})
+
+
+def attester_of_another_artifact(wfs):  # 5
+    _step_of(_job(wfs, "attest-interpreter"), r"actions/download-artifact")["with"]["name"] = "bundle-gpu-h200-1-of-2"
+
+
+def attester_reads_more(wfs):  # 5
+    _job(wfs, "attest-interpreter")["permissions"]["contents"] = "read"
+
+
+def publish_before_the_attestations(wfs):  # 5: gh attestation verify would find none yet
+    job = _publish(wfs)
+    job["needs"] = [n for n in needs(job) if n != "attest-interpreter"]
 
 
 def attest_without_id_token(wfs):  # 5
@@ -1267,6 +1384,20 @@ MATRIX_RULES = [
 ]
 
 
+def interpreter_job_signs_again(wfs):  # 3: as it was (issue 30)
+    _interpreter_job(wfs)["permissions"].update({"id-token": "write", "attestations": "write"})
+
+
+def gpu_installs_without_hashes(wfs):  # 3
+    step = _step_of(_gpu_job(wfs), r"pip install")
+    step["run"] = step["run"].replace("--require-hashes ", "")
+
+
+def gpu_installs_by_name(wfs):  # 3
+    step = _step_of(_gpu_job(wfs), r"pip install")
+    step["run"] += " liger-kernel"
+
+
 SUPPLY_CHAIN = [
     (pinned_to_tag, "not pinned to a full commit"),
     (pinned_to_short_commit, "not pinned to a full commit"),
@@ -1281,6 +1412,9 @@ SUPPLY_CHAIN = [
     (evidence_pr_installs_by_name, "is not `pip install --require-hashes --no-deps -r requirements/site.txt`"),
     (publish_installs_one_more, "is not `pip install --require-hashes --no-deps -r requirements/site.txt`"),
     (publish_installs_without_hashes, "is not `pip install --require-hashes --no-deps -r requirements/site.txt`"),
+    (interpreter_job_signs_again, "(privileged: id-token: write, attestations: write)"),
+    (gpu_installs_without_hashes, "installs from the registry without --require-hashes"),
+    (gpu_installs_by_name, "installs from the registry without --require-hashes"),
     (pull_request_reaches_a_gpu, "can reach a self-hosted runner"),
     (pull_request_runner_from_an_expression, "not a literal GitHub-hosted label"),
     (pull_request_runner_group, "not a literal GitHub-hosted label"),
@@ -1291,6 +1425,12 @@ SUPPLY_CHAIN = [
     (gpu_on_any_branch, "GPU jobs are not limited to the default branch"),
     (gpu_not_attested, "the bundle is not attested"),
     (interpreter_not_attested, "the bundle is not attested"),
+    (attester_installs, "does more than download it and attest it"),
+    (attester_installs, "installs from the registry without --require-hashes"),
+    (attester_checks_out, "does more than download it and attest it"),
+    (attester_of_another_artifact, "record-interpreter: the bundle is not attested"),
+    (attester_reads_more, "not exactly `id-token: write` and `attestations: write`"),
+    (publish_before_the_attestations, "missing attest-interpreter"),
     (attest_without_id_token, "attesting needs `id-token: write`"),
     (import_without_attestation, "does not require an attestation by record.yml"),
     (import_without_expectation, "does not expect what its job records (--expect-mode interpreter)"),

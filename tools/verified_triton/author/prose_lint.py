@@ -22,6 +22,10 @@ line before it (the reason is required):
 
 Run it on pages: `.venv/bin/python tools/prose_lint.py docs/lessons/*.md` (exit 1 on
 findings). tests/test_prose.py runs it on every lesson page.
+
+Every pattern here takes linear time on any line: what a backtracking regex
+would rescan from every opener (a code span, a link target, an HTML tag, an
+aside, the allow comment) is found with string methods or `Delimited`.
 """
 
 from __future__ import annotations
@@ -32,15 +36,45 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from verified_triton.core.paths import ROOT
-from verified_triton.site.glossary import ABBREVIATIONS, Entry, read
+from verified_triton.site.glossary import ABBREVIATIONS, Entry, GlossaryError, read
 
 RULES = ("history", "unseen", "timing", "glossary")
-ALLOW = re.compile(r"^\s*<!--\s*prose-lint:\s*allow\s+(?P<rules>[a-z, ]+?)\s*:\s*(?P<reason>\S.*?)\s*-->\s*$")
 FENCE = re.compile(r"^\s*(`{3,}|~{3,})")
 DIRECTIVE = re.compile(r"^\s*::[a-z][a-z-]*(\s|$)")
 CREDITS = re.compile(r"^\*\*Credits\.\*\*", re.M)
 
-HISTORY = [
+@dataclass(frozen=True)
+class Delimited:
+    """`opener`, then anything but `closer`, then `closer`: the matches re.finditer finds for the regex
+    `opener[^closer]*closer`, found in linear time. The regex alone rescans to the end of the text from every
+    opener when no closer follows it; here, once no closer follows an opener, none follows a later one."""
+
+    opener: re.Pattern
+    closer: str
+
+    @property
+    def whole(self) -> re.Pattern:
+        return re.compile(f"(?:{self.opener.pattern})[^{re.escape(self.closer)}]*{re.escape(self.closer)}",
+                          self.opener.flags)
+
+    def finditer(self, text: str):
+        whole, pos = self.whole, 0
+        while (start := self.opener.search(text, pos)) is not None:
+            if text.find(self.closer, start.end()) < 0:
+                return
+            match = whole.match(text, start.start())  # it matches: a closer follows
+            yield match
+            pos = max(match.end(), start.start() + 1)
+
+    def sub(self, replace, text: str) -> str:
+        out, pos = [], 0
+        for match in self.finditer(text):
+            out += [text[pos:match.start()], replace(match)]
+            pos = match.end()
+        return "".join(out) + text[pos:]
+
+
+HISTORY = [re.compile(pattern, re.I) for pattern in (
     r"\b(an|the) (earlier|previous|first|old|older) (version|draft|revision)s?\b",
     r"\bonce did\b",
     r"\b(while|when|before|after) (this|the) (lesson|page) was (first )?(written|drafted|recorded)\b",
@@ -49,8 +83,7 @@ HISTORY = [
     r"\b(originally|previously|formerly)\b",
     r"\bused to be\b",
     r"\b(first|earlier|previous|last) (GPU |interpreter )?runs? of this (lesson|page)\b",
-    r"\((was|were) [^)]*\)",
-]
+)] + [Delimited(re.compile(r"\((was|were) ", re.I), ")")]
 UNSEEN = [  # (pattern, what it refers to); matched as written (case matters)
     (r"\b[Ss]eed \d+\b", "a seed document the site does not publish"),
     (r"\b(NOTES|METHOD|README)\.md\b|\bEXERCISE-DESIGN\b", "a file the site does not publish"),
@@ -100,19 +133,68 @@ class Paragraph:
         return self.lines[min(offset, len(self.lines) - 1)] if self.lines else 0
 
 
-CODE_SPAN = re.compile(r"(`+)(.+?)\1")
+BACKTICKS = re.compile(r"`+")
 INLINE_MATH = re.compile(r"(?<![\\$])\$(?!\$)(?:\\.|[^$\\])+\$")
-LINK_TARGET = re.compile(r"\]\([^)]*\)")
-HTML_TAG = re.compile(r"</?[A-Za-z][^>]*>")
+LINK_TARGET = Delimited(re.compile(r"\]\("), ")")
+HTML_TAG = Delimited(re.compile(r"</?[A-Za-z]"), ">")
+
+
+def code_spans(line: str) -> list[tuple[int, int]]:
+    """(start, end) of each code span of a line, as CommonMark finds them: a run of backticks opens one, the
+    next run of the same length closes it, and a run no such run follows is plain text. One pass over the
+    runs: for each length, a pointer to the next run of that length only moves forward."""
+    runs = [(m.start(), m.end()) for m in BACKTICKS.finditer(line)]
+    by_length: dict[int, list[int]] = {}
+    for i, (start, end) in enumerate(runs):
+        by_length.setdefault(end - start, []).append(i)
+    ahead = dict.fromkeys(by_length, 0)
+    spans, i = [], 0
+    while i < len(runs):
+        length = runs[i][1] - runs[i][0]
+        same, k = by_length[length], ahead[length]
+        while k < len(same) and same[k] <= i:
+            k += 1
+        ahead[length] = k
+        if k == len(same):
+            i += 1
+            continue
+        spans.append((runs[i][0], runs[same[k]][1]))
+        i = same[k] + 1
+    return spans
 
 
 def strip_inline(line: str) -> tuple[str, list[str]]:
     """(prose, code spans) of one line: math, link targets and HTML tags blanked, code spans taken out."""
-    spans = [m.group(2).strip() for m in CODE_SPAN.finditer(line)]
-    line = CODE_SPAN.sub(lambda m: " " * len(m.group(0)), line)
-    for pattern in (INLINE_MATH, LINK_TARGET, HTML_TAG):
+    found = code_spans(line)
+    spans = [line[start:end].strip("`").strip() for start, end in found]
+    pieces, pos = [], 0
+    for start, end in found:
+        pieces += [line[pos:start], " " * (end - start)]
+        pos = end
+    line = "".join(pieces) + line[pos:]
+    line = INLINE_MATH.sub(lambda m: " " * len(m.group(0)), line)
+    for pattern in (LINK_TARGET, HTML_TAG):
         line = pattern.sub(lambda m: " " * len(m.group(0)), line)
     return line, spans
+
+
+def allow_comment(line: str) -> set[str] | None:
+    """The rules a `<!-- prose-lint: allow RULES: REASON -->` line allows (None when it is not one, or gives no
+    reason), parsed with string methods: RULES are lower-case words, commas and spaces."""
+    text = line.strip()
+    if not (text.startswith("<!--") and text.endswith("-->")):
+        return None
+    inner = text[4:-3].strip()
+    if not inner.startswith("prose-lint:"):
+        return None
+    rest = inner[len("prose-lint:"):].lstrip()
+    if not (rest.startswith("allow") and rest[5:6].isspace()):
+        return None
+    rules, colon, reason = rest[5:].lstrip().partition(":")
+    rules = rules.rstrip()
+    if not colon or not rules or not reason.strip() or set(rules) - set("abcdefghijklmnopqrstuvwxyz, "):
+        return None
+    return {r.strip() for r in rules.split(",")}
 
 
 def paragraphs(markdown: str) -> list[Paragraph]:
@@ -149,10 +231,10 @@ def paragraphs(markdown: str) -> list[Paragraph]:
             continue
         if in_math:
             continue
-        allow = ALLOW.match(line)
-        if allow:
+        allow = allow_comment(line)
+        if allow is not None:
             close()
-            pending = {r.strip() for r in allow.group("rules").split(",")}
+            pending = allow
             continue
         if not line.strip() or DIRECTIVE.match(line) or line.strip().startswith("<!--"):
             close()
@@ -191,7 +273,7 @@ def rule_history(page: str, para: Paragraph) -> list[Finding]:
     return [Finding(page, para.line_at(m.start()), "history",
                     f"revision history ({m.group(0)!r}): say what the lesson is and does, in the present tense, "
                     "or leave it out")
-            for pattern in HISTORY for m in re.finditer(pattern, para.text, re.I)]
+            for pattern in HISTORY for m in pattern.finditer(para.text)]
 
 
 def rule_unseen(page: str, para: Paragraph, has_credits: bool) -> list[Finding]:
@@ -281,7 +363,11 @@ def recorded_methods(markdown: str, evidence_dir: Path) -> set[str] | None:
 
 def main(argv: list[str]) -> int:
     docs = ROOT / "docs"
-    entries = glossary_entries(docs)
+    try:
+        entries = glossary_entries(docs)
+    except GlossaryError as exc:  # FILE:LINE: why, never a traceback
+        print(exc, file=sys.stderr)
+        return 2
     pages = [Path(a) for a in argv] or sorted((docs / "lessons").glob("*.md"))
     findings = []
     for path in pages:

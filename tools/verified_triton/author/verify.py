@@ -46,7 +46,7 @@ from verified_triton.record.capture import kill_all_on_signals
 from verified_triton.record.machine import SETUP, Machine, mode_problem, this_machine
 from verified_triton.record.matrix import elapsed, plan_matrix, run_matrix, summary_lines
 from verified_triton.record.plan import execute, parse_shard, plan_runs, recorded_wall, shard
-from verified_triton.record.provenance import Expectation, provenance_problems
+from verified_triton.record.provenance import Expectation, private_copies, provenance_problems
 from verified_triton.record.releases import (
     CACHE_DIR,
     MATRIX,
@@ -260,15 +260,18 @@ def do_import(args, every: list[Lesson], lessons: list[Lesson], evidence_dir: Pa
     selected = {lesson.name for lesson in lessons} if args.lesson else None
     by_name = {lesson.name: lesson for lesson in every}
     expect = Expectation(args.expect_mode, args.expect_gpu, args.require_attestation)
-    if expect.any:
-        problems = provenance_problems(args.import_paths, by_name, expect, selected)
-        for problem in problems:
-            print(f"refused: {terminal_safe(problem)}", file=sys.stderr)
-        if problems:
-            print("import: nothing merged; a bundle that did not come from the job it should have may mean the run "
-                  "was tampered with, so no bundle of this import is taken", file=sys.stderr)
-            return 1
-    report = import_bundles(args.import_paths, by_name, evidence_dir, selected, args.accept_changes)
+    # Checked against the job that made them: each bundle copied once, privately; the copy is checked and imported.
+    with private_copies(args.import_paths if expect.any else []) as copies:
+        if expect.any:
+            problems = provenance_problems(args.import_paths, by_name, expect, selected, copies)
+            for problem in problems:
+                print(f"refused: {terminal_safe(problem)}", file=sys.stderr)
+            if problems:
+                print("import: nothing merged; a bundle that did not come from the job it should have may mean the "
+                      "run was tampered with, so no bundle of this import is taken", file=sys.stderr)
+                return 1
+        report = import_bundles(args.import_paths, by_name, evidence_dir, selected, args.accept_changes,
+                                sources=copies.files)
     for rec in report.merged:
         print(f"imported {rec.lesson} {rec.key} ({rec.outcome}, {rec.started_utc})")
     for note in report.notes:

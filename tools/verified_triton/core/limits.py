@@ -47,6 +47,8 @@ class Limits:
     sanitizer_log_kept: int = 32 * KIB  # of that log kept in the record (head and tail)
     sanitizer_findings: int = 50  # distinct findings kept per tool run (the lesson's first); the rest counted
     sanitizer_text: int = 300  # characters of a finding's message or detail
+    gh_output: int = 4 * MIB  # what `gh attestation verify` prints for one bundle (a few attestations)
+    json_depth: int = 32  # levels of nesting in the JSON gh prints (its attestations nest about 8 deep)
 
     def rows(self) -> list[tuple[str, str, str]]:
         """(what, limit, where enforced) for the documentation table."""
@@ -66,7 +68,8 @@ def _human(value: int, name: str) -> str:
 
 
 BYTE_LIMITS = {"source_file", "record_json", "release_json", "figure", "stream_kept", "results_json", "bundle_member",
-               "bundle_total", "bundle_file", "amplification_allowance", "sanitizer_log", "sanitizer_log_kept"}
+               "bundle_total", "bundle_file", "amplification_allowance", "sanitizer_log", "sanitizer_log_kept",
+               "gh_output"}
 DESCRIPTIONS = {
     "source_file": "a lesson source file or lesson.toml",
     "record_json": "one evidence record (JSON)",
@@ -99,6 +102,8 @@ DESCRIPTIONS = {
     "sanitizer_log_kept": "one compute-sanitizer log, kept in the record (head and tail)",
     "sanitizer_findings": "distinct findings kept per tool run, the lesson's kernels' first (the rest counted)",
     "sanitizer_text": "characters of a finding's message or detail",
+    "gh_output": "what `gh attestation verify` prints about one bundle",
+    "json_depth": "levels of nesting in the JSON `gh attestation verify` prints",
 }
 WHERE = {
     "source_file": "verify, build", "record_json": "verify, status, build, import",
@@ -114,6 +119,7 @@ WHERE = {
     "bundle_total": "import (while extracting)", "bundle_file": "import",
     "sanitizer_print_limit": "verify --mode sanitize (the tool's option)", "sanitizer_log": "verify (while reading)",
     "sanitizer_log_kept": "verify, schema", "sanitizer_findings": "verify, schema", "sanitizer_text": "verify",
+    "gh_output": "import --require-attestation (while reading)", "json_depth": "import --require-attestation",
 }
 
 LIMITS = Limits()

@@ -15,9 +15,12 @@ summary counts, findings and a bounded copy of its log) and the findings the
 lesson declared harmless (record/sanitizer.py writes it, status.py judges it).
 
 A figure's file name carries the first 12 hex digits of its SHA-256, so a new
-recording never overwrites a file an older record names. The JSON is written
-last, atomically: it is the moment a recording takes effect. Figures no
-record names any more are removed after that, never before.
+recording never overwrites a file an older record names, and the name is
+checked against the bytes wherever a figure is written or read: a file whose
+bytes do not match its name is replaced by the right bytes when a record
+naming it is written, and refused when it is read for the site or a bundle.
+The JSON is written last, atomically: it is the moment a recording takes
+effect. Figures no record names any more are removed after that, never before.
 """
 
 from __future__ import annotations
@@ -446,13 +449,34 @@ def read_figure(evidence_dir: Path, record: Record, file: str) -> bytes:
         raise EvidenceError(f"{record_path(evidence_dir, record.lesson, record.key)}: figure {file}: {exc}") from None
     if not data.startswith(PNG_MAGIC):
         raise EvidenceError(f"{path}: not a PNG file (wrong magic bytes)")
+    mismatch = figure_mismatch(file, data)
+    if mismatch:
+        raise EvidenceError(f"{path}: {mismatch}; the file was changed after it was recorded, so it is not "
+                            "published (import or record the lesson again)")
     return data
 
 
 def hashed_name(stem: str, data: bytes) -> str:
     """name-<12 hex>.png: a name that changes whenever the picture does."""
     stem = re.sub(r"[^A-Za-z0-9._-]+", "-", stem).strip(".-")[:100] or "figure"
-    return f"{stem}-{hashlib.sha256(data).hexdigest()[:12]}.png"
+    return f"{stem}-{_sha12(data)}.png"
+
+
+FIGURE_HASH = re.compile(r"-(?P<sha>[0-9a-f]{12})\.png\Z")
+
+
+def _sha12(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()[:12]
+
+
+def figure_mismatch(file: str, data: bytes) -> str:
+    """Why `data` is not the figure `file` names ('' when its name carries the hash of these very bytes)."""
+    match = FIGURE_HASH.search(file)
+    if match is None:
+        return "its name carries no content hash (<name>-<12 hex digits of its SHA-256>.png)"
+    if match["sha"] != _sha12(data):
+        return f"its bytes hash to {_sha12(data)}, which does not match the {match['sha']} its name carries"
+    return ""
 
 
 def write_record(evidence_dir: Path, record: Record, figure_data: dict[str, bytes] | None = None) -> Path:
@@ -467,15 +491,19 @@ def write_record(evidence_dir: Path, record: Record, figure_data: dict[str, byte
     missing = wanted - figure_data.keys()
     if missing:
         raise EvidenceError(f"{record.lesson}/{record.key}: no bytes for figure(s) {', '.join(sorted(missing))}")
+    for name in sorted(wanted):
+        mismatch = figure_mismatch(name, figure_data[name])
+        if mismatch:
+            raise EvidenceError(f"{record.lesson}/{record.key}: figure {name}: {mismatch}")
     check_writable(evidence_dir, record.lesson, record.key, wanted)
     path = record_path(evidence_dir, record.lesson, record.key)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig_dir = figures_dir(evidence_dir, record.lesson, record.key)
     if wanted:
         fig_dir.mkdir(exist_ok=True)
-    for name in sorted(wanted):
+    for name in sorted(wanted):  # a file in place with other bytes than its name says was planted: replaced
         target = fig_dir / name
-        if not target.exists():
+        if not (target.is_file() and _same_bytes(target, figure_data[name])):
             atomic_write_bytes(target, figure_data[name])
     atomic_write_text(path, record.to_json())
     if fig_dir.is_dir() and not fig_dir.is_symlink():
@@ -485,6 +513,15 @@ def write_record(evidence_dir: Path, record: Record, figure_data: dict[str, byte
         if not any(fig_dir.iterdir()):
             fig_dir.rmdir()
     return path
+
+
+def _same_bytes(path: Path, data: bytes) -> bool:
+    """Whether the file at `path` (a plain file: check_writable) holds exactly `data`, read bounded."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(len(data) + 1) == data
+    except OSError:
+        return False
 
 
 def check_writable(evidence_dir: Path, lesson: str, key: str, files=()) -> None:

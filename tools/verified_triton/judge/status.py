@@ -241,14 +241,17 @@ def _outcome_contradictions(lesson: Lesson, record: Record) -> list[str]:
         return [] if code < 0 else [f"exit_code: a crash is a kill by a signal (a negative exit code); "
                                     f"this one has {code}"]
     if outcome == "by-design":
+        # A declared exit or a decline is by design only when no check failed before it.
+        found = [f"checks[{i}].status: a failed check in a record stopped by design" for i, c in
+                 enumerate(record.checks) if c.status == "fail"]
         expected = lesson.modes["interpreter" if record.mode == "interpreter" else "gpu"].expected_exits
         if code in expected:
-            return [] if record.reason == expected[code] else [
-                f"reason: exit {code} is expected by design as {expected[code][:80]!r}, not {record.reason[:80]!r}"]
+            return found + ([] if record.reason == expected[code] else [
+                f"reason: exit {code} is expected by design as {expected[code][:80]!r}, not {record.reason[:80]!r}"])
         if code != kit.EXIT_BY_DESIGN:
-            return [f"exit_code: stopped by design, but exit code {code} is neither {kit.EXIT_BY_DESIGN} (the kit "
-                    "declined by design) nor an exit lesson.toml expects"]
-        return [] if record.reason else ["reason: a run stopped by design says why; this one says nothing"]
+            return found + [f"exit_code: stopped by design, but exit code {code} is neither {kit.EXIT_BY_DESIGN} "
+                            "(the kit declined by design) nor an exit lesson.toml expects"]
+        return found + ([] if record.reason else ["reason: a run stopped by design says why; this one says nothing"])
     if outcome != "passed":
         return []
     found = [] if code == kit.EXIT_PASSED else [f"exit_code: a passing run exits {kit.EXIT_PASSED}; this one "

@@ -7,11 +7,14 @@ its own history is dropped). A bundle is read as a stream with every size bounde
 while reading (members, each member, the total); only plain files named
 `<lesson>/<key>.json` and `<lesson>/<key>/<figure>.png` are accepted. Each
 bundle is all-or-nothing: everything in it is validated (schema, current
-source, figures present and PNG) before anything is written, and one refused
+source, figures present, PNG and named by the hash of their bytes) before anything is written, and one refused
 member refuses the bundle. Several bundles merge together; two records for
 the same lesson, mode and GPU model keep the newer by start time, and say so.
-Replacing a current record here by a different one (another outcome, a
-ratio beyond noise, an older start) needs `--accept-changes`.
+Replacing a current record here by a different one for the same source
+(changes.differences lists what: the outcome, the checks, a ratio beyond
+noise or an implausibly wide interval, targets, predictions, steps, skipped
+parts, figures, an older start), or adding a first record of a new GPU model
+beside current GPU records of others, needs `--accept-changes`.
 """
 
 from __future__ import annotations
@@ -36,7 +39,8 @@ from verified_triton.judge.evidence import (
     Record,
     check_writable,
     figure_files,
-    figure_path,
+    figure_mismatch,
+    lesson_records,
     parse_json,
     read_figure,
     read_record,
@@ -45,7 +49,15 @@ from verified_triton.judge.evidence import (
     write_record,
 )
 from verified_triton.judge.status import contradictions
-from verified_triton.record.changes import Change, FindingChange, carry_history, changes, differences, finding_changes
+from verified_triton.record.changes import (
+    Change,
+    FindingChange,
+    carry_history,
+    changes,
+    differences,
+    finding_changes,
+    new_model,
+)
 from verified_triton.record.report import changed_files
 
 # A key: interpreter, gpu-<slug> (64 at most) or sanitize-gpu-<slug> (73).
@@ -95,19 +107,22 @@ FUTURE_SLACK = datetime.timedelta(days=1)  # clocks differ; a record dated furth
 
 def import_bundles(paths: list[Path], lessons: dict[str, Lesson], evidence_dir: Path,
                    selected: set[str] | None = None, accept_changes: bool = False,
-                   now: datetime.datetime | None = None) -> ImportReport:
+                   now: datetime.datetime | None = None, sources: dict[Path, Path] | None = None) -> ImportReport:
     """Validate every bundle, resolve conflicts between them, then write what was accepted.
 
-    A record that would replace a current record here by one with another
-    outcome, a benchmark moved beyond noise or an older start is a change:
-    every change is listed and nothing at all is written unless
-    `accept_changes`. The same record twice is no change.
+    A record that would replace a record here for the same source by one
+    that differs in anything that source determines (changes.differences), or
+    a new GPU model's first record beside current ones of other models, is a
+    change: every change is listed and nothing at all is written unless
+    `accept_changes`. The same record twice is no change. `sources`: the
+    file to read for a bundle (its private copy, provenance.private_copies),
+    when it is not the bundle's own path, which messages name.
     """
     report = ImportReport()
     now = now or datetime.datetime.now(datetime.UTC)
     accepted: dict[tuple[str, str], Incoming] = {}
     for path in paths:
-        incoming, refused, notes = read_bundle(path, lessons, selected, now)
+        incoming, refused, notes = read_bundle(path, lessons, selected, now, (sources or {}).get(path))
         report.notes += notes
         for item in incoming:  # a link under evidence/ would take the write outside the repository
             try:
@@ -134,11 +149,15 @@ def import_bundles(paths: list[Path], lessons: dict[str, Lesson], evidence_dir: 
     writes = []
     for (lesson, key), item in sorted(accepted.items()):
         previous = _record_here(evidence_dir, lessons[lesson], key, report)
-        if previous is not None and _same(previous, item.record) and _figures_here(evidence_dir, previous):
+        if previous is not None and _same(previous, item.record) and _figures_here(evidence_dir, previous,
+                                                                                    item.figures):
             report.unchanged.append(f"{lesson}/{key}")
             continue
         if previous is not None and previous.source_hash == item.record.source_hash:
             report.held += [f"{lesson}/{key}: {change}" for change in differences(previous, item.record)]
+        elif previous is None:
+            others = _current_gpu_records(evidence_dir, lessons[lesson], item.record)
+            report.held += [f"{lesson}/{key}: {change}" for change in new_model(item.record, others)]
         writes.append((item, previous))
     if report.held and not accept_changes:
         return report  # every change is listed; nothing is replaced
@@ -168,13 +187,24 @@ def _record_here(evidence_dir: Path, lesson: Lesson, key: str, report: ImportRep
     return previous
 
 
+def _current_gpu_records(evidence_dir: Path, lesson: Lesson, incoming: Record) -> list[Record]:
+    """The usable GPU records here of other models, for the source `incoming` was recorded from."""
+    records, _problems = lesson_records(evidence_dir, lesson.name)
+    return [r for r in records if r.mode == "gpu" and r.key != incoming.key
+            and r.source_hash == incoming.source_hash and not contradictions(lesson, r)]
+
+
 def _same(here: Record, incoming: Record) -> bool:
     """The same recording: equal in everything but the history (which is this repository's own)."""
     return dataclasses.replace(here, history={}) == dataclasses.replace(incoming, history={})
 
 
-def _figures_here(evidence_dir: Path, record: Record) -> bool:
-    return all(figure_path(evidence_dir, record, file).is_file() for file in figure_files(record))
+def _figures_here(evidence_dir: Path, record: Record, figures: dict[str, bytes]) -> bool:
+    """Whether every figure of `record` is here with the bytes the bundle brings (a planted file is not)."""
+    try:
+        return all(read_figure(evidence_dir, record, file) == figures[file] for file in figure_files(record))
+    except EvidenceError:
+        return False
 
 
 class _Budget:
@@ -196,18 +226,21 @@ class _TooBig(Exception):
 
 
 def read_bundle(path: Path, lessons: dict[str, Lesson], selected: set[str] | None,
-                now: datetime.datetime | None = None) -> tuple[list[Incoming], list[str], list[str]]:
-    """(records with their figures, refusals, notes) of one bundle; nothing is written."""
+                now: datetime.datetime | None = None, source: Path | None = None
+                ) -> tuple[list[Incoming], list[str], list[str]]:
+    """(records with their figures, refusals, notes) of one bundle; nothing is written. `source`: the file
+    to read, when not `path` itself (its private copy); messages name `path`."""
+    source = source or path
     try:
-        size = path.stat().st_size
+        size = source.stat().st_size
     except OSError as exc:
         return [], [f"{path}: cannot be read ({exc.strerror})"], []
-    if not path.is_file() or path.is_symlink():
+    if not source.is_file() or source.is_symlink():
         return [], [f"{path}: not a plain file"], []
     if size > LIMITS.bundle_file:
         return [], [f"{path}: {size:,} bytes, over the limit of {LIMITS.bundle_file:,}"], []
     try:
-        with open(path, "rb") as raw:
+        with open(source, "rb") as raw:
             gzipped = raw.read(2) == b"\x1f\x8b"
             raw.seek(0)
             # Every decompressed byte passes the budget, tar headers included (a crafted
@@ -299,6 +332,8 @@ def _records(path: Path, jsons: dict[str, bytes], pngs: dict[str, bytes], lesson
                 refused.append(f"{where}: figure {file} is not in the bundle; refused")
             elif not data.startswith(PNG_MAGIC) or len(data) > LIMITS.figure:
                 refused.append(f"{path}:{member}: not a PNG within {LIMITS.figure:,} bytes; refused")
+            elif figure_mismatch(file, data):  # a figure is named by its content: checked, never believed
+                refused.append(f"{path}:{member}: {figure_mismatch(file, data)}; refused")
             else:
                 figures[file] = data
                 used_pngs.add(member)

@@ -1,24 +1,34 @@
-"""Benchmarks across recordings: a bounded history, and changes beyond noise.
+"""Benchmarks across recordings: a bounded history, and the changes an import must list.
 
 One job: when a new record replaces an older one for the same lesson, mode
 and GPU model, carry each benchmark's earlier results forward (at most
 LIMITS.history of them, taken from this repository's records only: a bundle's
 own history is never believed) and say which benchmarks moved; before an
-import replaces a current record, list what it would change. A move counts when
-the two recordings' 95 % intervals do not overlap and the medians differ by
-more than NOISE (criterion.rs's noise threshold plays the same part): two
-runs of unchanged code on one GPU differ by a few percent, and a site that
-called that a regression would teach readers to ignore it.
+import replaces a current record for the same source, list everything it
+would change (`differences`). A move counts when the two recordings' 95 %
+intervals do not overlap and the medians differ by more than NOISE
+(criterion.rs's noise threshold plays the same part): two runs of unchanged
+code on one GPU differ by a few percent, and a site that called that a
+regression would teach readers to ignore it. An interval is judged too: one
+implausibly wide for its method (wider than +-50 % of its median, or WIDER
+times as wide as any earlier recording of it here) hides any move inside
+it, so it is a change to review, never "within noise".
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from verified_triton.core import kit
 from verified_triton.core.limits import LIMITS
+from verified_triton.core.numfmt import number
 from verified_triton.judge.evidence import HistoryPoint, Record
 
 NOISE = 0.02
+WIDE = 0.5  # an interval reaching further than this from its median, relatively, is implausible for any method
+WIDER = 4  # ...and so is one this many times as wide as the widest earlier recording of the benchmark here,
+WIDER_FLOOR = 0.05  # once it reaches further than +-5 % at all
+LISTED = 12  # names or lines of one kind listed per record; the rest are counted
 
 
 @dataclass(frozen=True)
@@ -119,24 +129,173 @@ def finding_changes(new: Record, previous: Record | None) -> list[FindingChange]
 
 
 def differences(here: Record, incoming: Record) -> list[str]:
-    """What replacing the record `here` by `incoming` would change, before -> after, one line each:
-    the outcome, every benchmark that moved beyond noise (or appeared, or went), an older start, and a
-    sanitizer finding the record here did not have."""
+    """What replacing the record `here` by `incoming` (for the same source) would change, one line each,
+    before -> after: the start, the outcome; the checks and their outcomes; every benchmark that moved beyond
+    noise, appeared or went, or whose interval is implausibly wide; targets, gates and stretch goals and their
+    verdicts; predictions and their verdicts; the steps; the skipped parts; the figures' bytes (their names);
+    a sanitizer finding the record here did not have."""
     found = []
     if incoming.started_utc < here.started_utc:
         found.append(f"started: {here.started_utc} here -> {incoming.started_utc} in the bundle (older than the "
                      "record here)")
     if here.outcome != incoming.outcome:
         found.append(f"outcome: {here.outcome} -> {incoming.outcome}")
-    old, now = points_of(here), points_of(incoming)
-    labels = {b.name: b.label for b in here.benchmarks} | {b.name: b.label for b in incoming.benchmarks}
-    for name in [*old, *(n for n in now if n not in old)]:
-        q, p = old.get(name), now.get(name)
-        if q is None or p is None or moved(q, p):
-            found.append(f"{labels[name]}: {_point(q)} -> {_point(p)}")
+    found += _check_changes(here, incoming)
+    found += _benchmark_changes(here, incoming)
+    found += _target_changes(here, incoming)
+    found += _prediction_changes(here, incoming)
+    steps = [[s.name + (" (not run)" if s.not_run else "") for s in r.steps] for r in (here, incoming)]
+    if steps[0] != steps[1]:
+        found.append(f"steps: {_names(steps[0])} -> {_names(steps[1])}")
+    parts = [[p.part for p in r.skipped_parts] for r in (here, incoming)]
+    if parts[0] != parts[1]:
+        found.append(f"skipped parts: {_names(parts[0])} -> {_names(parts[1])}")
+    else:
+        found += [f"skipped part {p.part}: its reason changed" for p, q in zip(here.skipped_parts,
+                                                                               incoming.skipped_parts, strict=True)
+                  if p.reason != q.reason][:LISTED]
+    found += _figure_changes(here, incoming)
     found += [change.text for change in finding_changes(incoming, here)]
     return found
 
 
+def new_model(incoming: Record, current_gpu_records: list[Record]) -> list[str]:
+    """A first GPU record of a model, for a lesson with current GPU records of other models here: listed as new
+    (it may turn a verified lesson into a failed one, or add a GPU the page will name)."""
+    if incoming.mode != "gpu" or not current_gpu_records:
+        return []
+    return [f"a new GPU model here ({incoming.env.device_name}): not recorded -> {incoming.outcome}"]
+
+
 def _point(p: HistoryPoint | None) -> str:
     return "not recorded" if p is None else f"{p.ratio:.3f}x [{p.ratio_low:.3f}, {p.ratio_high:.3f}]"
+
+
+def _names(names: list[str]) -> str:
+    """'a, b, c' or 'none'; past LISTED names, how many more."""
+    shown = ", ".join(names[:LISTED]) or "none"
+    return shown + (f" and {len(names) - LISTED} more" if len(names) > LISTED else "")
+
+
+def _listed(lines: list[str], what: str) -> list[str]:
+    return lines[:LISTED] + ([f"... and {len(lines) - LISTED} more {what}"] if len(lines) > LISTED else [])
+
+
+def _check_changes(here: Record, incoming: Record) -> list[str]:
+    """'checks: 5 passed -> 1 skipped', then each check whose outcome changed, came or went."""
+    old = {c.name: c.status for c in here.checks}
+    new = {c.name: c.status for c in incoming.checks}
+    if old == new:
+        return []
+    each = [f"check {name}: {old.get(name, 'not recorded')} -> {new.get(name, 'not recorded')}"
+            for name in [*old, *(n for n in new if n not in old)] if old.get(name) != new.get(name)]
+    return [f"checks: {_counted(here.checks)} -> {_counted(incoming.checks)}", *_listed(each, "checks changed")]
+
+
+def _counted(checks) -> str:
+    words = (("pass", "passed"), ("fail", "failed"), ("skip", "skipped"))
+    counts = [f"{n} {word}" for status, word in words if (n := sum(c.status == status for c in checks))]
+    return ", ".join(counts) or "none"
+
+
+def _interval(p: HistoryPoint) -> tuple[float, float, float]:
+    return p.ratio, p.ratio_low, p.ratio_high
+
+
+def _spread(p: HistoryPoint) -> float:
+    """How far the interval reaches from the median, relatively (0.05: +-5 %)."""
+    return max(p.ratio - p.ratio_low, p.ratio_high - p.ratio) / p.ratio if p.ratio > 0 else float("inf")
+
+
+def implausible(p: HistoryPoint, earlier: list[HistoryPoint]) -> str:
+    """Why the interval of `p` is implausibly wide for its method ('' when it is not): past +-WIDE of its
+    median, or WIDER times as wide as the widest of the `earlier` recordings of the benchmark here."""
+    spread = _spread(p)
+    if spread > WIDE:
+        return (f"an interval implausibly wide for its method ({p.ratio_low / p.ratio - 1:+.0%} to "
+                f"{p.ratio_high / p.ratio - 1:+.0%} of its median, past +-{WIDE:.0%}), which would hide any move")
+    widest = max((_spread(q) for q in earlier), default=None)
+    if widest is not None and spread > WIDER_FLOOR and spread > WIDER * widest:
+        return (f"an interval implausibly wide for its method (+-{spread:.0%} of its median, more than {WIDER} "
+                f"times the widest of its {len(earlier)} earlier recording(s) here, +-{widest:.0%})")
+    return ""
+
+
+def _benchmark_changes(here: Record, incoming: Record) -> list[str]:
+    old, now = points_of(here), points_of(incoming)
+    labels = {b.name: b.label for b in here.benchmarks} | {b.name: b.label for b in incoming.benchmarks}
+    found = []
+    for name in [*old, *(n for n in now if n not in old)]:
+        q, p = old.get(name), now.get(name)
+        wide = ""
+        if p is not None and q is not None and _interval(p) != _interval(q):
+            wide = implausible(p, [q, *here.history.get(name, [])])
+        if q is None or p is None or moved(q, p) or wide:
+            found.append(f"{labels[name]}: {_point(q)} -> {_point(p)}" + (f": {wide}" if wide else ""))
+    return _listed(found, "benchmarks changed")
+
+
+def _target(value: float | None, gate: bool | None = None) -> str:
+    if value is None:
+        return "none"
+    return f"{number(value)}x" + ("" if gate is None else " (gates the run)" if gate else " (does not gate)")
+
+
+def _target_changes(here: Record, incoming: Record) -> list[str]:
+    """Targets, gates and stretch goals of the benchmarks in both, and the verdicts the intervals give them."""
+    old = {b.name: b for b in here.benchmarks}
+    found = []
+    for b in incoming.benchmarks:
+        a = old.get(b.name)
+        if a is None:
+            continue
+        if (a.threshold, a.gate) != (b.threshold, b.gate):
+            found.append(f"{b.label}: target {_target(a.threshold, a.gate)} -> {_target(b.threshold, b.gate)}")
+        elif a.verdict != b.verdict:
+            found.append(f"{b.label}: the {_target(b.threshold)} target: {a.verdict} -> {b.verdict}")
+        if a.stretch != b.stretch:
+            found.append(f"{b.label}: stretch goal {_target(a.stretch)} -> {_target(b.stretch)}")
+        elif a.stretch_verdict != b.stretch_verdict:
+            found.append(f"{b.label}: the {_target(b.stretch)} stretch goal: {a.stretch_verdict} -> "
+                         f"{b.stretch_verdict}")
+    return _listed(found, "targets changed")
+
+
+def _prediction_changes(here: Record, incoming: Record) -> list[str]:
+    """What each prediction says (its value, tolerance and quantity) and whether the run bore it out."""
+    old = {p.name: p for p in here.predictions}
+    new = {p.name: p for p in incoming.predictions}
+    found = []
+    for name in [*old, *(n for n in new if n not in old)]:
+        a, b = old.get(name), new.get(name)
+        if _said(a) != _said(b):
+            found.append(f"prediction {name}: {_said(a)} -> {_said(b)}")
+        elif a is not None and _fared(a, here) != _fared(b, incoming):
+            found.append(f"prediction {name}: {_fared(a, here)} -> {_fared(b, incoming)}")
+    return _listed(found, "predictions changed")
+
+
+def _said(p: kit.Prediction | None) -> str:
+    if p is None:
+        return "not recorded"
+    what = p.unit if p.quantity == "value" else f"the {p.quantity} of {p.of}"
+    return f"{number(p.value)} +-{p.tolerance:.0%} ({what})"
+
+
+def _fared(p: kit.Prediction, record: Record) -> str:
+    outcome = kit.prediction_outcome(p, record.benchmarks)
+    return "not measured" if outcome is None else "held" if outcome.held else "missed"
+
+
+def _figure_changes(here: Record, incoming: Record) -> list[str]:
+    """A figure drawn from other bytes has another name (evidence.hashed_name): every name that changed."""
+    old = {f.name: (f.file, f.dark_file) for f in here.figures}
+    new = {f.name: (f.file, f.dark_file) for f in incoming.figures}
+    found = []
+    for name in [*old, *(n for n in new if n not in old)]:
+        a, b = old.get(name, ("not recorded", "")), new.get(name, ("not recorded", ""))
+        if a[0] != b[0]:
+            found.append(f"figure {name}: {a[0]} -> {b[0]}")
+        if a[1] != b[1]:
+            found.append(f"figure {name} (dark): {a[1] or 'none'} -> {b[1] or 'none'}")
+    return _listed(found, "figures changed")

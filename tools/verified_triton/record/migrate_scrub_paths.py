@@ -5,8 +5,10 @@
 
 Records written before tools/verified_triton/record/scrub.py kept absolute paths in what a run
 printed (a warning from <site-packages>, a traceback through the temporary
-folder). This rewrites exactly those texts with the scrubber verify now uses
-before it writes a record, and nothing else: the source hash, the file list,
+folder), and until issue 30 the scrubber skipped what each step printed and
+other texts (a check's why, a prediction's basis, a warning's example...).
+This rewrites exactly those texts with the scrubber verify now uses before
+it writes a record (every text but names, keys, hashes and stamps), and nothing else: the source hash, the file list,
 the figures and every other field stay as they are, so no record goes stale
 and none needs re-recording. It is idempotent: a clean record is not touched,
 and running it again changes nothing.

@@ -20,26 +20,39 @@ Without any of these options nothing here runs: an import of a bundle from a
 developer's own GPU works as before. `gh` is found on PATH (tests put a fake
 one there); a missing `gh`, a failed verification or output that is not what
 `gh --format json` prints refuses the bundle.
+
+With any of them, each bundle is first copied once, bounded, into a private
+file (`private_copies`: mkstemp, 0600, in a folder of its own), and that copy
+is what gh verifies, what these checks read and what the import reads: a
+bundle swapped at its path after the check is never the one imported. gh's
+output is read bounded while it prints (LIMITS.gh_output) and its JSON parsed
+only within LIMITS.json_depth levels: whatever it prints (huge, deeply nested,
+not UTF-8, not JSON) is a refusal naming the bundle, never a traceback.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import re
 import shutil
-import subprocess
-from dataclasses import dataclass
+import stat
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from verified_triton.core.lessons import Lesson
+from verified_triton.core.limits import LIMITS
 from verified_triton.judge.evidence import Record
 from verified_triton.record.bundles import read_bundle
+from verified_triton.record.capture import run_command
 
 SIGNER = re.compile(r"^(?P<repo>[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+)/(?P<path>\.github/workflows/[A-Za-z0-9_.-]+\.ya?ml)"
                     r"@(?P<ref>refs/[A-Za-z0-9_./-]+)$")
 RUNNERS = ("github-hosted", "self-hosted")
 GH_TIMEOUT_S = 180
-GH_OUTPUT_LIMIT = 4 * 1024 * 1024  # a few attestations of one file; more is not what gh prints
 
 
 @dataclass(frozen=True)
@@ -93,6 +106,53 @@ def record_problems(record: Record, expect: Expectation, runners: set[str]) -> l
     return problems
 
 
+@dataclass
+class PrivateCopies:
+    """Each bundle's private copy (what is verified and imported), or why it could not be made."""
+
+    files: dict[Path, Path] = field(default_factory=dict)
+    problems: dict[Path, str] = field(default_factory=dict)
+
+
+@contextlib.contextmanager
+def private_copies(paths: list[Path]) -> Iterator[PrivateCopies]:
+    """Copy each bundle once, bounded and through no link, into a private file; remove them all afterwards."""
+    copies = PrivateCopies()
+    folder = Path(tempfile.mkdtemp(prefix="vt-import-"))  # 0700: no other user can swap a copy either
+    try:
+        for path in paths:
+            try:
+                copies.files[path] = _copy(path, folder)
+            except OSError as exc:
+                copies.problems[path] = f"cannot be read ({exc.strerror or exc})"
+            except ValueError as exc:
+                copies.problems[path] = str(exc)
+        yield copies
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _copy(path: Path, folder: Path) -> Path:
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    try:
+        source = os.open(path, flags)
+    except OSError as exc:
+        if os.path.islink(path):
+            raise ValueError("a link, not a plain file") from None
+        raise exc
+    fd, name = tempfile.mkstemp(dir=folder, prefix="bundle-", suffix=".tar.gz")  # mkstemp: 0600
+    with os.fdopen(source, "rb") as src, os.fdopen(fd, "wb") as dst:
+        if not stat.S_ISREG(os.fstat(src.fileno()).st_mode):
+            raise ValueError("not a plain file")
+        copied = 0
+        while chunk := src.read(1 << 20):
+            copied += len(chunk)
+            if copied > LIMITS.bundle_file:
+                raise ValueError(f"more than {LIMITS.bundle_file:,} bytes, over the limit for a bundle")
+            dst.write(chunk)
+    return Path(name)
+
+
 def attested_runners(path: Path, signer: str) -> tuple[set[str], str]:
     """(runner environments the verified attestations name, problem): `gh attestation verify` on one file."""
     match = SIGNER.match(signer)
@@ -103,39 +163,77 @@ def attested_runners(path: Path, signer: str) -> tuple[set[str], str]:
                "--signer-workflow", f"{match['repo']}/{match['path']}", "--source-ref", match["ref"],
                "--format", "json"]
     try:
-        result = subprocess.run(command, capture_output=True, timeout=GH_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        return set(), f"gh attestation verify did not answer within {GH_TIMEOUT_S} s"
+        result = run_command(command, GH_TIMEOUT_S, LIMITS.gh_output)
     except OSError as exc:
         return set(), f"gh could not be run ({exc.strerror})"
-    if result.returncode != 0:
+    if result.timed_out:
+        return set(), f"gh attestation verify did not answer within {GH_TIMEOUT_S} s"
+    if result.too_long:
+        return set(), (f"gh attestation verify printed more than {LIMITS.gh_output:,} bytes, which is not what it "
+                       "prints about one bundle")
+    if result.exit_code != 0:
         said = result.stderr.decode("utf-8", "replace").strip().splitlines()[-3:]
-        return set(), f"no attestation by {signer} verifies ({' '.join(said) or f'gh exited {result.returncode}'})"
+        return set(), f"no attestation by {signer} verifies ({' '.join(said) or f'gh exited {result.exit_code}'})"
+    verified, problem = _parse(result.stdout)
+    if problem:
+        return set(), f"gh attestation verify succeeded but printed {problem}"
     try:
-        if len(result.stdout) > GH_OUTPUT_LIMIT:
-            raise ValueError("too long")
-        verified = json.loads(result.stdout)
         runners = {item["verificationResult"]["signature"]["certificate"]["runnerEnvironment"] for item in verified}
-    except (ValueError, TypeError, KeyError):
+    except (TypeError, KeyError):
+        runners = None
+    if runners is None or not all(isinstance(r, str) for r in runners):
         return set(), "gh attestation verify succeeded but printed no attestations with a runner environment"
     if not runners or not runners <= set(RUNNERS):
-        return set(), f"the attestation names no known runner environment ({', '.join(map(str, runners)) or 'none'})"
+        shown = ", ".join(sorted(r[:40] for r in runners)) or "none"
+        return set(), f"the attestation names no known runner environment ({shown})"
     return runners, ""
 
 
+def _parse(output: bytes) -> tuple[object, str]:
+    """gh's JSON, or why not: not UTF-8, not JSON, or nested past LIMITS.json_depth. The decoder itself stops
+    at the interpreter's recursion limit (a RecursionError, caught); the depth is then checked without
+    recursion."""
+    try:
+        text = output.decode("utf-8")
+    except UnicodeDecodeError:
+        return None, "something that is not UTF-8 text"
+    too_deep = f"JSON nested more than {LIMITS.json_depth} levels deep, which is not what it prints"
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        return None, too_deep
+    except ValueError:
+        return None, "no attestations with a runner environment (not JSON)"
+    todo = [(value, 1)]
+    while todo:
+        node, depth = todo.pop()
+        if isinstance(node, dict | list):
+            if depth > LIMITS.json_depth:
+                return None, too_deep
+            todo += [(child, depth + 1) for child in (node.values() if isinstance(node, dict) else node)]
+    return value, ""
+
+
 def provenance_problems(paths: list[Path], lessons: dict[str, Lesson], expect: Expectation,
-                        selected: set[str] | None = None) -> list[str]:
-    """One line per problem, "bundle[:member]: why; refused"; empty when every bundle may be imported."""
+                        selected: set[str] | None = None, copies: PrivateCopies | None = None) -> list[str]:
+    """One line per problem, "bundle[:member]: why; refused"; empty when every bundle may be imported.
+
+    `copies`: the private copy of each bundle (private_copies), which is what gh verifies and what is read;
+    messages name the bundle itself."""
     problems = []
     for path in paths:
+        if copies is not None and path in copies.problems:
+            problems.append(f"{path}: {copies.problems[path]}; refused")
+            continue
+        source = copies.files[path] if copies is not None else path
         runners: set[str] = set()
         if expect.signer:
-            runners, problem = attested_runners(path, expect.signer)
+            runners, problem = attested_runners(source, expect.signer)
             if problem:
                 problems.append(f"{path}: {problem}; refused")
                 continue
         # What the bundle holds, read without writing; whatever it cannot read, the import itself reports.
-        incoming, _refused, _notes = read_bundle(path, lessons, selected)
+        incoming, _refused, _notes = read_bundle(path, lessons, selected, source=source)
         for item in incoming:
             for problem in record_problems(item.record, expect, runners):
                 problems.append(f"{path}:{item.record.lesson}/{item.record.key}.json: {problem}; refused")

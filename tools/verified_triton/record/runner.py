@@ -205,10 +205,12 @@ def classify(lesson: Lesson, mode: str, run: Captured, limit: float, results: ki
         return "timeout", f"killed after the {limit:.0f} s timeout"
     code = run.exit_code
     expected = lesson.modes[mode].expected_exits
-    if code in expected:
+    failed = [f"check {c.name}" for c in results.checks if c.status == "fail"] if results else []
+    if code in expected:  # a declared exit is by design only when no check failed before it
+        if failed:
+            return "failed", ", ".join(failed) + f" (then exit {code}, which lesson.toml expects: {expected[code]})"
         return "by-design", expected[code]
     if code == kit.EXIT_BY_DESIGN and results is not None and results.declined:
-        failed = [f"check {c.name}" for c in results.checks if c.status == "fail"]
         if failed:  # declining never hides a check that failed before it
             return "failed", ", ".join(failed) + f" (then declined: {results.declined})"
         return "by-design", results.declined

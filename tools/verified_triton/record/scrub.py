@@ -12,6 +12,7 @@ tools/migrate.py cleans records written before this existed.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import sysconfig
@@ -65,17 +66,34 @@ def scrubber(root: Path) -> Callable[[str], str]:
     return scrub
 
 
+# Fields that name or identify rather than say: a record's keys, hashes, stamps, enums and file names. A path
+# in one of them is refused by the schema's value rules or is a name the page links by, never rewritten here.
+IDENTITY = frozenset({"lesson", "mode", "key", "outcome", "started_utc", "source_hash", "source_files", "history",
+                      "name", "file", "dark_file", "step", "of", "status", "unit", "verdict", "stretch_verdict",
+                      "quantity"})
+
+
 def scrub_record(record, scrub: Callable[[str], str]) -> None:
-    """Every text of a record that a run wrote (its output, reason, messages, notes, captions, cells), scrubbed."""
-    record.stdout, record.stderr, record.reason = scrub(record.stdout), scrub(record.stderr), scrub(record.reason)
-    for check in record.checks:
-        check.message = scrub(check.message)
-    for part in record.skipped_parts:
-        part.reason = scrub(part.reason)
-    for bench in record.benchmarks:
-        bench.note, bench.method = scrub(bench.note), scrub(bench.method)
-    for table in record.tables:
-        table.caption = scrub(table.caption)
-        table.rows = [[scrub(cell) if isinstance(cell, str) else cell for cell in row] for row in table.rows]
-    for figure in record.figures:
-        figure.caption = scrub(figure.caption)
+    """Every text of a record, scrubbed in place: each str field of the record and of every dataclass, list
+    and dict below it (what a run and each of its steps printed, the reason, messages, notes, captions,
+    cells, a prediction's basis, a warning's example...), all but the IDENTITY fields."""
+    _scrub_fields(record, scrub)
+
+
+def _scrub_fields(obj, scrub: Callable[[str], str]) -> None:
+    for f in dataclasses.fields(obj):
+        if f.name not in IDENTITY:
+            setattr(obj, f.name, _scrubbed(getattr(obj, f.name), scrub))
+
+
+def _scrubbed(value, scrub: Callable[[str], str]):
+    if isinstance(value, str):
+        return scrub(value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        _scrub_fields(value, scrub)
+        return value
+    if isinstance(value, list):
+        return [_scrubbed(item, scrub) for item in value]
+    if isinstance(value, dict):  # keys are names (baselines' packages); their values are texts
+        return {key: _scrubbed(item, scrub) for key, item in value.items()}
+    return value

@@ -1,10 +1,13 @@
 """Smoke runs: each lesson's GPU-only code, once, on the CPU, on tiny inputs, before any GPU time is spent.
 
 One job: run lessons with TRITON_INTERPRET=1 and VT_SMOKE=1 (the kit's smoke run, code/lessonkit.py) in a
-scratch folder and say, for each, whether it ran through, and where it broke: the FILE:LINE of the
+scratch copy of code/ and say, for each, whether it ran through, and where it broke: the FILE:LINE of the
 traceback's deepest frame in the lesson's own files, with the error; or the checks that failed. Nothing is
-written under evidence/: a smoke run calls every benchmarked function once and times nothing, so it is
-no evidence of anything but that the code runs. `verify.py --smoke` is its command line.
+written under evidence/, nor under code/: the lesson runs from the copy, so a file it writes with a
+relative path, or beside its own file, lands in the copy, which is removed with everything the run started
+(capture.py ends its process group and any session it began). A smoke run calls every benchmarked function
+once and times nothing, so it is no evidence of anything but that the code runs. `verify.py --smoke` is its
+command line.
 """
 
 from __future__ import annotations
@@ -76,8 +79,12 @@ def smoke_run(lesson: Lesson, timeout: float | None = None, env: dict[str, str] 
     try:
         results_file = work / "results.json"
         limit = timeout or spec.timeout
-        run = run_bounded(str(lesson.main), lesson.folder,
+        code = lesson.folder.parent
+        copy = work / "code"  # the lesson, its kit and the lessons it uses, where its writes can land harmlessly
+        shutil.copytree(code, copy, symlinks=True, ignore=shutil.ignore_patterns("__pycache__", ".*"))
+        run = run_bounded(str(copy / lesson.main.relative_to(code)), copy / lesson.folder.name,
                           {**smoke_env(results_file, work / "figures"), **(env or {})}, limit)
+        run.stderr = _from_copy(run.stderr, copy, code)
         results, _ = read_results(results_file)
         smoke = SmokeRun(lesson, "passed", run.wall_s, results=results)
         if run.timed_out:
@@ -95,6 +102,13 @@ def smoke_run(lesson: Lesson, timeout: float | None = None, env: dict[str, str] 
         return smoke
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _from_copy(text: str, copy: Path, code: Path) -> str:
+    """What the run printed, with the copy's paths as the files' own (a traceback names code/, not the copy)."""
+    for form in sorted({str(copy), os.path.realpath(copy)}, key=len, reverse=True):
+        text = text.replace(form + os.sep, str(code) + os.sep)
+    return text
 
 
 def failure(lesson: Lesson, stderr: str, failed_checks: list[str], exit_code: int | None) -> tuple[str, str]:

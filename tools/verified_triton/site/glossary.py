@@ -11,12 +11,13 @@ Every line is a definition or blank, since every line lands on every page:
 The definition is plain text (it becomes a `title` attribute) and ends with
 the lesson that teaches the term, by its title up to the colon or by its
 name. Forms of one term (a plural: `*[warps]: ...`) repeat the definition
-word for word, and the glossary shows them as one entry.
+word for word, and the glossary shows them as one entry. A line is parsed
+with string methods in one pass (`parse_line`), never by a regex that could
+backtrack: a line of 150,000 spaces is read, or refused, at once.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,8 +25,7 @@ from verified_triton.core.limits import LIMITS
 from verified_triton.core.safefs import read_text
 
 ABBREVIATIONS = Path("includes") / "abbreviations.md"  # under docs/
-LINE = re.compile(r"^\*\[(?P<term>[^\]\\]+)\]:[ ]*(?P<definition>.+?)\s*$")
-TAUGHT = re.compile(r"^(?P<definition>.+?)\s+Taught in: (?P<lesson>[^.]+)\.$")
+TAUGHT_IN = "Taught in: "
 
 
 class GlossaryError(Exception):
@@ -49,23 +49,58 @@ def read(path: Path, root: Path | None = None) -> list[Entry]:
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
-        match = LINE.match(line)
-        if not match:
+        parsed = parse_line(line)
+        if parsed is None:
             raise GlossaryError(f"{path}:{number}: not an abbreviation ('*[term]: definition ... Taught in: "
                                 "Lesson.'); every line of this file is appended to every page")
-        term, full = match.group("term").strip(), match.group("definition")
+        term, full = parsed
+        if not term or len(term) > LIMITS.name:
+            raise GlossaryError(f"{path}:{number}: a term is 1 to {LIMITS.name} characters besides spaces, not "
+                                f"{len(term)}")
         if term in terms:
             raise GlossaryError(f"{path}:{number}: '{term}' is defined twice (first on line {terms[term]})")
         terms[term] = number
-        taught = TAUGHT.match(full)
-        if not taught:
+        taught = split_taught(full)
+        if taught is None:
             raise GlossaryError(f"{path}:{number}: '{term}' does not end with 'Taught in: LESSON.' (the lesson's "
                                 "title up to its colon, or its name)")
         if full in entries:
             entries[full].forms.append(term)
             continue
-        entries[full] = Entry(term, taught.group("definition"), taught.group("lesson").strip(), [term], number)
+        entries[full] = Entry(term, taught[0], taught[1].strip(), [term], number)
     return list(entries.values())
+
+
+def parse_line(line: str) -> tuple[str, str] | None:
+    """(term, definition) of `*[term]: definition`, both stripped; None when the line is not one.
+
+    The term runs to the first ']' and holds no backslash; the definition is what follows ']:' and its spaces,
+    without trailing whitespace, and is not empty."""
+    if not line.startswith("*["):
+        return None
+    close = line.find("]", 2)
+    if close < 3 or line[close + 1:close + 2] != ":" or "\\" in line[2:close]:
+        return None
+    definition = line[close + 2:].lstrip(" ").rstrip()
+    return (line[2:close].strip(), definition) if definition else None
+
+
+def split_taught(full: str) -> tuple[str, str] | None:
+    """(definition, lesson) of 'DEFINITION Taught in: LESSON.', or None.
+
+    The lesson holds no '.' but the final one, so 'Taught in: ' is looked for only after the last other '.',
+    and the first occurrence there that follows whitespace (and some definition) is the one."""
+    if not full.endswith("."):
+        return None
+    body = full[:-1]
+    at = body.rfind(".") + 1
+    while (at := body.find(TAUGHT_IN, at)) >= 0:
+        if at and body[at - 1].isspace() and len(body) > at + len(TAUGHT_IN):
+            definition = body[:at].rstrip()  # empty at most once: a later one has this 'Taught in' before it
+            if definition:
+                return definition, body[at + len(TAUGHT_IN):]
+        at += 1
+    return None
 
 
 def lesson_for(entry: Entry, lessons) -> object | None:

@@ -71,6 +71,11 @@ SANITIZE_ENV = "VT_SANITIZE"
 # == Children: one kernel in a process of its own ==================================
 
 
+def local(text: str) -> str:
+    """`text` with this folder's path cut off the files it names (specimens.py)."""
+    return text.replace(str(HERE) + os.sep, "").replace(str(HERE.parent) + os.sep, "")
+
+
 @dataclass
 class Child:
     command: list[str]
@@ -84,7 +89,7 @@ class Child:
                 for line in self.stdout.splitlines() if line.startswith(MARK)]
 
     def tail(self, chars: int = 600) -> str:
-        text = (self.stdout + "\n" + self.stderr).strip()
+        text = local(self.stdout + "\n" + self.stderr).strip()
         return text if len(text) <= chars else "..." + text[-chars:]
 
 
@@ -192,7 +197,7 @@ def debug_in_the_interpreter(device: str) -> str:
             scale(scale_rows_buggy, x, torch.ones(3, device=device), PAUSE=True)
     finally:
         sys.breakpointhook = saved
-    return session.getvalue()
+    return local(session.getvalue())  # pdb names files by their full path
 
 
 # end snippet
@@ -243,7 +248,7 @@ def debugger(lesson: Lesson, device: str) -> None:
     # runs it so that a GPU's printf output can be read back.
     child = run_child(["print"])
     # end snippet
-    print("\n".join(child.stdout.splitlines()[:30]))
+    print(local("\n".join(child.stdout.splitlines()[:30])))
     row_1 = printed_offsets(child.stdout, 1)
     lesson.check("device-print-shows-row-1-at-6",
                  child.returncode == 0 and bool(row_1) and min(row_1) == 6,
@@ -291,7 +296,7 @@ def out_of_bounds(lesson: Lesson, device: str) -> None:
         print(f"  the child: {mark}")
     last = child.stderr.strip().splitlines()[-1:] if child.stderr.strip() else []
     print(f"  its exit status: {child.returncode}"
-          + (f"; its last words on stderr: {last[0][:200]}" if last else ""))
+          + (f"; its last words on stderr: {local(last[0])[:200]}" if last else ""))
     lesson.check("plain-tensor-store-raises-nothing", marks[:1] == ["launched"],
                  "the launch returned without an error",
                  why="whatever broke, broke later and elsewhere")

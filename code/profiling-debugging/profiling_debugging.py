@@ -30,6 +30,7 @@ import os
 import pdb
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -119,6 +120,18 @@ def read_log(path: str, limit: int = 1 << 20) -> str:
         return ""
     with open(path, "rb") as f:
         return f.read(limit).decode(errors="replace")
+
+
+def exit_status(code: int | None) -> str:
+    """-11 -> '-11 (killed by SIGSEGV)': a negative status is the signal's number."""
+    if code is None:
+        return "none (killed at the timeout)"
+    if code < 0:
+        try:
+            return f"{code} (killed by {signal.Signals(-code).name})"
+        except ValueError:
+            return f"{code} (killed by signal {-code})"
+    return str(code)
 
 
 def under_a_sanitizer(lesson: Lesson, part: str) -> bool:
@@ -243,10 +256,12 @@ def debugger(lesson: Lesson, device: str) -> None:
         lesson.skip("pdb-in-the-kernel", "a compiled kernel has no Python frame to "
                     "stop in; breakpoint() works under TRITON_INTERPRET=1")
     # snippet: device-print
-    # tl.device_print works in both: the interpreter prints each program's
-    # block, a GPU every element of it (keep the grid tiny). A child process
-    # runs it so that a GPU's printf output can be read back.
-    child = run_child(["print"])
+    # The prints work in both: the interpreter prints each program's block,
+    # a GPU every element of it (keep the grid tiny). A child process runs
+    # the kernel so that a GPU's printf output can be read back, and compiles
+    # it afresh: a kernel loaded from Triton's cache was compiled earlier, and
+    # its static_print has nothing to say.
+    child = run_child(["print"], env={"TRITON_ALWAYS_COMPILE": "1"})
     # end snippet
     print(local("\n".join(child.stdout.splitlines()[:30])))
     row_1 = printed_offsets(child.stdout, 1)
@@ -254,6 +269,8 @@ def debugger(lesson: Lesson, device: str) -> None:
                  child.returncode == 0 and bool(row_1) and min(row_1) == 6,
                  f"program 1 printed offsets from {min(row_1) if row_1 else '?'} "
                  f"({child.marks()[-1] if child.marks() else child.tail(300)})")
+    lesson.check("static-print-shows-block", re.search(r"BLOCK = 8\b", child.stdout)
+                 is not None, "tl.static_print printed the constexpr BLOCK = 8")
 
 
 # == Step 2: memory nobody checks =====================================================
@@ -295,7 +312,7 @@ def out_of_bounds(lesson: Lesson, device: str) -> None:
     for mark in marks:
         print(f"  the child: {mark}")
     last = child.stderr.strip().splitlines()[-1:] if child.stderr.strip() else []
-    print(f"  its exit status: {child.returncode}"
+    print(f"  its exit status: {exit_status(child.returncode)}"
           + (f"; its last words on stderr: {local(last[0])[:200]}" if last else ""))
     lesson.check("plain-tensor-store-raises-nothing", marks[:1] == ["launched"],
                  "the launch returned without an error",
@@ -731,8 +748,10 @@ def copies(device: str) -> list[tuple[str, object, tuple, dict, bool]]:
 
 
 def excerpt(text: str, pattern: str, lines: int = 2) -> str:
-    found = [line.strip() for line in text.splitlines() if re.search(pattern, line)]
-    return "\n    ".join(line[:110] for line in found[:lines])
+    """The first lines matching `pattern`, without SASS's address and encoding."""
+    found = [re.sub(r"/\*[0-9a-fx]+\*/|\s+/\* 0x[0-9a-f]+ \*/", "", line).strip()
+             for line in text.splitlines() if re.search(pattern, line)]
+    return "\n    ".join(re.sub(r"\s{2,}", " ", line)[:120] for line in found[:lines])
 
 
 def compiled_code(lesson: Lesson, device: str) -> None:

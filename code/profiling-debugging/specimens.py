@@ -36,8 +36,9 @@ def scale_rows_buggy(
     cols = tl.arange(0, BLOCK)
     mask = cols < n_cols
     offs = row * n_cols + cols  # the planted bug: x's rows are x_row_stride apart
-    if DEBUG:  # a constexpr: False compiles the print out entirely
-        tl.device_print("offs", offs)
+    if DEBUG:  # a constexpr: False compiles both prints out entirely
+        tl.static_print("BLOCK =", BLOCK)  # once, while the kernel compiles
+        tl.device_print("offs", offs)  # every element of every program, as it runs
     if PAUSE:  # the interpreter only: stop here, in Python, with every local
         breakpoint()
     x = tl.load(x_ptr + offs, mask=mask)

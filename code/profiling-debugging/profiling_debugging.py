@@ -59,7 +59,7 @@ from specimens import (  # noqa: E402
     strided_copy_kernel,
 )
 
-from lessonkit import Lesson, bench_ms  # noqa: E402
+from lessonkit import Lesson, bench_interleaved, bench_ms  # noqa: E402
 
 SPECIMENS = HERE / "specimens.py"
 # verify.py's sanitizer mode runs the whole lesson under compute-sanitizer and
@@ -835,6 +835,20 @@ def clocks(lesson: Lesson, device: str) -> None:
     synced_ms = (time.perf_counter() - start) * 1e3
     kernel_ms = bench_ms(lambda: specimens.copy(x, out))  # do_bench's median
     # end snippet
+    # snippet: rounds
+    # The course's way: the kernel and a baseline take turns, round after
+    # round, in one process, and each round's pair gives one sample of their
+    # ratio. A device-to-device copy moves the same 8 bytes an element. Each
+    # call is timed on its own, as in vector-add: captured in a CUDA graph, a
+    # copy of 1 GiB becomes a copy-engine transfer, slower than a kernel's.
+    lesson.predict("copy-vs-torch-copy-2^28-fp32", 1.0,
+                   "both only move the same 8 bytes an element", 0.05)
+    rounds = bench_interleaved({"copy_kernel": lambda: specimens.copy(x, out),
+                                "torch copy": lambda: out.copy_(x)}, method="events")
+    # end snippet
+    lesson.benchmark("copy-vs-torch-copy-2^28-fp32", "copy_kernel vs out.copy_(x), "
+                     "2^28 fp32", rounds, "copy_kernel", "torch copy", unit="GB/s",
+                     work=2 * n * 4, baseline_name="device-to-device copy")
     if not math.isfinite(kernel_ms):
         lesson.skip("launch-is-not-the-kernel", "a smoke run times nothing")
         return

@@ -12,6 +12,7 @@ out as "no summary" or "refused", never as a clean run.
 from __future__ import annotations
 
 import importlib.util
+import json
 import sys
 
 import pytest
@@ -322,3 +323,46 @@ def test_the_nsight_compute_step_from_the_tool_to_its_measurement(pd, tmp_path, 
     pd.nsight_compute(lesson, "cuda")
     assert lesson.outcomes() == {"ncu-report-read": True, "ncu-dram-reads-are-the-input": True}
     assert ("measured", "copy-dram-throughput", 91.37) in lesson.calls
+
+
+def test_the_proton_step_reads_the_tree_its_child_wrote(pd, monkeypatch):
+    tree = [{"frame": {"name": "ROOT", "type": "function"}, "metrics": {}, "children": [
+        {"frame": {"name": "copy_kernel", "type": "function"},
+         "metrics": {"count": 10, "time (ns)": 1_300_000}, "children": []}]}, {"CUDA": {}}]
+
+    def child(args, prefix=(), env=None, timeout=300):
+        assert args[0] == "proton"
+        from pathlib import Path
+        Path(args[1]).write_text(json.dumps(tree))  # where Proton writes NAME.hatchet
+        return pd.Child(args, 0, "specimen: profiled 10 copies\n", "")
+
+    monkeypatch.setattr(pd, "run_child", child)
+    monkeypatch.delenv("VT_SANITIZE", raising=False)
+    lesson = Recorder()
+    pd.proton(lesson, "cuda")
+    assert lesson.outcomes() == {"proton-counted-ten-launches": True}
+    monkeypatch.setattr(pd, "run_child", lambda *a, **k: pd.Child(["proton"], 1, "", "ImportError: libcupti"))
+    lesson = Recorder()
+    pd.proton(lesson, "cuda")
+    assert lesson.calls[0][:2] == ("skip", "proton") and "libcupti" in lesson.calls[0][2]
+
+
+def test_the_assert_step_on_a_gpu_wants_each_assertion_to_fire_with_its_message(pd, monkeypatch):
+    fired = pd.Child([], 1, "specimen: raised RuntimeError: CUDA error: device-side assert triggered\n",
+                     "specimens.py:121: fill_device_assert: block: [3,0,0], thread: [104,0,0] "
+                     "Assertion `store past the end` failed.\n")
+    silent = pd.Child([], 0, "specimen: no assertion fired; 64 written past the end\n", "")
+
+    def child(args, prefix=(), env=None, timeout=300):
+        return fired if env == {"TRITON_DEBUG": "1"} else silent
+
+    monkeypatch.setattr(pd, "run_child", child)
+    monkeypatch.delenv("VT_SANITIZE", raising=False)
+    lesson = Recorder()
+    pd.asserts(lesson, "cuda")
+    assert lesson.outcomes() == {"gpu-device-assert-fires": True, "gpu-block-assert-fires": True,
+                                 "gpu-scalar-assert-fires": True, "gpu-no-assert-without-triton-debug": True}
+    monkeypatch.setattr(pd, "run_child", lambda *a, **k: silent)  # a Triton that dropped the assertion
+    lesson = Recorder()
+    pd.asserts(lesson, "cuda")
+    assert not lesson.outcomes()["gpu-device-assert-fires"]

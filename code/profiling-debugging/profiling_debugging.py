@@ -986,9 +986,13 @@ def proton(lesson: Lesson, device: str) -> None:
         # (specimens.py proton); the profile is a JSON tree of frames.
         child = run_child(["proton", path, str(1 << 26)])
         # end snippet
+        written = sorted(Path(folder).glob("*.hatchet"))  # Proton adds the suffix
         tree = None
-        if child.returncode == 0 and os.path.exists(path):
-            tree = json.loads(Path(path).read_text()[:1 << 22])
+        if child.returncode == 0 and written:
+            try:
+                tree = json.loads(read_log(str(written[0]), 1 << 22))
+            except ValueError as exc:
+                child.stderr += f"\n{written[0].name} is not JSON: {exc}"
     if tree is None:
         lesson.skip("proton", f"Proton did not run here (exit {child.returncode}): "
                     f"{child.tail(400)}")

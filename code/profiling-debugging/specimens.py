@@ -225,6 +225,7 @@ def child_copy(n: int) -> None:
     print(f"{MARK} copied {n} floats: {bool(torch.equal(out, x))}", flush=True)
 
 
+# snippet: proton
 def child_proton(path: str, n: int) -> None:
     import triton.profiler as proton
 
@@ -238,6 +239,9 @@ def child_proton(path: str, n: int) -> None:
     torch.cuda.synchronize()
     proton.finalize()
     print(f"{MARK} profiled 10 copies of {n} floats", flush=True)
+
+
+# end snippet
 
 
 def main(argv: list[str]) -> None:

@@ -30,7 +30,7 @@ import pytest
 from conftest import Doc, SiteProject, bench, build_output, figure_name, make_site_project, png, toml_string
 from verified_triton.core.kit import Check, Figure, SkippedPart, Table
 from verified_triton.judge.evidence import Environment, gpu_key, read_record
-from verified_triton.site.render import MAX_LINE, MAX_LINES, MAX_TEXT, clean_output, code_block, text
+from verified_triton.site.render import MAX_LINE, MAX_LINES, MAX_TEXT, Md, clean_output, code_block, text
 
 HOSTILE = "<script>alert(1)</script>"
 # Things that mean something to HTML, Markdown, the extensions, MkDocs' templates or a terminal.
@@ -539,7 +539,7 @@ def test_code_block_keeps_any_body_inside_one_block(body, indent):
 
 
 def test_code_block_fence_carries_language_and_attributes():
-    block = code_block("x = 1", "python", 'title="a.py" linenums="3"')
+    block = code_block("x = 1", "python", Md('title="a.py" linenums="3"'))  # attributes the code writes: Md
     assert block.split("\n")[0] == '```python title="a.py" linenums="3"'
 
 

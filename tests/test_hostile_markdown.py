@@ -54,6 +54,16 @@ def hostile(tmp_path):
     return site
 
 
+def without_code_blocks(markdown: str) -> str:
+    """The lines outside fenced and indented code blocks (a README's commands), where Markdown reads nothing."""
+    lines = markdown.split("\n")
+    for token in MarkdownIt("commonmark").parse(markdown):
+        if token.type in ("fence", "code_block") and token.map:
+            start, end = token.map
+            lines[start:end] = [""] * (end - start)
+    return "\n".join(lines)
+
+
 def problems(markdown: str) -> list[str]:
     """What a CommonMark reader (and GFM's autolinks, Jupyter's math) would make of hostile text as markup."""
     found = []
@@ -71,7 +81,7 @@ def problems(markdown: str) -> list[str]:
         html = MarkdownIt("commonmark").render(markdown)
         if re.search(rf"<{kind}>(b|e)</{kind}>", html):
             found.append(f"{kind} from the hostile text")
-    outside_code = re.sub(r"^```.*?^```", "", markdown, flags=re.S | re.M)
+    outside_code = without_code_blocks(markdown)
     if AUTOLINK.search(outside_code):
         found.append(f"{AUTOLINK.search(outside_code).group()!r}: GFM makes a link of it")
     if MATH.search(outside_code):

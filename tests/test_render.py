@@ -201,12 +201,12 @@ def test_a_new_directive_module_is_picked_up(tmp_path):
         """::hello NAME — a greeting (a test module)."""
 
         from verified_triton.site.directives import Page, directive
-        from verified_triton.site.render import text
+        from verified_triton.site.door import Md
 
 
         @directive("hello", "greets NAME", args=("NAME",), needs_lesson=False)
-        def hello(page: Page, name: str) -> str:
-            return f"Hello, {text(name)}!"
+        def hello(page: Page, name: str) -> Md:
+            return Md("Hello, {}!").format(name)
     '''), encoding="utf-8")
     probe = textwrap.dedent(f'''\
         import sys

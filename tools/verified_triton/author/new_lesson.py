@@ -20,6 +20,7 @@ from pathlib import Path
 
 from verified_triton.core.lessons import LessonError, discover
 from verified_triton.core.paths import ROOT
+from verified_triton.core.terminal import safe as terminal
 
 VALID = re.compile(r"\A[a-z][a-z0-9]*(?:-[a-z0-9]+)*\Z")
 
@@ -250,7 +251,7 @@ def create_lesson(name: str, title: str, root: Path = ROOT, part: str = "") -> t
     try:
         existing = discover(root / "code")
     except LessonError as exc:
-        raise SystemExit(f"cannot place the new lesson: {exc}") from None
+        raise SystemExit(f"cannot place the new lesson: {terminal(exc)}") from None
     line, where = placement(existing, part)
     values = {"name": name, "title": title, "module": name.replace("-", "_"), "placement": line}
     folder.mkdir(parents=True)
@@ -297,7 +298,7 @@ def main(argv: list[str]) -> int:
     created, where = create_lesson(args.name, title, ROOT, part=args.part)
     for path in created:
         print(f"created {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
-    print(f"placed {where}")
+    print(f"placed {terminal(where)}")  # names the lessons and the part lesson.toml gives
     print(NEXT.format(name=args.name))
     return 0
 

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from verified_triton.core.paths import ROOT
+from verified_triton.core.terminal import safe as terminal
 from verified_triton.site.glossary import ABBREVIATIONS, Entry, GlossaryError, read
 
 RULES = ("history", "unseen", "timing", "glossary")
@@ -375,7 +376,7 @@ def main(argv: list[str]) -> int:
         text = path.read_text(encoding="utf-8")
         findings += lint(rel, text, entries, recorded_methods(text, ROOT / "evidence"))
     for f in findings:
-        print(f)
+        print(terminal(f))  # a finding quotes the page's line
     return 1 if findings else 0
 
 

@@ -12,13 +12,8 @@ from dataclasses import asdict
 
 from verified_triton.core.kit import not_run_here
 from verified_triton.core.lessons import MODES, Lesson
+from verified_triton.core.terminal import safe as terminal_safe  # the terminal's door, under the name verify uses
 from verified_triton.judge.status import FAILED, STALE, UNVERIFIED, LessonStatus
-
-
-def terminal_safe(text: str) -> str:
-    """Recorded text (a lesson's reason, a device name) without escape or control codes."""
-    return "".join(c if c.isprintable() else f"\\x{ord(c):02x}" if ord(c) < 256 else f"\\u{ord(c):04x}"
-                   for c in text)
 
 
 def status_json(statuses: list[LessonStatus]) -> list[dict]:
@@ -118,7 +113,8 @@ def print_summary(results) -> None:
         note = r.skipped or (r.record.reason or not_run_here(r.record.steps, r.record.skipped_parts)
                              if r.record else "")
         where = f" GPU {r.gpu}" if r.gpu is not None else ""
-        print(f"{r.lesson.name:<30} {r.mode + where:<12} {outcome:<10} {wall}  {terminal_safe(note)}")
+        print(f"{r.lesson.name:<30} {terminal_safe(r.mode + where):<12} {terminal_safe(outcome):<10} {wall}  "
+              f"{terminal_safe(note)}")
     for line in folded:
         print(line)
     print_failure_tails(results)
@@ -148,7 +144,8 @@ def print_failure_tails(results) -> None:
         if rec is None or r.skipped or not rec.failed:
             continue
         tail = rec.stderr.rstrip().splitlines()[-STDERR_TAIL_LINES:]
-        print(f"\n{r.lesson.name} [{r.mode}] {rec.outcome}" + (f": {terminal_safe(rec.reason)}" if rec.reason else "")
+        print(f"\n{r.lesson.name} [{r.mode}] {terminal_safe(rec.outcome)}"
+              + (f": {terminal_safe(rec.reason)}" if rec.reason else "")
               + ("; the last lines of its stderr:" if tail else "; it wrote nothing to stderr"))
         for line in tail:
             print(f"    {terminal_safe(line)}")

@@ -29,8 +29,8 @@ from verified_triton.core.paths import ROOT
 from verified_triton.core.safefs import UnsafePathError, same_bytes, write_bytes
 from verified_triton.site import directives, sources
 from verified_triton.site import notebook as notebooks
-from verified_triton.site.render import markdown_text
-from verified_triton.site.requirements import INSTALL, requirements
+from verified_triton.site.door import PlainMd, markdown_text, plain_code, terminal
+from verified_triton.site.requirements import CPU_INSTALL, INSTALL, requirements
 from verified_triton.site.siteconfig import NOTEBOOKS, ConfigError, check_branch, check_repo_url
 
 ARCHIVES = "downloads"
@@ -58,31 +58,41 @@ def built_commit(fallback: str, root: Path = ROOT) -> str:
 
 # -- archives ------------------------------------------------------------------------
 
-def readme(lesson: Lesson, site: directives.Site) -> str:
+def readme(lesson: Lesson, site: directives.Site) -> PlainMd:
+    """The archive's README: what to install (torch's CPU build on a machine without a GPU), how to run it, what
+    the recorded runs used. Plain Markdown (door.PlainMd): it reads as itself in an editor and on GitHub."""
     req = requirements(lesson, site.status(lesson.name))
-    interp, gpu = req.commands()
-    md = markdown_text  # lesson.toml text and evidence fields: shown as the characters they are
-    need = (f"a CUDA GPU of compute capability {md(req.capability)} or newer ({md(req.why)})" if req.capability
-            else "a CUDA GPU")
-    lines = [f"# {md(lesson.title)}", "", md(lesson.summary, line_start=True), "",
-             "## Run it", "", f"    {INSTALL}",
-             *(f"    {line}   # optional: a baseline the benchmarks compare against" for line in req.optional_installs),
-             f"    {interp}   # any machine: the checks, on the CPU",
-             f"    {gpu}                      # a CUDA GPU: checks and benchmarks", "",
-             f"The GPU run needs {need}. {req.colab_sentence}",
-             f"It needs Triton {md(req.triton)} or newer." if req.triton else "",
-             *([req.optional_sentence] if req.optional else []), "",
-             "Exit codes: 0 passed, 1 a check failed or a gating target was missed, 2 this machine cannot run "
-             "it (no GPU and no interpreter, or Triton too old), 3 declined by design (a GPU below the capability "
-             "it needs).", "",
-             "`lessonkit.py` is the small kit the lesson reports its checks and benchmarks through; "
-             "`lesson.toml` declares what the lesson needs.", ""]
+    interp, gpu = (plain_code(command) for command in req.commands())
+    need = (PlainMd("a CUDA GPU of compute capability {} or newer").format(req.capability)
+            + (PlainMd(" ({})").format(req.why) if req.why else PlainMd("")) if req.capability
+            else PlainMd("a CUDA GPU"))
+    optional = [PlainMd("    {}   # optional: a baseline the benchmarks compare against").format(plain_code(line))
+                for line in req.optional_installs]
+    blank = PlainMd("")
+    lines = [PlainMd("# {}").format(lesson.title), blank, markdown_text(lesson.summary, line_start=True), blank,
+             PlainMd("## Run it"), blank,
+             PlainMd("With a CUDA GPU, the checks and the benchmarks:"), blank,
+             PlainMd("    {}").format(plain_code(INSTALL)), *optional,
+             PlainMd("    {}").format(gpu), blank,
+             PlainMd("Without a GPU, the checks run on the CPU through Triton's interpreter (nothing is timed). "
+                     "Install torch's CPU build first: on Linux the default torch is the CUDA build, gigabytes of "
+                     "libraries a CPU cannot use."), blank,
+             *(PlainMd("    {}").format(plain_code(line)) for line in CPU_INSTALL), *optional,
+             PlainMd("    {}").format(interp), blank,
+             PlainMd("The GPU run needs {}. {}").format(need, req.colab_sentence),
+             PlainMd("It needs Triton {} or newer.").format(req.triton) if req.triton else blank,
+             *([markdown_text(req.optional_sentence)] if req.optional else []), blank,
+             PlainMd("Exit codes: 0 passed, 1 a check failed or a gating target was missed, 2 this machine cannot run "
+                     "it (no GPU and no interpreter, or Triton too old), 3 declined by design (a GPU below the "
+                     "capability it needs)."), blank,
+             PlainMd("`lessonkit.py` is the small kit the lesson reports its checks and benchmarks through; "
+                     "`lesson.toml` declares what the lesson needs."), blank]
     if req.runs:
-        lines += ["## What the recorded runs used", ""]
-        lines += [f"- {r.mode}: {md(r.machine)}, {md(r.date)}, Triton {md(r.triton)}, torch {md(r.torch)}, "
-                  f"Python {md(r.python)}, {seconds(r.wall_s)}, {md(r.outcome)}" for r in req.runs]
-        lines.append("")
-    return "\n".join(line for line in lines) + "\n"
+        lines += [PlainMd("## What the recorded runs used"), blank]
+        lines += [PlainMd("- {}: {}, {}, Triton {}, torch {}, Python {}, {}, {}").format(
+            r.mode, r.machine, r.date, r.triton, r.torch, r.python, seconds(r.wall_s), r.outcome) for r in req.runs]
+        lines.append(blank)
+    return PlainMd("\n").join(lines) + PlainMd("\n")
 
 
 def archive(lesson: Lesson, site: directives.Site) -> bytes:
@@ -150,14 +160,14 @@ def main(argv: list[str]) -> int:
     try:
         repo, branch = _config()
     except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {terminal(exc)}", file=sys.stderr)
         return 2
     site = directives.Site.load(ROOT / "code", ROOT / "evidence", repo_url=repo, branch=branch)
     docs = ROOT / "docs"
     try:
         return _write_downloads(argv, site, docs)
     except UnsafePathError as exc:  # a link in a download folder: never followed, nothing written through it
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {terminal(exc)}", file=sys.stderr)
         return 2
 
 
@@ -184,8 +194,8 @@ def _write_downloads(argv: list[str], site: directives.Site, docs: Path) -> int:
         if name.removesuffix(".ipynb") not in {lesson.name for lesson in site.lessons}:
             stale.append(f"{NOTEBOOKS}/{name} (no such lesson)")
     if stale:
-        print("notebooks out of date (run: .venv/bin/python tools/downloads.py notebooks): " + ", ".join(stale),
-              file=sys.stderr)
+        print("notebooks out of date (run: .venv/bin/python tools/downloads.py notebooks): "
+              + terminal(", ".join(stale)), file=sys.stderr)
         return 1
     return 0
 

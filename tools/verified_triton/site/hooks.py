@@ -8,12 +8,15 @@ The hook is thin; each job lives elsewhere:
 Any error (a bad directive, a missing file or region, unusable evidence, a link
 under code/ or evidence/) fails the build with the page's FILE:LINE or the file's path;
 under `mkdocs serve` it shows in the browser instead, until the next good build (overlay.py).
+
+What a template or the terminal receives goes through the door (door.py): the navigation's section
+titles (lesson.toml `part`) are HTML-escaped Markup, and every message MkDocs' log prints passes
+core/terminal.py's filter, so an escape sequence in lesson.toml or a record is printed as \x1b.
 """
 
 from __future__ import annotations
 
 import functools
-import html
 import logging
 import os
 import re
@@ -26,9 +29,11 @@ from verified_triton.core.lessons import LessonError, discover
 from verified_triton.core.limits import LIMITS
 from verified_triton.core.paths import ROOT
 from verified_triton.core.safefs import UnsafePathError, read_text
+from verified_triton.core.terminal import guard_handlers
 from verified_triton.judge.evidence import EvidenceError, figure_files, read_figure
-from verified_triton.site import directives, downloads, incremental, overlay, render, siteconfig, sources
+from verified_triton.site import directives, downloads, incremental, overlay, siteconfig, sources
 from verified_triton.site.directives.output import log_text, log_uri
+from verified_triton.site.door import Md, code_span, nav_title, snippet_safe, text, url
 from verified_triton.site.siteconfig import ConfigError, check_branch, check_repo_url
 from verified_triton.site.snippets import SnippetError, read_regions
 
@@ -52,6 +57,7 @@ class _QuietCodeLineAnchors(logging.Filter):
 
 def on_startup(command, dirty) -> None:
     logging.getLogger("mkdocs.structure.pages").addFilter(_QuietCodeLineAnchors())
+    guard_handlers(logging.getLogger("mkdocs"))  # what MkDocs prints, our errors quoting lesson.toml among it
     os.environ["VT_DIRTY_SERVE"] = "1" if (dirty and command == "serve") else ""
     overlay.serving = command == "serve"
 
@@ -145,8 +151,8 @@ def course_nav(lessons) -> list:
     nav: list = []
     previous = None
     for lesson in lessons:
-        entry = {NavTitle.of(lesson.title): lesson.page}
-        part = NavTitle.of(lesson.part)
+        entry = {nav_title(lesson.title): lesson.page}
+        part = nav_title(lesson.part)
         if not lesson.part:
             nav.append(entry)
         elif nav and isinstance(nav[-1].get(part), list):
@@ -156,25 +162,6 @@ def course_nav(lessons) -> list:
             nav.append({part: [entry]})
         previous = lesson
     return nav
-
-
-class NavTitle(str):
-    """A title from lesson.toml (a lesson's, a part's) as Material's templates write it, safe each way.
-
-    The templates are not autoescaped and write a navigation title three ways: as it is (`{{ title }}`: the
-    sidebar, the footer), through `| e` (aria-labels) and through `| striptags` (the page's <title>),
-    which unescapes what it keeps. The string is the text escaped once, for the first; `__html__`, which
-    the other two read, is it escaped once more, so `| e` gives what MkDocs' own heading titles give and
-    `striptags` leaves the text escaped once: no title can open a tag or close <title>. Invisible
-    format characters show as marks (render.visible), as everywhere else on the site.
-    """
-
-    @classmethod
-    def of(cls, title: str) -> NavTitle:
-        return cls(html.escape(render.visible(" ".join(title.split()))))
-
-    def __html__(self) -> str:
-        return html.escape(str(self))
 
 
 def _refuse_a_second_section(lesson, previous, lessons) -> None:
@@ -261,7 +248,7 @@ def on_files(files: Files, config) -> Files:
             up = "../" * page_uri.count("/")
             links = _import_links(path, site, imports, up)
             content = sources.source_page(rel, text, regions, f"{up}{rel}", links)
-            out.add(page_uri, render.snippet_safe(content))
+            out.add(page_uri, snippet_safe(content))
         for st in site.statuses.values():
             for record in st.records:
                 rec_uri = f"evidence/{record.lesson}/{record.key}.json"
@@ -318,23 +305,23 @@ def _publish_lesson_downloads(out: _Output, site, docs_dir: Path, fingerprints: 
         raise PluginError(f"{lesson.folder / lesson.main.name}: cannot make its download: {exc}") from None
     except directives.PageError as exc:
         raise PluginError(f"docs/{lesson.page}:{exc.line}: {exc.error}") from None
-    entry = [(":material-folder-zip-outline: Download the lesson (zip)", archive_uri),
-             (":material-notebook-outline: Jupyter notebook", notebook_uri)]
+    entry = [(Md(":material-folder-zip-outline: Download the lesson (zip)"), archive_uri),
+             (Md(":material-notebook-outline: Jupyter notebook"), notebook_uri)]
     colab = siteconfig.colab_url(site.repo_url, commit, lesson)
     if colab:
-        entry.append(("Open in Colab", colab))
+        entry.append((Md("Open in Colab"), colab))
     return entry
 
 
-def _import_links(path: Path, site, imports: dict, up: str) -> list[tuple[str, str]]:
+def _import_links(path: Path, site, imports: dict, up: str) -> list[tuple[Md, Md]]:
     """On a lesson file's page: the local modules it uses; on a module's page: the lessons that use it."""
     links = []
     for lesson in site.lessons:
         if path == lesson.main:
-            links += [(f"`{m.name}`", f"{up}{sources.page_uri(sources.site_path(CODE_DIR, m))}")
+            links += [(code_span(m.name), url(f"{up}{sources.page_uri(sources.site_path(CODE_DIR, m))}"))
                       for m in imports[lesson.name]]
         elif path in imports[lesson.name]:
-            links.append((render.text(lesson.title), f"{up}{lesson.page}"))
+            links.append((text(lesson.title), url(f"{up}{lesson.page}")))
     return links
 
 

@@ -13,6 +13,8 @@ One job: from the lesson's page, its source and its evidence, the notebook that 
                     into collapsed cells just before the first cell that needs it.
     finish          `exit_code = lesson.finish()`; then the recorded GPU run's whole output, folded
 
+Text from lesson.toml and the evidence reaches the notebook's own Markdown cells as door.PlainMd (shown
+as the characters it is), the directives' forms as door.Md, and a stream output through clean_output.
 No code appears twice and no `# snippet:` marker reaches a cell. Material's admonitions become Markdown
 that Jupyter, JupyterLab, Colab and GitHub render alike (a folded one, such as a solution, a
 `<details>` block). The notebook runs top to bottom, through the same steps as `python <lesson>.py`.
@@ -36,7 +38,15 @@ from verified_triton.core.safefs import read_text
 from verified_triton.judge.evidence import Record
 from verified_triton.site import directives, lesson_source, siteconfig, sources
 from verified_triton.site.directives.common import gpu_first
-from verified_triton.site.render import clean_output, code, code_block, markdown_text
+from verified_triton.site.door import (
+    Md,
+    PlainMd,
+    clean_output,
+    code,
+    page_markdown,
+    plain_code_block,
+    url,
+)
 from verified_triton.site.requirements import COLAB_GPUS, INSTALL, version_tuple
 from verified_triton.site.snippets import END, MARKER_LIKE, START, extract
 
@@ -45,32 +55,26 @@ NOTEBOOK_IMPORT = "HERE = Path.cwd()  # in a notebook: lessonkit.py was written 
 HIDDEN = {"cellView": "form", "jupyter": {"source_hidden": True}}  # collapsed in Colab and JupyterLab
 
 
-def md_text(value: object, line_start: bool = False) -> str:
-    """The one door for lesson.toml and evidence text into a notebook's Markdown cells: shown as the
-    characters it is, never as markup (no HTML, link, image or emphasis), on one line, bounded."""
-    return markdown_text(value, line_start=line_start)
-
-
 # -- the first cells --------------------------------------------------------------------
 
-def colab_line(lesson: Lesson) -> str:
+def colab_line(lesson: Lesson) -> PlainMd:
     """Which of Colab's GPUs run the lesson's GPU half, from [requires] capability."""
     need = lesson.requires.capability
     every = ", ".join(f"{name} ({cc[0]}.{cc[1]})" for name, cc in COLAB_GPUS)
     able = [f"{name} ({cc[0]}.{cc[1]})" for name, cc in COLAB_GPUS if not need or cc >= version_tuple(need)]
     unable = [f"{name} ({cc[0]}.{cc[1]})" for name, cc in COLAB_GPUS if need and cc < version_tuple(need)]
     interp = lesson.modes["interpreter"]
-    fallback = ("the setup below falls back to Triton's interpreter on the CPU: the checks run, nothing is timed"
-                if interp.supported else
-                f"the lesson cannot run (nor under the interpreter: {md_text(interp.reason)})")
+    fallback = (PlainMd("the setup below falls back to Triton's interpreter on the CPU: the checks run, nothing is "
+                        "timed") if interp.supported else
+                PlainMd("the lesson cannot run (nor under the interpreter: {})").format(interp.reason))
     if not need or len(able) == len(COLAB_GPUS):
-        return f"**On Colab:** any of its GPUs runs it: {every}. Without a GPU, {fallback}."
+        return PlainMd("**On Colab:** any of its GPUs runs it: {}. Without a GPU, {}.").format(every, fallback)
     if able:
-        return (f"**On Colab:** choose {_either(able)} (Runtime › Change runtime type): the lesson needs "
-                f"compute capability {md_text(need)} or newer. On {_either(unable)}, or without a GPU, "
-                f"{fallback}.")
-    return (f"**On Colab:** none of its GPUs, {every}, has the compute capability {md_text(need)} this lesson "
-            f"needs; there, {fallback}.")
+        return PlainMd("**On Colab:** choose {} (Runtime › Change runtime type): the lesson needs compute capability "
+                       "{} or newer. On {}, or without a GPU, {}.").format(_either(able), need, _either(unable),
+                                                                          fallback)
+    return PlainMd("**On Colab:** none of its GPUs, {}, has the compute capability {} this lesson needs; there, "
+                   "{}.").format(every, need, fallback)
 
 
 def _either(names: list[str]) -> str:
@@ -267,11 +271,11 @@ class Planner:
             raise self.error(line, f"region '{region_name}' lies inside main(), which the notebook runs as its "
                                    "steps (::step NAME); show the function a step calls instead")
         new = [i for i in nodes if i not in self.placed]
-        span = f"lines {region.start}–{region.end} of {code(self.lesson.main.name)}"
+        span = Md("lines {}–{} of {}").format(region.start, region.end, code(self.lesson.main.name))
         if not new:
             where = "above" if all(i in self.defined for i in nodes) else "further down"
-            return f"*The code shown here on the page, {span}, is part of the cell {where} that defines " \
-                   f"{', '.join(code(self.source.nodes[i].name) for i in nodes)}.*"
+            return Md("*The code shown here on the page, {}, is part of the cell {} that defines {}.*").format(
+                span, where, Md(", ").join(code(self.source.nodes[i].name) for i in nodes))
         title = f"# @title {folded_title}: {', '.join(self.source.nodes[i].name for i in new)}" \
             if folded_title is not None else ""
         cell = Cell("code", "\n".join(filter(None, [title, self.code_of(new)])), self.cell_id(f"region-{region_name}"),
@@ -280,12 +284,11 @@ class Planner:
         hidden, later = self.needs_now(new)
         if later:
             self.waiting.append(Waiting(cell, new, later))
-            return (f"*The code of this part, {span}, runs further down, after "
-                    f"{', '.join(code(self.source.nodes[i].name) for i in sorted(later))}, which it uses "
-                    "as it is defined.*")
+            return Md("*The code of this part, {}, runs further down, after {}, which it uses as it is "
+                      "defined.*").format(span, Md(", ").join(code(self.source.nodes[i].name) for i in sorted(later)))
         self.emit_hidden(hidden, "needed by the code below")
         self.emit(cell, new)
-        return ""
+        return Md("")
 
     def code_of(self, indices: list[int]) -> str:
         """The lines the nodes own, without marker lines; the kit import made to work in a notebook."""
@@ -380,18 +383,22 @@ class Planner:
         if record is None or record.outcome == "by-design" or not record.steps:
             return []
         env = record.env
-        label = (f"[Recorded on {env.device_name}"
-                 + (f" (compute capability {env.capability})" if env.capability else "") + ", "
-                 f"{record.started_utc.replace('T', ' ').replace('Z', ' UTC')}: Triton {env.triton}, torch "
-                 f"{env.torch}, Python {env.python}"
-                 + (f", CUDA {env.cuda}" if env.cuda else "")
-                 + ("" if self.current else "; for an older version of this lesson's source")
-                 + ". Running the cell replaces it.]")
+        # A stream output is text, not Markdown, but Jupyter draws its terminal colours: every field
+        # from the record through clean_output, as the step's own output is.
+        label = clean_output(
+            f"[Recorded on {env.device_name}"
+            + (f" (compute capability {env.capability})" if env.capability else "") + ", "
+            f"{record.started_utc.replace('T', ' ').replace('Z', ' UTC')}: Triton {env.triton}, torch "
+            f"{env.torch}, Python {env.python}"
+            + (f", CUDA {env.cuda}" if env.cuda else "")
+            + ("" if self.current else "; for an older version of this lesson's source")
+            + ". Running the cell replaces it.]")
         found = next((s for s in record.steps if s.name == name), None)
         if found is None:
-            body = f"(the recorded run stopped before this step: {record.outcome}, {record.reason or 'see its log'})"
+            body = clean_output(f"(the recorded run stopped before this step: {record.outcome}, "
+                                f"{record.reason or 'see its log'})")
         elif found.not_run:
-            body = f"(not run there: {found.not_run})"
+            body = clean_output(f"(not run there: {found.not_run})")
         else:
             body = clean_output(found.stdout) or "(the step printed nothing)"
         return [new_output("stream", name="stdout", text=f"{label}\n{body}\n")]
@@ -563,25 +570,27 @@ def plan(lesson: Lesson, site: directives.Site, docs_dir: Path) -> list[Cell]:
 
 def title_cells(lesson: Lesson, site: directives.Site, title: str | None, record: Record | None,
                 source: lesson_source.LessonSource, prelude_nodes: list[int]) -> list[Cell]:
-    heading = title or f"# {md_text(lesson.title)}"
+    heading = page_markdown(title, plain=True) if title else PlainMd("# {}").format(lesson.title)
     if record is None:
-        recorded = "No GPU run has been recorded for this lesson yet."
+        recorded = PlainMd("No GPU run has been recorded for this lesson yet.")
     elif record.outcome == "by-design":
-        recorded = (f"The recorded GPU run ({md_text(record.env.device_name)}, {md_text(record.date)}) stopped by "
-                    f"design: {md_text(record.reason)}.")
+        recorded = PlainMd("The recorded GPU run ({}, {}) stopped by design: {}.").format(
+            record.env.device_name, record.date, record.reason)
     elif record.steps:
-        recorded = (f"Under each cell that runs a step of the lesson is what the recorded GPU run printed there "
-                    f"({md_text(record.env.device_name)}, {md_text(record.date)}); running the cell replaces it.")
+        recorded = PlainMd("Under each cell that runs a step of the lesson is what the recorded GPU run printed there "
+                           "({}, {}); running the cell replaces it.").format(record.env.device_name, record.date)
     else:
-        recorded = (f"The recorded GPU run ({md_text(record.env.device_name)}, {md_text(record.date)}) was made "
-                    "before the kit kept its output step by step: its whole output is at the end.")
-    intro = [heading, "", f"*{md_text(lesson.summary)}*" if lesson.summary else "", "", colab_line(lesson), "",
-             "This notebook is the lesson's page, runnable: each section's prose is followed by the code it "
-             "discusses, and the lesson code the page does not show sits in collapsed cells, placed before it "
-             f"is needed. {recorded} Run the cells in order, top to bottom."]
+        recorded = PlainMd("The recorded GPU run ({}, {}) was made before the kit kept its output step by step: its "
+                           "whole output is at the end.").format(record.env.device_name, record.date)
+    blank = PlainMd("")
+    intro = [heading, blank, PlainMd("*{}*").format(lesson.summary) if lesson.summary else blank, blank,
+             colab_line(lesson), blank,
+             PlainMd("This notebook is the lesson's page, runnable: each section's prose is followed by the code it "
+                     "discusses, and the lesson code the page does not show sits in collapsed cells, placed before it "
+                     "is needed. {} Run the cells in order, top to bottom.").format(recorded)]
     colab = siteconfig.colab_url(site.repo_url, site.branch, lesson)
     if colab:
-        intro += ["", f"[Open in Colab]({colab})"]
+        intro += [blank, PlainMd("[Open in Colab]({})").format(url(colab, plain=True))]
     files = sources.lesson_files(lesson, site.code_dir)
     files.pop(lesson.main.name)
     imports = "\n".join(ln for ln in source.owned_text(prelude_nodes).split("\n")
@@ -589,7 +598,7 @@ def title_cells(lesson: Lesson, site: directives.Site, title: str | None, record
     imports = imports.replace(IMPORT_LINE, NOTEBOOK_IMPORT)
     if NOTEBOOK_IMPORT not in imports:
         raise ValueError(f"{lesson.main.name}: the kit is not imported with the line {IMPORT_LINE!r}")
-    return [Cell("markdown", re.sub(r"\n{3,}", "\n\n", "\n".join(intro)), "title"),
+    return [Cell("markdown", re.sub(r"\n{3,}", "\n\n", PlainMd("\n").join(intro)), "title"),
             Cell("code", setup_code(lesson), "setup"),
             Cell("code", kit_code(files), "kit", hidden=True),
             Cell("code", f"# @title Imports (collapsed)\n{imports.strip()}", "imports", hidden=True)]
@@ -601,12 +610,11 @@ def recorded_run_cells(lesson: Lesson, site: directives.Site, record: Record | N
         return []
     st = site.status(lesson.name)
     env = record.env
-    older = "" if st.is_current(record) else " (⚠ for an older version of the source)"
-    body = (f"## The recorded GPU run{older}\n\n{md_text(env.device_name)}, "
-            f"{md_text(record.started_utc.replace('T', ' '))}, Triton {md_text(env.triton)}, torch "
-            f"{md_text(env.torch)}, {seconds(record.wall_s)}, {md_text(record.outcome)}.\n\n"
-            "<details><summary>Its whole output</summary>\n\n"
-            + code_block(clean_output(record.stdout) or "(nothing)") + "\n\n</details>")
+    older = PlainMd("") if st.is_current(record) else PlainMd(" (⚠ for an older version of the source)")
+    body = PlainMd("## The recorded GPU run{}\n\n{}, {}, Triton {}, torch {}, {}, {}.\n\n"
+                   "<details><summary>Its whole output</summary>\n\n{}\n\n</details>").format(
+        older, env.device_name, record.started_utc.replace("T", " "), env.triton, env.torch, seconds(record.wall_s),
+        record.outcome, plain_code_block(clean_output(record.stdout) or "(nothing)"))
     return [Cell("markdown", body, "recorded-run")]
 
 

@@ -12,6 +12,8 @@ around the server's builder, so the server answers then too.
 
 This module is imported once per `mkdocs serve` process: what it holds
 survives rebuilds. `mkdocs build` never comes here: its errors fail the build.
+What it prints goes through the terminal door (core/terminal.py), what it shows
+in the browser through html.escape.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from __future__ import annotations
 import html
 import sys
 import threading
+
+from verified_triton.core.terminal import safe as terminal
 
 ERROR_PAGE_ID = "vt-build-error-page"
 OVERLAY_ID = "vt-build-error"
@@ -41,8 +45,8 @@ def report(message: str) -> None:
         if message in _errors:
             return
         _errors.append(message)
-    print(f"ERROR   -  {message}\nINFO    -  mkdocs serve keeps answering: the error shows on the pages; "
-          "save a fix and the next build replaces it", file=sys.stderr, flush=True)
+    print(f"ERROR   -  {terminal(message, lines=True)}\nINFO    -  mkdocs serve keeps answering: the error shows "
+          "on the pages; save a fix and the next build replaces it", file=sys.stderr, flush=True)
 
 
 def errors() -> list[str]:

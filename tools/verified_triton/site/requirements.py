@@ -17,6 +17,10 @@ from verified_triton.judge.status import LessonStatus
 
 COLAB_GPUS = (("T4", (7, 5)), ("L4", (8, 9)), ("A100", (8, 0)), ("H100", (9, 0)))  # name, capability
 INSTALL = "pip install torch triton numpy matplotlib"
+# A machine without a GPU: torch's CPU build first (the default torch on Linux is the CUDA build, gigabytes of
+# libraries the CPU cannot use), then the rest; the lesson's checks run under TRITON_INTERPRET=1.
+CPU_INSTALL = ("pip install torch --index-url https://download.pytorch.org/whl/cpu",
+               "pip install triton numpy matplotlib")
 
 
 def version_tuple(text: str) -> tuple[int, ...]:

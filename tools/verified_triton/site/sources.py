@@ -12,7 +12,7 @@ from pathlib import Path
 from verified_triton.core.lessons import Lesson
 from verified_triton.core.limits import LIMITS
 from verified_triton.core.safefs import read_bytes, walk_files
-from verified_triton.site.render import attr, code_block
+from verified_triton.site.door import Md, attr, code_block, code_span, url
 from verified_triton.site.snippets import Region
 
 
@@ -32,20 +32,23 @@ def page_uri(rel_path: str) -> str:
     return "source/" + rel_path.removeprefix("code/").removesuffix(".py") + ".md"
 
 
-def source_page(rel_path: str, source: str, regions: list[Region], raw_link: str, used_by: list[tuple[str, str]]
-                ) -> str:
+def source_page(rel_path: str, source: str, regions: list[Region], raw_link: str, used_by: list[tuple[Md, Md]]
+                ) -> Md:
     """The full-source page: no table of contents (its sidebar would only narrow the code), not searched."""
-    out = ["---", "hide:", "  - toc", "search:", "  exclude: true", "---", "",
-           f"# `{rel_path}`", "", f"[:material-download: Download `{rel_path}`]({raw_link})", ""]
+    out = [Md("---\nhide:\n  - toc\nsearch:\n  exclude: true\n---\n"),
+           Md("# {}").format(code_span(rel_path)), Md(""),
+           Md("[:material-download: Download {}]({})").format(code_span(rel_path), url(raw_link)), Md("")]
     if used_by:
-        out.append("Imported by: " + ", ".join(f"[{title}]({link})" for title, link in used_by) + ".")
-        out.append("")
+        out.append(Md("Imported by: {}.").format(Md(", ").join(Md("[{}]({})").format(title, link)
+                                                               for title, link in used_by)))
+        out.append(Md(""))
     if regions:
-        out.append("Regions shown on the lesson page: " + ", ".join(
-            f"[`{r.name}`](#__codelineno-0-{r.start}) (lines {r.start}-{r.end})" for r in regions) + ".")
-        out.append("")
-    out.append(code_block(source.rstrip("\n"), "python", f'title="{attr(rel_path)}" linenums="1"'))
-    return "\n".join(out) + "\n"
+        out.append(Md("Regions shown on the lesson page: {}.").format(Md(", ").join(
+            Md("[{}]({}) (lines {}-{})").format(code_span(r.name), url(f"#__codelineno-0-{r.start}"), r.start, r.end)
+            for r in regions)))
+        out.append(Md(""))
+    out.append(code_block(source.rstrip("\n"), "python", Md('title="{}" linenums="1"').format(attr(rel_path))))
+    return Md("\n").join(out) + Md("\n")
 
 def lesson_files(lesson: Lesson, code_dir: Path) -> dict[str, bytes]:
     """Archive name -> bytes: the lesson's sources (the kit too), each read through safefs.

@@ -11,6 +11,10 @@ through `expand`, the unknown-directive error lists the registry, the
 `::directives` table is built from it, and so is the authors' table that
 docs/writing-a-lesson.md carries as plain Markdown (reference.py; a test keeps
 the two equal). Adding a directive is adding one module.
+
+A directive returns safe Markdown, `door.Md` (tools/verified_triton/site/door.py), and so does its
+notebook form: `expand` refuses anything else, a plain str included, with a TypeError naming the
+directive, so a field written without the door fails the build instead of reaching a page.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from pathlib import Path
 
 from verified_triton.core.lessons import Lesson, discover
 from verified_triton.judge.status import LessonStatus, judge
+from verified_triton.site.door import Md, indent, require, snippet_safe
 
 
 class DirectiveError(Exception):
@@ -82,8 +87,8 @@ class Directive:
     needs_lesson: bool
     args: tuple[str, ...]  # argument names, shown in help; the count is checked
     help: str
-    render: Callable[..., str]
-    notebook: Callable[..., str] | None = None  # the form for a notebook; None: left out of notebooks
+    render: Callable[..., Md]
+    notebook: Callable[..., Md] | None = None  # the form for a notebook; None: left out of notebooks
     body: bool = False  # takes the lines indented under it (4 spaces more) as `body=`, the author's text
 
     @property
@@ -97,12 +102,12 @@ PAGE_CHECKS: list[Callable[[Page], str]] = []
 
 
 def directive(name: str, help: str, args: tuple[str, ...] = (), needs_lesson: bool = True, body: bool = False):
-    """Register `render(page, *args) -> Markdown` (with the page's LessonStatus as page.lesson).
+    """Register `render(page, *args) -> Md` (with the page's LessonStatus as page.lesson).
 
     With body=True the lines indented under the directive line are the author's text for it, given as
     `render(page, *args, body=TEXT)` (dedented; "" when there are none).
     """
-    def register(fn: Callable[..., str]) -> Callable[..., str]:
+    def register(fn: Callable[..., Md]) -> Callable[..., Md]:
         if name in REGISTRY:
             raise RuntimeError(f"directive ::{name} registered twice")
         REGISTRY[name] = Directive(name, needs_lesson, args, help, fn, body=body)
@@ -117,8 +122,8 @@ def page_check(fn: Callable[[Page], str]) -> Callable[[Page], str]:
 
 
 def notebook_form(name: str):
-    """Register the notebook form of directive `name` (plain Markdown that Jupyter renders)."""
-    def register(fn: Callable[..., str]) -> Callable[..., str]:
+    """Register the notebook form of directive `name` (Md that Jupyter renders as well)."""
+    def register(fn: Callable[..., Md]) -> Callable[..., Md]:
         REGISTRY[name].notebook = fn
         return fn
     return register
@@ -140,20 +145,20 @@ def resolve(name: str, args_text: str, has_lesson: bool) -> tuple[Directive, lis
     return found, args
 
 
-def expand(name: str, args_text: str, page: Page, body: str | None = None) -> str:
+def expand(name: str, args_text: str, page: Page, body: str | None = None) -> Md:
     found, args = resolve(name, args_text, page.lesson is not None)
     extra = {"body": body or ""} if found.body else {}
     if page.notebook:
-        return found.notebook(page, *args, **extra) if found.notebook else ""
-    return render_snippet_safe(found.render(page, *args, **extra))
-
-
-def render_snippet_safe(markdown: str) -> str:
-    """Directive output (code, evidence) with pymdownx.snippets' markers escaped, so a recorded
-    `--8<-- "file"` line shows as written instead of pulling a file into the page."""
-    from verified_triton.site.render import snippet_safe
-
-    return snippet_safe(markdown)
+        if found.notebook is None:
+            return Md("")
+        out = found.notebook(page, *args, **extra)
+        require(out, Md, f"the notebook form of ::{name}")
+        return out
+    out = found.render(page, *args, **extra)
+    require(out, Md, f"::{name}")
+    # code and evidence with pymdownx.snippets' markers escaped, so a recorded `--8<-- "file"` line shows as
+    # written instead of pulling a file into the page
+    return snippet_safe(out)
 
 
 def takes_body(name: str) -> bool:
@@ -181,8 +186,6 @@ def expand_page(markdown: str, page: Page, first_line: int = 1) -> str:
 
     Errors come back as (line number, error) through PageError, for the caller to name the file.
     """
-    from verified_triton.site.render import indent_block
-
     out: list[str] = []
     fence: str | None = None
     lines = markdown.split("\n")
@@ -214,7 +217,7 @@ def expand_page(markdown: str, page: Page, first_line: int = 1) -> str:
             expanded = expand(match.group("name"), (match.group("args") or "").strip(), page, body)
         except Exception as exc:
             raise PageError(number, exc) from None
-        out.append(indent_block(expanded, match.group("indent")))
+        out.append(indent(expanded, match.group("indent")))
     if not page.notebook:
         for check in PAGE_CHECKS:
             problem = check(page)

@@ -9,38 +9,38 @@ under its table, not on every row.
 
 from __future__ import annotations
 
-import html
-
 from verified_triton.core.kit import OPTIONAL_SKIP, Benchmark
 from verified_triton.judge.evidence import HistoryPoint, Record
 from verified_triton.judge.status import LessonStatus
 from verified_triton.site.directives import Page, directive, notebook_form
 from verified_triton.site.directives.common import STALE_MARK, gpu_first, stale_note, where
-from verified_triton.site.render import admonition, bounded_rows, interval, number, ratio, text
+from verified_triton.site.door import Md, raw_html_text, text, url
+from verified_triton.site.render import admonition, bounded_rows, interval, number, ratio
 
-VERDICT = {"met": ":material-check: met", "within noise": "≈ within noise", "not met": "**not met**"}
-ALIGN = ["---", "---:", "---:", "---:", "---"]
+VERDICT = {"met": Md(":material-check: met"), "within noise": Md("≈ within noise"), "not met": Md("**not met**")}
+ALIGN = [Md("---"), Md("---:"), Md("---:"), Md("---:"), Md("---")]
 EXPLAIN = ("ratio: median of paired rounds, kernel over baseline, with its 95 % interval; a target is met when "
            "the whole interval clears it, within noise when the interval straddles it, not met when the whole "
            "interval is below it (only then does a gate fail the run)")
 
 
-def target_cell(b: Benchmark) -> str:
+def target_cell(b: Benchmark) -> Md:
     parts = []
     if b.threshold is not None:
         kind = "gate" if b.gate else "goal"
-        parts.append(f"{kind} {ratio(b.threshold)}: {VERDICT.get(b.verdict, text(b.verdict))}")
+        parts.append(Md("{} {}: {}").format(kind, ratio(b.threshold), VERDICT.get(b.verdict, text(b.verdict))))
     if b.stretch is not None:
-        parts.append(f"stretch {ratio(b.stretch)}: {VERDICT.get(b.stretch_verdict, text(b.stretch_verdict))}")
-    return "<br>".join(parts) or "informational"
+        parts.append(Md("stretch {}: {}").format(ratio(b.stretch),
+                                                  VERDICT.get(b.stretch_verdict, text(b.stretch_verdict))))
+    return Md("<br>").join(parts) or Md("informational")
 
 
-def ratio_cell(b: Benchmark) -> str:
-    return f"**{ratio(b.ratio)}** <small>({interval(b.ratio_low, b.ratio_high)})</small>"
+def ratio_cell(b: Benchmark) -> Md:
+    return Md("**{}** <small>({})</small>").format(ratio(b.ratio), interval(b.ratio_low, b.ratio_high))
 
 
-def label_cell(b: Benchmark) -> str:
-    return text(b.label) + (f"<br><small>{text(b.note)}</small>" if b.note else "")
+def label_cell(b: Benchmark) -> Md:
+    return text(b.label) + (Md("<br><small>{}</small>").format(b.note) if b.note else Md(""))
 
 
 def usual_method(record: Record) -> str:
@@ -51,18 +51,18 @@ def most_common(methods: list[str]) -> str:
     return max(sorted(set(methods)), key=methods.count) if methods else ""  # ties: the same pick every build
 
 
-def method_note(b: Benchmark, usual: str) -> str:
+def method_note(b: Benchmark, usual: str) -> Md:
     """A row timed otherwise than the table's caption says carries its own method."""
-    return f"<br><small>timed: {text(b.method)}</small>" if b.method != usual else ""
+    return Md("<br><small>timed: {}</small>").format(b.method) if b.method != usual else Md("")
 
 
-def record_rows(record: Record) -> list[list[str]]:
+def record_rows(record: Record) -> list[list[Md]]:
     usual = usual_method(record)
     rows = []
     for b in record.benchmarks:
         label = label_cell(b) + method_note(b, usual)
-        rows.append([label, f"{number(b.measured)} {text(b.unit)}",
-                     f"{number(b.baseline)} {text(b.unit)}<br><small>{text(b.baseline_name)}</small>",
+        rows.append([label, Md("{} {}").format(number(b.measured), b.unit),
+                     Md("{} {}<br><small>{}</small>").format(number(b.baseline), b.unit, b.baseline_name),
                      ratio_cell(b), target_cell(b)])
     return rows
 
@@ -77,7 +77,7 @@ def rounds(record: Record) -> str:
 
 
 @directive("benchmarks", "the lesson's recorded benchmarks: ratio with its interval, and each target's verdict")
-def benchmarks(page: Page) -> str:
+def benchmarks(page: Page) -> Md:
     st = page.lesson
     out = []
     for record in gpu_first(st):
@@ -85,35 +85,35 @@ def benchmarks(page: Page) -> str:
             continue
         table = bounded_rows(["Benchmark", "Kernel", "Baseline", "Ratio (95 % interval)", "Target"],
                              record_rows(record), ALIGN, "benchmarks")
-        caption = f"<small>{where(record)} · {text(rounds(record))} · {text(EXPLAIN)}.</small>"
-        block = f"{table}\n\n{caption}"
+        caption = Md("<small>{} · {} · {}.</small>").format(where(record), rounds(record), EXPLAIN)
+        block = Md("{}\n\n{}").format(table, caption)
         note = stale_note(st, record)
-        out.append(admonition("vt-stale", STALE_MARK, f"{note}\n\n{block}") if note else block)
-    return "\n\n".join(out) or "_No benchmarks recorded yet: benchmarks run on a GPU only._"
+        out.append(admonition("vt-stale", STALE_MARK, Md("{}\n\n{}").format(note, block)) if note else block)
+    return Md("\n\n").join(out) or Md("_No benchmarks recorded yet: benchmarks run on a GPU only._")
 
 
 # -- every lesson --------------------------------------------------------------------------
 
 @directive("benchmark-table", "every benchmark of every lesson by GPU, with a ratio chart and each one's history",
            needs_lesson=False)
-def benchmark_table(page: Page) -> str:
+def benchmark_table(page: Page) -> Md:
     groups: dict[str, list[tuple[LessonStatus, Record]]] = {}
     for st in page.site.statuses.values():
         for record in gpu_first(st):
             if record.benchmarks:
                 groups.setdefault(record.key if record.mode == "gpu" else "interpreter", []).append((st, record))
     if not groups:
-        return "_No benchmarks recorded yet: benchmarks run on a GPU only._"
+        return Md("_No benchmarks recorded yet: benchmarks run on a GPU only._")
     out = []
     for items in groups.values():
         first = items[0][1]
         rows, bars = [], []
         usual = most_common([b.method for _, r in items for b in r.benchmarks if b.method])
         for st, record in items:
-            link = f"[{text(st.lesson.title)}]({page.root}{st.lesson.page})"
+            link = Md("[{}]({})").format(st.lesson.title, url(page.root + st.lesson.page))
             mark = "" if st.is_current(record) else f" ({STALE_MARK})"
             for i, b in enumerate(record.benchmarks):
-                lesson_cell = f"{link}<br><small>{text(record.date)}{mark}</small>" if i == 0 else ""
+                lesson_cell = Md("{}<br><small>{}{}</small>").format(link, record.date, mark) if i == 0 else ""
                 rows.append([lesson_cell, label_cell(b) + method_note(b, usual), ratio_cell(b), target_cell(b),
                              sparkline(record.history.get(b.name, []), record, b)])
                 bars.append((f"{st.lesson.name}: {b.label}", b))
@@ -122,19 +122,19 @@ def benchmark_table(page: Page) -> str:
         if len(versions) == 1:
             triton, torch = versions.pop()
             machine += text(f" · Triton {triton} · torch {torch}")
-        out.append(f"### {machine}\n\n{ratio_chart(bars)}\n\n"
+        out.append(Md("### {}\n\n{}\n\n").format(machine, ratio_chart(bars))
                    + bounded_rows(["Lesson", "Benchmark", "Ratio (95 % interval)", "Target", "History"], rows,
-                                  ["---", "---", "---:", "---", "---"], "benchmarks")
-                   + f"\n\n<small>{text(EXPLAIN)}. History: this GPU model's earlier recordings of the same "
-                     "benchmark, oldest first, the newest in colour."
-                   + (f" Timing, as recorded: {text(usual)}; a row timed otherwise says so." if usual else "")
-                   + "</small>")
-    return "\n\n".join(out)
+                                  [Md("---"), Md("---"), Md("---:"), Md("---"), Md("---")], "benchmarks")
+                   + Md("\n\n<small>{}. History: this GPU model's earlier recordings of the same "
+                        "benchmark, oldest first, the newest in colour.").format(EXPLAIN)
+                   + (Md(" Timing, as recorded: {}; a row timed otherwise says so.").format(usual) if usual else "")
+                   + Md("</small>"))
+    return Md("\n\n").join(out)
 
 
 @directive("library-table", "every comparison with what practitioners use instead of the lesson's kernel (a library "
            "such as Liger-Kernel, or torch.compile), one row each with its interval", needs_lesson=False)
-def library_table(page: Page) -> str:
+def library_table(page: Page) -> Md:
     groups: dict[str, list[tuple[LessonStatus, Record]]] = {}
     for st in page.site.statuses.values():
         for record in gpu_first(st):
@@ -144,67 +144,69 @@ def library_table(page: Page) -> str:
     for items in groups.values():
         rows, versions, skipped = [], set(), []
         for st, record in items:
-            link = f"[{text(st.lesson.title)}]({page.root}{st.lesson.page})"
-            mark = "" if st.is_current(record) else f"<br><small>{STALE_MARK}</small>"
+            link = Md("[{}]({})").format(st.lesson.title, url(page.root + st.lesson.page))
+            mark = Md("") if st.is_current(record) else Md("<br><small>{}</small>").format(STALE_MARK)
             versions |= {f"{package} {version}" for package, version in record.env.baselines.items()}
             if any(b.library == "torch.compile" for b in record.benchmarks):
                 versions.add(f"torch.compile of torch {record.env.torch}")
-            skipped += [f"{text(st.lesson.title)}: {text(c.message)}" for c in record.checks
+            skipped += [Md("{}: {}").format(st.lesson.title, c.message) for c in record.checks
                         if c.status == "skip" and c.name.startswith(OPTIONAL_SKIP)]
             mine = [b for b in record.benchmarks if b.library]
-            rows += [[f"{link}<br><small>{text(record.date)}</small>{mark}" if i == 0 else "", label_cell(b),
-                      f"{text(b.library)}<br><small>{text(b.baseline_name)}</small>", ratio_cell(b), target_cell(b)]
+            rows += [[Md("{}<br><small>{}</small>{}").format(link, record.date, mark) if i == 0 else "", label_cell(b),
+                      Md("{}<br><small>{}</small>").format(b.library, b.baseline_name), ratio_cell(b), target_cell(b)]
                      for i, b in enumerate(mine)]
         if not rows and not skipped:
             continue
-        out.append(f"### {text(items[0][1].env.device_name)}\n\n"
+        out.append(Md("### {}\n\n").format(items[0][1].env.device_name)
                    + (bounded_rows(["Lesson", "Comparison", "Against", "Ratio (95 % interval)", "Target"], rows,
-                                   ["---", "---", "---", "---:", "---"], "comparisons") if rows else
-                      "_No comparison with a library recorded on this GPU._")
-                   + f"\n\n<small>{text(EXPLAIN)}."
-                   + (f" Versions in these runs: {text(', '.join(sorted(versions)))}." if versions else "")
-                   + "</small>"
-                   + "".join(f"\n\n**Skipped:** {line}" for line in skipped))
-    return "\n\n".join(out) or "_No comparison with a library recorded yet: benchmarks run on a GPU only._"
+                                   [Md("---"), Md("---"), Md("---"), Md("---:"), Md("---")], "comparisons") if rows
+                      else Md("_No comparison with a library recorded on this GPU._"))
+                   + Md("\n\n<small>{}.").format(EXPLAIN)
+                   + (Md(" Versions in these runs: {}.").format(", ".join(sorted(versions))) if versions else "")
+                   + Md("</small>")
+                   + Md("").join(Md("\n\n**Skipped:** {}").format(line) for line in skipped))
+    return Md("\n\n").join(out) or Md("_No comparison with a library recorded yet: benchmarks run on a GPU only._")
 
 
-def sparkline(points: list[HistoryPoint], record: Record, b: Benchmark) -> str:
+def sparkline(points: list[HistoryPoint], record: Record, b: Benchmark) -> Md:
     """A small inline SVG: each recording's ratio with its interval, oldest first."""
     series = [(p.started_utc[:10], p.ratio, p.ratio_low, p.ratio_high) for p in points]
     series.append((record.date, b.ratio, b.ratio_low, b.ratio_high))
     if len(series) == 1:
-        return "<small>first recording</small>"
+        return Md("<small>first recording</small>")
     lo = min(s[2] for s in series)
     hi = max(s[3] for s in series)
     span = (hi - lo) or 1.0
     w, h, pad = 16 * len(series) + 8, 30, 4
 
-    def y(v: float) -> float:
-        return pad + (h - 2 * pad) * (1 - (v - lo) / span)
+    def y(v: float) -> str:  # a coordinate inside the drawing, whatever the value
+        return f"{pad + (h - 2 * pad) * (1 - min(max((v - lo) / span, 0.0), 1.0)):.1f}"
 
-    parts = [f'<svg class="vt-spark" width="{w}" height="{h}" viewBox="0 0 {w} {h}" role="img" '
-             f'aria-label="history of this ratio">']
-    title = "; ".join(f"{d}: {ratio(r)} ({interval(a, z)})" for d, r, a, z in series)
-    parts.append(f"<title>{html.escape(title)}</title>")
+    parts = [Md('<svg class="vt-spark" width="{w}" height="{h}" viewBox="0 0 {w} {h}" role="img" '
+                'aria-label="history of this ratio">').format(w=w, h=h)]
+    title = Md("; ").join(Md("{}: {} ({})").format(d, ratio(r), interval(a, z)) for d, r, a, z in series)
+    parts.append(Md("<title>{}</title>").format(title))
     for i, (_, r, a, z) in enumerate(series):
         x = 8 + 16 * i
         cls = "vt-spark-now" if i == len(series) - 1 else "vt-spark-old"
-        parts.append(f'<line x1="{x}" y1="{y(a):.1f}" x2="{x}" y2="{y(z):.1f}" class="{cls}"/>')
-        parts.append(f'<circle cx="{x}" cy="{y(r):.1f}" r="2.5" class="{cls}"/>')
-    parts.append("</svg>")
-    return "".join(parts)
+        parts.append(Md('<line x1="{}" y1="{}" x2="{}" y2="{}" class="{}"/>').format(x, y(a), x, y(z), cls))
+        parts.append(Md('<circle cx="{}" cy="{}" r="2.5" class="{}"/>').format(x, y(r), cls))
+    parts.append(Md("</svg>"))
+    return Md("").join(parts)
 
 
-def ratio_chart(bars: list[tuple[str, Benchmark]], clip: float = 2.0) -> str:
+def ratio_chart(bars: list[tuple[str, Benchmark]], clip: float = 2.0) -> Md:
     """One bar per benchmark with its interval, a line at 1.0, ticks at its targets: HTML and CSS.
 
     Built from evidence at build time, so it needs no plotting library and
     cannot disagree with the table under it. Every label is escaped. A list,
     not a drawing: at 1440 px the labels sit beside their bars, on a phone
-    above them, and the text stays text (verified.css, .vt-chart).
+    above them, and the text stays text (verified.css, .vt-chart). A raw HTML
+    block: Markdown reads nothing in it, so its labels are HTML-escaped text
+    on one line (door.raw_html_text).
     """
     if not bars:
-        return ""
+        return Md("")
 
     def x(value: float) -> str:  # a position on the bar's track, in percent
         return f"{100 * min(max(value, 0.0), clip) / clip:.1f}%"
@@ -213,35 +215,35 @@ def ratio_chart(bars: list[tuple[str, Benchmark]], clip: float = 2.0) -> str:
     grid = ", ".join(f"linear-gradient(to right, transparent calc({x(t)} - 1px), "
                      f"var(--vt-{'one' if t == 1.0 else 'grid'}) calc({x(t)} - 1px) {x(t)}, transparent {x(t)})"
                      for t in ticks)
-    axis = "".join(f'<span style="left:{x(t)}">{t:.1f}×</span>' for t in ticks)
+    axis = Md("").join(Md('<span style="left:{}">{}×</span>').format(x(t), f"{t:.1f}") for t in ticks)
     rows = []
     for label, b in bars:
         verdicts = [v for v in (b.verdict, b.stretch_verdict) if v is not None]
         cls = ("vt-bar-info" if not verdicts else "vt-bar-missed" if "not met" in verdicts
                else "vt-bar-noise" if "within noise" in verdicts else "vt-bar-met")
-        marks = [f'<span class="{cls}" style="width:{x(b.ratio)}"></span>',
-                 f'<span class="vt-err" style="left:{x(b.ratio_low)};width:calc({x(b.ratio_high)} - {x(b.ratio_low)})">'
-                 "</span>"]
+        marks = [Md('<span class="{}" style="width:{}"></span>').format(cls, x(b.ratio)),
+                 Md('<span class="vt-err" style="left:{low};width:calc({high} - {low})"></span>').format(
+                     low=x(b.ratio_low), high=x(b.ratio_high))]
         for target, kind in ((b.threshold, "vt-gate"), (b.stretch, "vt-stretch")):
             if target is not None:
-                marks.append(f'<span class="{kind}" style="left:{x(target)}"></span>')
+                marks.append(Md('<span class="{}" style="left:{}"></span>').format(kind, x(target)))
         shown = ratio(b.ratio) + (" ›" if b.ratio > clip else "")
-        interval_text = f" ({interval(b.ratio_low, b.ratio_high)})"
-        marks.append(f'<span class="vt-value" style="left:{x(max(b.ratio, b.ratio_high))}">{shown}'
-                     f'<span class="vt-sr">{html.escape(interval_text)}</span></span>')
-        rows.append(f'<li><span class="vt-label">{html.escape(label[:80])}</span>'
-                    f'<span class="vt-track">{"".join(marks)}</span></li>')
+        marks.append(Md('<span class="vt-value" style="left:{}">{}<span class="vt-sr"> ({})</span></span>').format(
+            x(max(b.ratio, b.ratio_high)), shown, interval(b.ratio_low, b.ratio_high)))
+        rows.append(Md('<li><span class="vt-label">{}</span><span class="vt-track">{}</span></li>').format(
+            raw_html_text(label[:80]), Md("").join(marks)))
     caption = ("Measured / baseline for every benchmark, with its 95 % interval as a line. Green: every target "
                "met; blue: a target within noise; amber: a target not met; grey: informational. Dark tick: the "
                f"gate or goal; dashed tick: the stretch target. Bars past {clip:.1f}× are cut, with the value "
                "printed.")
-    return (f'<figure class="vt-chart" style="--vt-ticks:{grid}">\n'
-            f'<div class="vt-axis" aria-hidden="true"><span class="vt-track">{axis}</span></div>\n'
-            f'<ol class="vt-ratio-chart" aria-label="Benchmark ratios: measured over baseline, with 95 % '
-            f'intervals">{"".join(rows)}</ol>\n<figcaption>{html.escape(caption)}</figcaption>\n</figure>')
+    return Md('<figure class="vt-chart" style="--vt-ticks:{}">\n'
+              '<div class="vt-axis" aria-hidden="true"><span class="vt-track">{}</span></div>\n'
+              '<ol class="vt-ratio-chart" aria-label="Benchmark ratios: measured over baseline, with 95 % '
+              'intervals">{}</ol>\n<figcaption>{}</figcaption>\n</figure>').format(
+                  grid, axis, Md("").join(rows), raw_html_text(caption))
 
 
 @notebook_form("benchmarks")
-def benchmarks_notebook(page: Page) -> str:
-    md = benchmarks(page).replace(":material-check: ", "✓ ")
-    return md.replace(f'!!! vt-stale "{STALE_MARK}"', f"**{STALE_MARK}**")
+def benchmarks_notebook(page: Page) -> Md:
+    md = benchmarks(page).replace(Md(":material-check: "), Md("✓ "))
+    return md.replace(Md('!!! vt-stale "{}"').format(STALE_MARK), Md("**{}**").format(STALE_MARK))

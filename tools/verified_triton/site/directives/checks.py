@@ -13,30 +13,21 @@ from verified_triton.judge.evidence import Record
 from verified_triton.judge.status import LessonStatus
 from verified_triton.site.directives import Page, directive
 from verified_triton.site.directives.common import STALE_MARK, gpu_first, mode_label
-from verified_triton.site.render import (
-    COLLAPSE_ROWS_OVER,
-    MAX_TEXT,
-    SECOND_COPY,
-    admonition,
-    bounded_rows,
-    code,
-    md_table,
-    text,
-    unindexed,
-)
+from verified_triton.site.door import MAX_TEXT, Md, code, text
+from verified_triton.site.render import COLLAPSE_ROWS_OVER, SECOND_COPY, admonition, bounded_rows, md_table, unindexed
 
 # Plain characters, not Material's icons: a checks table repeats its mark in every cell, and an inline
 # icon is an <svg> each time (twenty times the bytes of the character).
-MARK = {"pass": "✓ pass", "fail": "✗ **fail**", "skip": "– skip"}
+MARK = {"pass": Md("✓ pass"), "fail": Md("✗ **fail**"), "skip": Md("– skip")}
 
 
 @directive("checks", "every recorded check, one column per run (failed and skipped checks never fold away)")
-def checks(page: Page) -> str:
+def checks(page: Page) -> Md:
     # Check messages are evidence, not prose: kept out of the search index.
     return unindexed(checks_markdown(page))
 
 
-def checks_markdown(page: Page) -> str:
+def checks_markdown(page: Page) -> Md:
     st = page.lesson
     records = gpu_first(st)
     ran_in: dict[str, list[int]] = {}  # check name -> the records that ran it, in record order
@@ -46,7 +37,7 @@ def checks_markdown(page: Page) -> str:
             if not runs or runs[-1] != i:
                 runs.append(i)
     if not ran_in:
-        return "_No checks recorded._"
+        return Md("_No checks recorded._")
     if len(ran_in) <= COLLAPSE_ROWS_OVER:  # a short table reads best whole, a few "not run" cells and all
         return check_table(st, records, list(ran_in))
     groups: dict[tuple[int, ...], list[str]] = {}
@@ -58,7 +49,7 @@ def checks_markdown(page: Page) -> str:
         out.append(check_table(st, records, groups.pop(everywhere)))
     for subset, names in groups.items():
         out.append(partial_group(st, [records[i] for i in subset], records, names))
-    return "\n\n".join(out)
+    return Md("\n\n").join(out)
 
 
 def why_of(records: list[Record], name: str) -> str:
@@ -70,64 +61,66 @@ def why_of(records: list[Record], name: str) -> str:
 
 
 def rows_for(st: LessonStatus, records: list[Record], names: list[str], limit: int = MAX_TEXT
-             ) -> list[list[str]]:
+             ) -> list[list[Md]]:
     """One row per check; `limit` cuts each text, for a second copy above the fold (no amplification)."""
     by_record = [{c.name: c for c in r.checks} for r in records]
     rows = []
     for name in names:
         why = why_of(records, name)
-        row = [code(name) + (f"<br><small>{text(why, limit)}</small>" if why else "")]
+        row = [code(name) + (Md("<br><small>{}</small>").format(text(why, limit)) if why else Md(""))]
         for record, found in zip(records, by_record, strict=True):
             check = found.get(name)
             if check is None:
-                row.append("not run")
+                row.append(Md("not run"))
                 continue
-            prefix = f"{'' if st.is_current(record) else f'{STALE_MARK}: '}{MARK.get(check.status, text(check.status))}"
-            row.append(f"{prefix}: {text(check.message, limit)}")
+            stale = Md("") if st.is_current(record) else Md("{}: ").format(STALE_MARK)
+            prefix = stale + MARK.get(check.status, text(check.status))
+            row.append(Md("{}: {}").format(prefix, text(check.message, limit)))
         rows.append(row)
     return rows
 
 
-def headers_for(st: LessonStatus, records: list[Record]) -> list[str]:
-    return ["Check"] + [text(mode_label(r)) + ("" if st.is_current(r) else f" ({STALE_MARK})") for r in records]
+def headers_for(st: LessonStatus, records: list[Record]) -> list[Md]:
+    return [Md("Check")] + [text(mode_label(r)) + ("" if st.is_current(r) else f" ({STALE_MARK})") for r in records]
 
 
-def counts(records: list[Record], names: list[str]) -> str:
+def counts(records: list[Record], names: list[str]) -> Md:
     wanted = set(names)
     parts = []
     for r in records:
         found = [c for c in r.checks if c.name in wanted]
-        parts.append(f"{text(mode_label(r))}: " + ", ".join(
+        parts.append(Md("{}: ").format(mode_label(r)) + Md(", ").join(
             f"{sum(c.status == status for c in found)} {status}" for status in ("pass", "fail", "skip")
             if any(c.status == status for c in found)))
-    return "; ".join(parts)
+    return Md("; ").join(parts)
 
 
-def notable(rows: list[list[str]]) -> list[list[str]]:
+def notable(rows: list[list[Md]]) -> list[list[Md]]:
     return [row for row in rows if any(MARK["fail"] in cell or MARK["skip"] in cell for cell in row)]
 
 
-def failed_or_skipped(st: LessonStatus, records: list[Record], names: list[str], headers: list[str],
-                      rows: list[list[str]]) -> list[str]:
+def failed_or_skipped(st: LessonStatus, records: list[Record], names: list[str], headers: list[Md],
+                      rows: list[list[Md]]) -> list[Md]:
     """The failed or skipped checks of `rows` again, above the fold, their texts cut (a second copy)."""
     if not notable(rows):
         return []
     short = notable(rows_for(st, records, names, SECOND_COPY))
-    return ["", "Failed or skipped:", "", bounded_rows(headers, short, what="checks")]
+    return [Md(""), Md("Failed or skipped:"), Md(""), bounded_rows(headers, short, what="checks")]
 
 
-def check_table(st: LessonStatus, records: list[Record], names: list[str]) -> str:
+def check_table(st: LessonStatus, records: list[Record], names: list[str]) -> Md:
     """The checks every run made: a table, folded behind its counts when long."""
     headers, rows = headers_for(st, records), rows_for(st, records, names)
     if len(rows) <= COLLAPSE_ROWS_OVER:
         return md_table(headers, rows)
-    out = [f"**{len(rows)} checks** recorded ({counts(records, names)}).",
+    out = [Md("**{} checks** recorded ({}).").format(len(rows), counts(records, names)),
            *failed_or_skipped(st, records, names, headers, rows)]
-    out += ["", admonition("abstract", f"All {len(rows)} checks", bounded_rows(headers, rows, what="checks"), True)]
-    return "\n".join(out)
+    out += [Md(""), admonition("abstract", f"All {len(rows)} checks", bounded_rows(headers, rows, what="checks"),
+                               True)]
+    return Md("\n").join(out)
 
 
-def partial_group(st: LessonStatus, ran: list[Record], records: list[Record], names: list[str]) -> str:
+def partial_group(st: LessonStatus, ran: list[Record], records: list[Record], names: list[str]) -> Md:
     """Checks only some runs made: one line with their count and results, the list folded under it."""
     others = [r for r in records if all(r is not x for x in ran)]
     if all(r.mode == "gpu" for r in ran) and all(r.mode == "interpreter" for r in others):
@@ -135,12 +128,12 @@ def partial_group(st: LessonStatus, ran: list[Record], records: list[Record], na
     elif all(r.mode == "interpreter" for r in ran) and all(r.mode == "gpu" for r in others):
         where, missing = "under the interpreter only", "not run on the GPU"
     else:
-        where = "only in " + ", ".join(text(mode_label(r)) for r in ran)
-        missing = "not run in " + ", ".join(text(mode_label(r)) for r in others)
+        where = Md("only in ") + Md(", ").join(mode_label(r) for r in ran)
+        missing = Md("not run in ") + Md(", ").join(mode_label(r) for r in others)
     n = len(names)
     headers, rows = headers_for(st, ran), rows_for(st, ran, names)
-    out = [f"**{n} {'check' if n == 1 else 'checks'} {where}** ({missing}): {counts(ran, names)}.",
+    out = [Md("**{} {} {}** ({}): {}.").format(n, "check" if n == 1 else "checks", where, missing, counts(ran, names)),
            *failed_or_skipped(st, ran, names, headers, rows)]
-    title = f"The {n} {'check' if n == 1 else 'checks'} {where}"
-    out += ["", admonition("abstract", title, bounded_rows(headers, rows, what="checks"), True)]
-    return "\n".join(out)
+    title = Md("The {} {} {}").format(n, "check" if n == 1 else "checks", where)
+    out += [Md(""), admonition("abstract", title, bounded_rows(headers, rows, what="checks"), True)]
+    return Md("\n").join(out)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from verified_triton.judge.evidence import Record
 from verified_triton.judge.status import LessonStatus
-from verified_triton.site.render import text
+from verified_triton.site.door import Md, text
 
 STALE_MARK = "⚠ older source"
 
@@ -18,7 +18,7 @@ def gpu_first(st: LessonStatus) -> list[Record]:
     return sorted(st.records, key=lambda r: (not st.is_current(r), r.mode != "gpu", r.key))
 
 
-def where(record: Record) -> str:
+def where(record: Record) -> Md:
     """Machine, versions and date of a record, once, as escaped text."""
     env = record.env
     if record.mode == "interpreter":
@@ -27,9 +27,9 @@ def where(record: Record) -> str:
                 + (f", CUDA {env.cuda}" if env.cuda else "") + f", {record.date}")
 
 
-def stale_note(st: LessonStatus, record: Record) -> str:
+def stale_note(st: LessonStatus, record: Record) -> Md:
     """'' for a current record; for an older one, a sentence that says so."""
     if st.is_current(record):
-        return ""
-    return (f"**{STALE_MARK}:** recorded on {text(record.date)} for source {text(record.source_hash[:12])}; "
-            f"the lesson has changed since (now {text(st.source_hash[:12])}). Shown for reference only.")
+        return Md("")
+    return Md("**{}:** recorded on {} for source {}; the lesson has changed since (now {}). Shown for reference "
+              "only.").format(STALE_MARK, record.date, record.source_hash[:12], st.source_hash[:12])

@@ -6,24 +6,28 @@ from verified_triton.core.numfmt import seconds
 from verified_triton.judge.status import LessonStatus
 from verified_triton.site.directives import Page, directive
 from verified_triton.site.directives.memory import memory_line
-from verified_triton.site.render import badge, md_table, text
+from verified_triton.site.door import Md, text, url
+from verified_triton.site.render import badge, md_table
 
 
 @directive("course", "the lessons in course order, with badges, summaries and prerequisites", needs_lesson=False)
-def course(page: Page) -> str:
+def course(page: Page) -> Md:
     statuses = page.site.statuses
     out = []
     for number, st in enumerate(statuses.values(), start=1):
         lesson = st.lesson
-        prereq = ", ".join(f"[{text(statuses[p].lesson.title)}]({page.root}{statuses[p].lesson.page})"
-                           for p in lesson.prerequisites if p in statuses)
-        out.append(f"{number}. **[{text(lesson.title)}]({page.root}{lesson.page})** {badge(st.status)}  \n"
-                   f"    {text(lesson.summary)}"
-                   + (f"  \n    <small>Builds on: {prereq}</small>" if prereq else ""))
-    return "\n".join(out) or "_No lessons yet._"
+        prereq = Md(", ").join(link(page, statuses[p].lesson) for p in lesson.prerequisites if p in statuses)
+        out.append(Md("{}. **{}** {}  \n    {}").format(number, link(page, lesson), badge(st.status), lesson.summary)
+                   + (Md("  \n    <small>Builds on: {}</small>").format(prereq) if prereq else ""))
+    return Md("\n").join(out) or Md("_No lessons yet._")
 
 
-def mode_cell(st: LessonStatus, mode: str) -> str:
+def link(page: Page, lesson) -> Md:
+    """A link to a lesson's page, titled with its title."""
+    return Md("[{}]({})").format(lesson.title, url(page.root + lesson.page))
+
+
+def mode_cell(st: LessonStatus, mode: str) -> Md:
     state = st.modes[mode]
     rec = state.record
     if rec is None:
@@ -47,10 +51,10 @@ def memory_cell(st: LessonStatus) -> str:
 
 @directive("status-table", "every lesson's status, summary, and the date, machine and versions of each run",
            needs_lesson=False)
-def status_table(page: Page) -> str:
+def status_table(page: Page) -> Md:
     statuses = page.site.statuses.values()
-    rows = [[f"[{text(st.lesson.title)}]({page.root}{st.lesson.page})", badge(st.status), text(st.summary),
+    rows = [[link(page, st.lesson), badge(st.status), text(st.summary),
              mode_cell(st, "interpreter"), mode_cell(st, "gpu"), memory_cell(st)] for st in statuses]
     table = md_table(["Lesson", "Status", "What was verified", "Interpreter run", "GPU run", "Memory check"], rows)
-    sentences = "\n".join(f"- **{text(st.lesson.title)}**: {text(st.sentence)}" for st in statuses)
-    return f"{table}\n\n{sentences}"
+    sentences = Md("\n").join(Md("- **{}**: {}").format(st.lesson.title, st.sentence) for st in statuses)
+    return Md("{}\n\n{}").format(table, sentences)

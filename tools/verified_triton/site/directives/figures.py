@@ -11,30 +11,31 @@ from verified_triton.judge.evidence import Record, read_figure
 from verified_triton.judge.status import LessonStatus
 from verified_triton.site.directives import DirectiveError, Page, directive, notebook_form
 from verified_triton.site.directives.common import STALE_MARK, gpu_first, mode_label, stale_note
-from verified_triton.site.render import SECOND_COPY, admonition, text
+from verified_triton.site.door import Md, text, url
+from verified_triton.site.render import SECOND_COPY, admonition
 
 
-def figure_html(page: Page, st: LessonStatus, record: Record, fig: Figure) -> str:
+def figure_html(page: Page, st: LessonStatus, record: Record, fig: Figure) -> Md:
     caption = text(fig.caption or fig.name)
     alt = text(fig.caption or fig.name, SECOND_COPY)  # the caption is shown in full once, under the figure
-    base = f"{page.root}evidence/{st.lesson.name}/{record.key}/"
+    base = f"{page.root}evidence/{st.lesson.name}/{record.key}/"  # names and keys the schema checked
     # Each image is a link to itself: a tap opens it full size (GLightbox, loaded on that first tap by
     # assets/javascripts/reader.js; without scripts the link opens the PNG).
     variants = [(fig.file, "#only-light" if fig.dark_file else "")]
     if fig.dark_file:
         variants.append((fig.dark_file, "#only-dark"))
-    images = [f"  [![{alt}]({base}{file}{scheme}){{ loading=lazy }}]({base}{file}{scheme}){{ .vt-zoom }}"
-              for file, scheme in variants]
+    images = [Md("  [![{alt}]({src}){{ loading=lazy }}]({src}){{ .vt-zoom }}").format(
+        alt=alt, src=url(f"{base}{file}{scheme}")) for file, scheme in variants]
     where = text(f"{mode_label(record)}, {record.date}")
-    block = ('<figure markdown="span" class="vt-figure">\n' + "\n".join(images)
-             + f"\n  <figcaption>{caption} ({where})</figcaption>\n</figure>")
+    block = Md('<figure markdown="span" class="vt-figure">\n{}\n  <figcaption>{} ({})</figcaption>\n</figure>').format(
+        Md("\n").join(images), caption, where)
     note = stale_note(st, record)
-    return admonition("vt-stale", STALE_MARK, f"{note}\n\n{block}") if note else block
+    return admonition("vt-stale", STALE_MARK, Md("{}\n\n{}").format(note, block)) if note else block
 
 
 @directive("figure", "one recorded figure, placed next to the prose about it (light and dark variants)",
            args=("NAME",))
-def figure(page: Page, name: str) -> str:
+def figure(page: Page, name: str) -> Md:
     st = page.lesson
     for record in gpu_first(st):
         for fig in record.figures:
@@ -44,18 +45,18 @@ def figure(page: Page, name: str) -> str:
         known = sorted({f.name for r in st.records for f in r.figures})
         raise DirectiveError(f"no recorded figure named '{name}' for lesson '{st.lesson.name}' "
                              f"(recorded figures: {', '.join(known) or 'none'})")
-    return f"_Figure {text(name)} is drawn by the GPU run of this source, which has not been recorded yet._"
+    return Md("_Figure {} is drawn by the GPU run of this source, which has not been recorded yet._").format(name)
 
 
 @directive("figures", "every figure the runs recorded")
-def figures(page: Page) -> str:
+def figures(page: Page) -> Md:
     st = page.lesson
     out = [figure_html(page, st, record, fig) for record in gpu_first(st) for fig in record.figures]
-    return "\n\n".join(out) or "_No figures recorded yet._"
+    return Md("\n\n").join(out) or Md("_No figures recorded yet._")
 
 
 @notebook_form("figure")
-def figure_notebook(page: Page, name: str) -> str:
+def figure_notebook(page: Page, name: str) -> Md:
     """The light variant, embedded in the cell as an attachment (the notebook needs no other file)."""
     st = page.lesson
     for record in gpu_first(st):
@@ -65,5 +66,5 @@ def figure_notebook(page: Page, name: str) -> str:
                 where = text(f"{mode_label(record)}, {record.date}")
                 older = "" if st.is_current(record) else " ⚠ older source"
                 caption = text(fig.caption or fig.name)
-                return f"![{caption}](attachment:{fig.file})\n\n*{caption} ({where}){older}*"
-    return ""
+                return Md("![{}](attachment:{})\n\n*{} ({}){}*").format(caption, url(fig.file), caption, where, older)
+    return Md("")

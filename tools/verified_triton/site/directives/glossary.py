@@ -10,8 +10,9 @@ import re
 
 from verified_triton.core.safefs import UnsafePathError
 from verified_triton.site.directives import DirectiveError, Page, directive
+from verified_triton.site.door import Md, text, url
 from verified_triton.site.glossary import ABBREVIATIONS, GlossaryError, lesson_for, read
-from verified_triton.site.render import md_table, text
+from verified_triton.site.render import md_table
 
 
 def anchor(term: str) -> str:
@@ -20,7 +21,7 @@ def anchor(term: str) -> str:
 
 @directive("glossary", "every glossary term with its definition and a link to the lesson that teaches it",
            needs_lesson=False)
-def glossary(page: Page) -> str:
+def glossary(page: Page) -> Md:
     if page.site.docs_dir is None:
         raise DirectiveError("::glossary needs the docs folder (the site was loaded without it)")
     path = page.site.docs_dir / ABBREVIATIONS
@@ -35,8 +36,8 @@ def glossary(page: Page) -> str:
             raise DirectiveError(f"{path}:{entry.line}: '{entry.term}' is taught in '{entry.taught_in}', which is "
                                  "no lesson's title (up to its colon) or name")
         others = entry.forms[1:]
-        term = f'<span id="{anchor(entry.term)}"></span>**{text(entry.term)}**' + (
-            f"<br><small>also {', '.join(text(f) for f in others)}</small>" if others else "")
+        term = Md('<span id="{}"></span>**{}**').format(anchor(entry.term), entry.term) + (
+            Md("<br><small>also {}</small>").format(Md(", ").join(others)) if others else Md(""))
         title = lesson.title.split(":")[0].strip()
-        rows.append([term, text(entry.definition), f"[{text(title)}]({page.root}{lesson.page})"])
+        rows.append([term, text(entry.definition), Md("[{}]({})").format(title, url(page.root + lesson.page))])
     return md_table(["Term", "Meaning", "Taught in"], rows)

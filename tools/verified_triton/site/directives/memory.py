@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from verified_triton.judge.status import LessonStatus, MemoryCheck, ToolVerdict
 from verified_triton.site.directives import Page, directive, notebook_form
-from verified_triton.site.render import admonition, code, text
+from verified_triton.site.door import Md, code
+from verified_triton.site.render import admonition
 
 NOT_CHECKED = {
     "none": "not checked yet",
@@ -29,67 +30,68 @@ def memory_line(st: LessonStatus) -> str:
     return NOT_CHECKED.get(state.state, state.state)
 
 
-def memory_fold(st: LessonStatus) -> str:
+def memory_fold(st: LessonStatus) -> Md:
     """The line as a folded admonition's title, the details inside."""
-    title = f"Memory check: {text(memory_line(st))}"
+    title = Md("Memory check: {}").format(memory_line(st))
     css = {"passed": "vt-memory-passed", "failed": "vt-memory-failed"}.get(st.modes["sanitize"].state,
                                                                            "vt-memory")
     return admonition(f"{css} vt-memory", title, memory_details(st), folded=True)
 
 
-def memory_details(st: LessonStatus) -> str:
+def memory_details(st: LessonStatus) -> Md:
     check = st.memory
     if check is None:
-        return text(st.modes["sanitize"].phrase[:1].upper() + st.modes["sanitize"].phrase[1:]) + "."
-    return "\n".join(_details(check))
+        phrase = st.modes["sanitize"].phrase
+        return Md("{}.").format(phrase[:1].upper() + phrase[1:])
+    return Md("\n").join(_details(check))
 
 
-def _details(check: MemoryCheck) -> list[str]:
+def _details(check: MemoryCheck) -> list[Md]:
     record = check.record
     san = record.sanitizer
     sizes = "the smoke inputs (lesson.size)" if san.size == "smoke" else "the GPU run's inputs"
-    out = [f"compute-sanitizer {text(san.version)} on {text(record.env.device_name)}, {text(record.date)}, "
-           f"with PyTorch's caching allocator off, on {sizes}; every step once, untimed.", ""]
+    out = [Md("compute-sanitizer {} on {}, {}, with PyTorch's caching allocator off, on {}; every step once, "
+              "untimed.").format(san.version, record.env.device_name, record.date, sizes), Md("")]
     if check.problems:
-        out += ["**What keeps it from passing:**", ""] + [f"- {text(p)}" for p in check.problems] + [""]
-    out += ["**Each tool:**", ""]
+        out += [Md("**What keeps it from passing:**"), Md("")] + [Md("- {}").format(p) for p in check.problems]
+        out += [Md("")]
+    out += [Md("**Each tool:**"), Md("")]
     for verdict in check.tools:
         out += _tool(verdict)
     for known in record.sanitizer.known:
         if not any(j.known is known for t in check.tools for j in t.lessons):
-            out.append(f"- Declared in the lesson but matched nothing: {text(known.tool)} in {code(known.kernel)} at "
-                       f"{text(', '.join(known.where))}")
+            out.append(Md("- Declared in the lesson but matched nothing: {} in {} at {}").format(
+                known.tool, code(known.kernel), ", ".join(known.where)))
     return out
 
 
-def _tool(verdict: ToolVerdict) -> list[str]:
+def _tool(verdict: ToolVerdict) -> list[Md]:
     run = verdict.run
-    head = f"- **{text(verdict.tool)}**: {text(verdict.words)}"
+    head = Md("- **{}**: {}").format(verdict.tool, verdict.words)
     if run is not None and run.reason and run.state not in ("clean", "findings"):
-        head += f" ({text(run.reason)})"
+        head += Md(" ({})").format(run.reason)
     out = [head]
     for judged in verdict.lessons:
         f = judged.finding
         places = [loc for loc in f.locations if loc.access != "frame"]
         where = ", ".join(f"{loc.access + ' ' if loc.access else ''}{loc.file}:{loc.line}" for loc in places[:4])
         count = f"{f.records:,} record{'s' * (f.records != 1)}" + (f", {f.hazards:,} hazards" if f.hazards else "")
-        line = (f"    - {code(f.kernel or 'a kernel')} at {text(where or 'no line')}: {text(f.message)} "
-                f"({text(count)})")
+        line = Md("    - {} at {}: {} ({})").format(code(f.kernel or "a kernel"), where or "no line", f.message, count)
         if judged.known is not None:
-            line += f"; declared harmless: {text(judged.known.why)}"
+            line += Md("; declared harmless: {}").format(judged.known.why)
         elif verdict.tool in ("initcheck", "racecheck"):
-            line += "; **neither fixed nor declared**"
+            line += Md("; **neither fixed nor declared**")
         out.append(line)
     if run is not None and run.command:
-        out.append(f"    - command: {code(run.command)}")
+        out.append(Md("    - command: {}").format(code(run.command)))
     return out
 
 
 @directive("memory-check", "the lesson's memory check under compute-sanitizer in one line, its details folded")
-def memory_check(page: Page) -> str:
+def memory_check(page: Page) -> Md:
     return memory_fold(page.lesson)
 
 
 @notebook_form("memory-check")
-def memory_check_notebook(page: Page) -> str:
-    return f"Memory check (compute-sanitizer) when this notebook was made: {text(memory_line(page.lesson))}."
+def memory_check_notebook(page: Page) -> Md:
+    return Md("Memory check (compute-sanitizer) when this notebook was made: {}.").format(memory_line(page.lesson))

@@ -24,7 +24,8 @@ from verified_triton.judge.evidence import Record
 from verified_triton.judge.status import LessonStatus
 from verified_triton.site.directives import DirectiveError, Page, directive, notebook_form, page_check
 from verified_triton.site.directives.common import STALE_MARK, gpu_first, stale_note, where
-from verified_triton.site.render import admonition, code, md_table, text
+from verified_triton.site.door import Md, code, page_markdown, text, url
+from verified_triton.site.render import admonition, interval, md_table, number, percent, ratio
 
 
 @dataclass
@@ -52,35 +53,36 @@ def unit_of(found: Found) -> str:
     return p.unit or (bench.unit if bench else "")
 
 
-def value(x: float, unit: str) -> str:
-    """A ratio with two decimals, as the benchmarks table shows ratios; anything else to 3 digits."""
+def value(x: float, unit: str) -> Md:
+    """A ratio with two decimals, as the benchmarks table shows ratios; anything else to 3 digits (numfmt:
+    bounded width); the unit escaped."""
     if unit == "×":
-        return f"{x:.2f}×" if abs(x) < 1000 else f"{x:,.0f}×"
-    shown = f"{x:.3g}" if abs(x) < 1000 else f"{x:,.0f}"
-    return f"{shown} {unit}".rstrip()
+        return ratio(x)
+    return Md("{} {}").format(number(x), unit) if unit else number(x)
 
 
-def what(found: Found) -> str:
+def what(found: Found) -> Md:
     """What is predicted, in words: the benchmark's ratio or kernel, or the lesson's own quantity."""
     p = found.prediction
     bench = next((b for b in found.record.benchmarks if b.name == p.of), None)
     label = text(bench.label) if bench else code(p.of)
     if p.quantity == "ratio":
-        return f"the ratio of {label}"
+        return Md("the ratio of {}").format(label)
     if p.quantity == "kernel":
-        return f"the kernel's own median in {label}"
-    return f"{code(p.name)}, measured by the lesson"
+        return Md("the kernel's own median in {}").format(label)
+    return Md("{}, measured by the lesson").format(code(p.name))
 
 
-def gap_cell(outcome: PredictionOutcome, tolerance: float) -> str:
-    verdict = "held" if outcome.held else "**missed**"
-    return f"{outcome.gap * 100:+.0f} %: {verdict} <small>(tolerance ±{tolerance * 100:.0f} %)</small>"
+def gap_cell(outcome: PredictionOutcome, tolerance: float) -> Md:
+    verdict = Md("held") if outcome.held else Md("**missed**")
+    return Md("{} %: {} <small>(tolerance ±{} %)</small>").format(percent(outcome.gap, signed=True), verdict,
+                                                                 percent(tolerance))
 
 
-def measured_cell(outcome: PredictionOutcome, unit: str) -> str:
-    cell = f"**{value(outcome.measured, unit)}**"
+def measured_cell(outcome: PredictionOutcome, unit: str) -> Md:
+    cell = Md("**{}**").format(value(outcome.measured, unit))
     if outcome.low is not None and outcome.high is not None:
-        cell += f" <small>({outcome.low:.2f}–{outcome.high:.2f})</small>"
+        cell += Md(" <small>({})</small>").format(interval(outcome.low, outcome.high))
     return cell
 
 
@@ -88,11 +90,11 @@ def must_explain(st: LessonStatus, found: Found) -> bool:
     return found.outcome is not None and not found.outcome.held and st.is_current(found.record)
 
 
-def prediction_block(page: Page, name: str, body: str) -> tuple[str, str, str]:
+def prediction_block(page: Page, name: str, body: str) -> tuple[str, Md, Md]:
     """(admonition kind, title, body) for one prediction; DirectiveError for a typo or an unexplained miss."""
     st = page.lesson
     found = find(st, name)
-    title = f"Prediction {text(name)}"
+    title = Md("Prediction {}").format(name)
     if found is None:
         measured_runs = [r for r in st.current if r.mode == "gpu" and r.outcome == "passed"]
         if measured_runs:
@@ -100,53 +102,54 @@ def prediction_block(page: Page, name: str, body: str) -> tuple[str, str, str]:
             raise DirectiveError(f"no recorded prediction named '{name}' for lesson '{st.lesson.name}' "
                                  f"(recorded predictions: {', '.join(known) or 'none'}); "
                                  f"the lesson makes it with lesson.predict('{name}', ...)")
-        return ("note", title, "Not measured yet: the GPU run that makes this prediction and measures it has "
-                               "not been recorded for this source.")
+        return ("note", title, Md("Not measured yet: the GPU run that makes this prediction and measures it "
+                                  "has not been recorded for this source."))
     p, outcome = found.prediction, found.outcome
     unit = unit_of(found)
-    predicted = f"**{value(p.value, unit)}**"
+    predicted = Md("**{}**").format(value(p.value, unit))
     if outcome is None:
         why = ("under the interpreter nothing is timed" if found.record.mode == "interpreter"
                else "the recorded run did not reach the measurement")
-        row = [predicted, f"not measured: {why}", "-"]
+        row = [predicted, Md("not measured: {}").format(why), "-"]
     else:
         row = [predicted, measured_cell(outcome, unit), gap_cell(outcome, p.tolerance)]
-    lines = [md_table(["Predicted", "Measured", "Gap"], [row]), "",
-             f"Predicts {what(found)}. Model: {text(p.basis)}", "",
-             f"<small>{where(found.record)}</small>"]
+    lines = [md_table(["Predicted", "Measured", "Gap"], [row]), Md(""),
+             Md("Predicts {}. Model: {}").format(what(found), p.basis), Md(""),
+             Md("<small>{}</small>").format(where(found.record))]
     kind = "info" if outcome is None else "success" if outcome.held else "warning"
     if must_explain(st, found):
         if not body.strip():
             raise DirectiveError(
                 f"prediction '{name}' missed: predicted {value(p.value, unit)}, measured "
-                f"{value(outcome.measured, unit)} ({outcome.gap * 100:+.0f} %, tolerance ±{p.tolerance * 100:.0f} %) "
+                f"{value(outcome.measured, unit)} ({percent(outcome.gap, signed=True)} %, tolerance "
+                f"±{percent(p.tolerance)} %) "
                 f"in the GPU record of {found.record.date}. Explain the miss on the page: indent the author's "
                 f"explanation under the directive line (4 spaces), saying where the model is off")
-        lines += ["", f"**Why the model is off.** {body.strip()}"]
+        lines += [Md(""), Md("**Why the model is off.** {}").format(page_markdown(body))]
     elif outcome is not None and not outcome.held and body.strip():
-        lines += ["", f"**Why the model is off.** {body.strip()}"]
+        lines += [Md(""), Md("**Why the model is off.** {}").format(page_markdown(body))]
     note = stale_note(st, found.record)
     if note:
-        lines = [note, ""] + lines
-        kind, title = "vt-stale", f"{STALE_MARK}: {title}"
-    return kind, title, "\n".join(lines)
+        lines = [note, Md("")] + lines
+        kind, title = "vt-stale", Md("{}: {}").format(STALE_MARK, title)
+    return kind, title, Md("\n").join(lines)
 
 
 @directive("prediction", "one prediction the lesson made (lesson.predict): predicted, measured, the gap; "
                          "a miss needs the explanation indented under the line", args=("NAME",), body=True)
-def prediction(page: Page, name: str, body: str = "") -> str:
+def prediction(page: Page, name: str, body: str = "") -> Md:
     page.shown.add(f"prediction:{name}")
     kind, title, block = prediction_block(page, name, body)
     return admonition(kind, title, block)
 
 
 @notebook_form("prediction")
-def prediction_notebook(page: Page, name: str, body: str = "") -> str:
+def prediction_notebook(page: Page, name: str, body: str = "") -> Md:
     try:
         _, title, block = prediction_block(page, name, body)
     except DirectiveError:
-        return ""
-    return f"**{title}**\n\n{block}"
+        return Md("")
+    return Md("**{}**\n\n{}").format(title, block)
 
 
 @page_check
@@ -165,21 +168,21 @@ def every_prediction_shown(page: Page) -> str:
 
 @directive("prediction-table", "every lesson's predictions with the GPU run's measurement and the gap",
            needs_lesson=False)
-def prediction_table(page: Page) -> str:
+def prediction_table(page: Page) -> Md:
     rows = []
     for st in page.site.statuses.values():
-        link = f"[{text(st.lesson.title.split(':')[0])}]({page.root}{st.lesson.page})"
+        link = Md("[{}]({})").format(st.lesson.title.split(":")[0], url(page.root + st.lesson.page))
         names = {p.name: None for r in gpu_first(st) for p in r.predictions}
         for name in names:
             found = find(st, name)
             p, outcome = found.prediction, found.outcome
             unit = unit_of(found)
-            mark = "" if st.is_current(found.record) else f" <small>({STALE_MARK})</small>"
+            mark = Md("") if st.is_current(found.record) else Md(" <small>({})</small>").format(STALE_MARK)
             rows.append([link, code(name) + mark, text(p.basis), value(p.value, unit),
                          "not measured" if outcome is None else measured_cell(outcome, unit),
                          "-" if outcome is None else gap_cell(outcome, p.tolerance)])
-            link = ""
+            link = Md("")
     if not rows:
-        return "_No predictions recorded yet: they are made and measured by the GPU runs._"
+        return Md("_No predictions recorded yet: they are made and measured by the GPU runs._")
     return md_table(["Lesson", "Prediction", "Model", "Predicted", "Measured", "Gap"], rows,
-                    ["---", "---", "---", "---:", "---:", "---"])
+                    [Md("---"), Md("---"), Md("---"), Md("---:"), Md("---:"), Md("---")])

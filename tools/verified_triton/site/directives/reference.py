@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from verified_triton.core.limits import LIMITS
 from verified_triton.site.directives import REGISTRY, Page, directive
-from verified_triton.site.render import md_table, text
+from verified_triton.site.door import Md, code, text
+from verified_triton.site.render import md_table
 
 
 @directive("directives", "the table of every directive, from the registry", needs_lesson=False)
-def directives(page: Page) -> str:
-    rows = [[f"<code>{text(d.usage)}</code>", "lesson page" if d.needs_lesson else "any page", text(d.help)]
+def directives(page: Page) -> Md:
+    rows = [[code(d.usage), "lesson page" if d.needs_lesson else "any page", text(d.help)]
             for d in sorted(REGISTRY.values(), key=lambda d: d.name)]
     return md_table(["Directive", "Where", "What it shows"], rows)
 
@@ -28,5 +29,5 @@ def directive_table_markdown() -> str:
 
 @directive("limits", "the size limits on untrusted input, from tools/verified_triton/core/limits.py",
            needs_lesson=False)
-def limits(page: Page) -> str:
+def limits(page: Page) -> Md:
     return md_table(["What", "Limit", "Enforced by"], [[text(a), text(b), text(c)] for a, b, c in LIMITS.rows()])

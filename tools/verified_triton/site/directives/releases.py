@@ -16,9 +16,10 @@ from verified_triton.judge.releases import minor, release_tuple
 from verified_triton.judge.status import LessonStatus
 from verified_triton.site.directives import Page, directive
 from verified_triton.site.directives.common import STALE_MARK
-from verified_triton.site.render import admonition, md_table, text, unindexed
+from verified_triton.site.door import Md, text, url
+from verified_triton.site.render import admonition, md_table, unindexed
 
-MARK = {PASSED: "✓ passed", DECLINED: "– declined by design", FAILED: "✗ **failed**"}
+MARK = {PASSED: Md("✓ passed"), DECLINED: Md("– declined by design"), FAILED: Md("✗ **failed**")}
 COLUMNS = 12  # minor releases the status page's table shows, the newest (LIMITS.releases bounds the rest)
 
 
@@ -27,12 +28,12 @@ def english(items: list[str]) -> str:
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + f" and {items[-1]}"
 
 
-def release_line(st: LessonStatus) -> str:
+def release_line(st: LessonStatus) -> Md:
     """One sentence, as escaped Markdown: the releases the interpreter runs passed, declined or failed under,
     and the GPU run the badge rests on; '' when no release has been recorded."""
     m = st.releases
     if m is None or not (m.results or m.stale):
-        return ""
+        return Md("")
     if not m.results:
         dates = sorted({r.date for r in m.stale})
         return text(f"Checked under other Triton releases for an older source only (last on {dates[-1]}); not "
@@ -69,53 +70,54 @@ def gpu_clause(st: LessonStatus) -> str:
     return f"; on an {where}" if gpu.state == "passed" else f"; declined by design on an {where}"
 
 
-def release_rows(m: ReleaseMatrix) -> list[list[str]]:
+def release_rows(m: ReleaseMatrix) -> list[list[Md]]:
     return [[text(r.release), outcome_cell(r), text(f"{r.record.checks_passed} passed, {r.record.checks_failed} "
                                                      f"failed, {r.record.checks_skipped} skipped"),
              text(seconds(r.record.wall_s)),
              text(f"{r.record.date}, torch {r.record.env.torch}, numpy {r.record.env.numpy}")] for r in m.results]
 
 
-def outcome_cell(r: ReleaseResult) -> str:
+def outcome_cell(r: ReleaseResult) -> Md:
     said = MARK[r.state]
     if r.below_requires:
         said += text(" (below [requires]: the kit's version check lifted)")
     if r.record.reason and r.state != PASSED:
-        said += f": {text(r.record.reason)}"
+        said += Md(": {}").format(r.record.reason)
     return said
 
 
-def release_fold(st: LessonStatus, root: str, folded: bool = True) -> str:
+def release_fold(st: LessonStatus, root: str, folded: bool = True) -> Md:
     """The per-release table under a fold beside the status line ('' when no release is recorded)."""
     m = st.releases
     if m is None or not m.results:
-        return ""
+        return Md("")
     need = (f"lesson.toml's [requires] triton: {m.claimed}" + (f" ({m.why})" if m.why else "") if m.claimed
             else "lesson.toml states no [requires] triton")
-    body = [md_table(["Release", "Interpreter run", "Checks", "Time", "Recorded, with"], release_rows(m)), "",
-            f"<small>{text(need)}. Each release ran in an environment of its own: that Triton, with this "
-            "machine's torch and the numpy shown. These runs are information; the badge never depends on them. "
-            f"[How the releases are checked]({root}verification.md#other-triton-releases)</small>"]
-    return admonition("vt-why vt-releases", "Triton releases", "\n".join(body), folded=folded)
+    body = [md_table(["Release", "Interpreter run", "Checks", "Time", "Recorded, with"], release_rows(m)), Md(""),
+            Md("<small>{}. Each release ran in an environment of its own: that Triton, with this machine's torch "
+               "and the numpy shown. These runs are information; the badge never depends on them. "
+               "[How the releases are checked]({}verification.md#other-triton-releases)</small>").format(
+                need, url(root))]
+    return admonition("vt-why vt-releases", Md("Triton releases"), Md("\n").join(body), folded=folded)
 
 
 @directive("releases", "the Triton releases the lesson was checked under, in one line, each run folded below it")
-def releases(page: Page) -> str:
+def releases(page: Page) -> Md:
     line = release_line(page.lesson)
     if not line:
         return unindexed(text("Not yet checked under other Triton releases "
                               "(.venv/bin/python tools/verify.py --matrix)."))
-    return unindexed(f"{line}\n\n{release_fold(page.lesson, page.root)}".rstrip())
+    return unindexed(Md("{}\n\n{}").format(line, release_fold(page.lesson, page.root)).rstrip())
 
 
 @directive("release-table", "every lesson under every Triton release of the matrix, and what it says of "
            "[requires] triton", needs_lesson=False)
-def release_table(page: Page) -> str:
+def release_table(page: Page) -> Md:
     statuses = list(page.site.statuses.values())
     every = sorted({r.minor for st in statuses if st.releases for r in st.releases.results}, key=release_tuple)
     if not every:
-        return ("_No lesson has been checked under other Triton releases yet "
-                "(.venv/bin/python tools/verify.py --matrix)._")
+        return Md("_{}_").format("No lesson has been checked under other Triton releases yet "
+                                 "(.venv/bin/python tools/verify.py --matrix).")
     minors = every[-COLUMNS:]  # the newest: a table of every release ever recorded would not end
     rows, failures = [], []
     for st in statuses:
@@ -126,32 +128,33 @@ def release_table(page: Page) -> str:
             r = results.get(key)
             if r is None:
                 stale = m is not None and any(minor(s.release) == key for s in m.stale)
-                cells.append(text(STALE_MARK) if stale else "")
+                cells.append(text(STALE_MARK) if stale else Md(""))
                 continue
-            cells.append(MARK[r.state].split(" ")[0] + ("*" if r.below_requires else ""))
+            cells.append(text(str(MARK[r.state]).split(" ")[0] + ("*" if r.below_requires else "")))
             if r.state == FAILED:
-                failures.append(f"- **{text(st.lesson.title)}** under Triton {text(r.release)}: "
-                                f"{text(r.record.reason)}")
+                failures.append(Md("- **{}** under Triton {}: {}").format(st.lesson.title, r.release,
+                                                                           r.record.reason))
         claimed = m.claimed if m else st.lesson.requires.triton
         says = minor(m.lowest) if m and m.lowest else ""
         refused = bool(m and m.refusals)
-        rows.append([f"[{text(st.lesson.title)}]({page.root}{st.lesson.page})", *cells, text(claimed or "none"),
-                     text(says) + (" ✗ refused" if refused else
-                                   " ≠" if says and claimed and _differs(says, claimed) else "")])
-    table = md_table(["Lesson", *(f"Triton {text(k)}" for k in minors), "[requires] triton", "Matrix says"], rows)
+        mark = " ✗ refused" if refused else " ≠" if says and claimed and _differs(says, claimed) else ""
+        rows.append([Md("[{}]({}{})").format(st.lesson.title, url(page.root), url(st.lesson.page)), *cells,
+                     text(claimed or "none"), text(says + mark)])
+    table = md_table(["Lesson", *(f"Triton {k}" for k in minors), "[requires] triton", "Matrix says"], rows)
     legend = (text("✓ passed, – declined by design (the interpreter cannot run its kernels), ✗ failed; * below the "
                    f"lesson's [requires] triton, run with the kit's version check lifted; {STALE_MARK}: recorded "
-                   "for an older source only.") + " **Matrix says:** "
+                   "for an older source only.") + Md(" **Matrix says:** ")
               + text("the lowest release from which every newer one passes; ≠ where it differs from [requires] "
                      "triton; ✗ refused: verify.py --check refuses the claim, since the lesson fails under a release "
                      "it claims."))
-    out = [table, "", legend]
+    out = [table, Md(""), legend]
     if len(every) > len(minors):
-        out += ["", text(f"{len(every) - len(minors)} older release(s) recorded ({english(every[:-COLUMNS])}) are "
+        out += [Md(""), text(f"{len(every) - len(minors)} older release(s) recorded ({english(every[:-COLUMNS])}) are "
                          "not shown here; each lesson's page lists its own.")]
     if failures:
-        out += ["", admonition("abstract", f"Why each failure failed ({len(failures)})", "\n".join(failures), True)]
-    return unindexed("\n".join(out))
+        out += [Md(""), admonition("abstract", Md("Why each failure failed ({})").format(len(failures)),
+                                   Md("\n").join(failures), True)]
+    return unindexed(Md("\n").join(out))
 
 
 def _differs(says: str, claimed: str) -> bool:

@@ -4,45 +4,46 @@ from __future__ import annotations
 
 from verified_triton.site.directives import DirectiveError, Page, directive, notebook_form
 from verified_triton.site.directives.common import STALE_MARK, gpu_first, mode_label, stale_note
-from verified_triton.site.render import SECOND_COPY, admonition, bounded_rows, number, text
+from verified_triton.site.door import Md, text
+from verified_triton.site.render import SECOND_COPY, admonition, bounded_rows, number
 
 
-def cell(value) -> str:
+def cell(value) -> Md:
     if isinstance(value, float):
         return number(value)
-    return "" if value is None else text(value)
+    return Md("") if value is None else text(value)
 
 
 @directive("table", "one table a run recorded with lesson.table(NAME, ...)", args=("NAME",))
-def table(page: Page, name: str) -> str:
+def table(page: Page, name: str) -> Md:
     st = page.lesson
     for record in gpu_first(st):
         for t in record.tables:
             if t.name != name:
                 continue
-            rows = [[cell(c) for c in row] + [""] * (len(t.columns) - len(row)) for row in t.rows]
+            rows = [[cell(c) for c in row] + [Md("")] * (len(t.columns) - len(row)) for row in t.rows]
             rows = [row[: len(t.columns)] for row in rows]
             # a header is repeated inside the fold of a long table: short, so it is no amplifier
             body = bounded_rows([text(c, SECOND_COPY) for c in t.columns], rows, what="rows")
-            where = f"({text(mode_label(record))}, {text(record.date)})"
-            caption = (f"{text(t.caption)} " if t.caption else "") + where
-            block = f"{body}\n\n<small>{caption}</small>"
+            where = Md("({}, {})").format(mode_label(record), record.date)
+            caption = (Md("{} ").format(t.caption) if t.caption else Md("")) + where
+            block = Md("{}\n\n<small>{}</small>").format(body, caption)
             note = stale_note(st, record)
-            return admonition("vt-stale", STALE_MARK, f"{note}\n\n{block}") if note else block
+            return admonition("vt-stale", STALE_MARK, Md("{}\n\n{}").format(note, block)) if note else block
     if not st.records:
-        return f"_Table {text(name)} appears once the lesson has been run._"
+        return Md("_Table {} appears once the lesson has been run._").format(name)
     if any(r.mode == "gpu" for r in st.current):
         # Every run of this source that could record it has run: a name no record has is a typo on the page.
         known = sorted({t.name for r in st.records for t in r.tables})
         raise DirectiveError(f"no recorded table named '{name}' for lesson '{st.lesson.name}' "
                              f"(recorded tables: {', '.join(known) or 'none'})")
-    return f"_Table {text(name)} is recorded by the GPU run, which has not been recorded yet._"
+    return Md("_Table {} is recorded by the GPU run, which has not been recorded yet._").format(name)
 
 
 @notebook_form("table")
-def table_notebook(page: Page, name: str) -> str:
+def table_notebook(page: Page, name: str) -> Md:
     try:
         md = table(page, name)
     except DirectiveError:
-        return ""
-    return md.replace(f'!!! vt-stale "{STALE_MARK}"', f"**{STALE_MARK}**")
+        return Md("")
+    return md.replace(Md('!!! vt-stale "{}"').format(STALE_MARK), Md("**{}**").format(STALE_MARK))

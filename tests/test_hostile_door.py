@@ -125,6 +125,14 @@ lesson: walk
 
 ::table walk-table
 
+## Memory check
+
+::memory-check
+
+## Triton releases
+
+::releases
+
 ## Output
 
 ::output
@@ -172,6 +180,10 @@ INDEX_PAGE = """\
 ## Predictions
 
 ::prediction-table
+
+## Releases
+
+::release-table
 
 ## Badges
 
@@ -223,6 +235,30 @@ def walk_records(site) -> None:
         steps=[Step("work", "", 0, HOSTILE)]))
     site.write(site.make_record("other", "gpu", env=env, outcome="by-design", exit_code=3, reason=HOSTILE,
                                 stdout=HOSTILE))
+    walk_memory_and_releases(site)
+
+
+def walk_memory_and_releases(site) -> None:
+    """A memory check whose finding, message, command and declaration are hostile, and the lesson's runs under
+    two Triton releases, one failed for a hostile reason (what ::memory-check, ::releases and the tables show)."""
+    from test_matrix import release_record
+    from test_sanitize import finding, loc, memory_record, tool_run
+
+    from verified_triton.core import kit
+    from verified_triton.judge.releases import write_release
+
+    lesson = site.lesson("walk")
+    race = finding("race", loc("code/walk/walk.py", 3, "walk_kernel", "Write"), records=2, hazards=5,
+                   message=HOSTILE)
+    library = finding("race", loc(HOSTILE[:100], 1, HOSTILE[:100]), records=1, message=HOSTILE)
+    known = kit.KnownFinding("racecheck", "walk_kernel", ["code/walk/walk.py:1-9"],
+                             [kit.SourceSpan("code/walk/walk.py", 1, 9)], HOSTILE)
+    racecheck = tool_run("racecheck", race, library)
+    racecheck.command = HOSTILE
+    record = memory_record(lesson, racecheck, known=[known])
+    site.write(record)
+    write_release(site.evidence, release_record(lesson, "3.5.1"))
+    write_release(site.evidence, release_record(lesson, "3.4.0", outcome="failed", reason=HOSTILE))
 
 
 @pytest.fixture(scope="module")
@@ -236,6 +272,7 @@ def walked(tmp_path_factory):
                     toml=part + 'prerequisites = ["walk"]\n'
                     f'[interpreter]\nsupported = false\nreason = {toml_string(HOSTILE)}\n')
     (site.docs / "index.md").write_text(INDEX_PAGE, encoding="utf-8")
+    (site.docs / "verification.md").write_text("# Verification\n\n## Other Triton releases\n", encoding="utf-8")
     (site.docs / "includes").mkdir()
     (site.docs / "includes" / "abbreviations.md").write_text("*[walkterm]: A term. Taught in: walk.\n",
                                                              encoding="utf-8")

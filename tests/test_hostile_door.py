@@ -243,7 +243,6 @@ def walk_memory_and_releases(site) -> None:
     two Triton releases, one failed for a hostile reason (what ::memory-check, ::releases and the tables show)."""
     from test_matrix import release_record
     from test_sanitize import finding, loc, memory_record, tool_run
-
     from verified_triton.core import kit
     from verified_triton.judge.releases import write_release
 

@@ -37,9 +37,13 @@ from pathlib import Path
 
 import torch
 
-# lessonkit.py sits beside this file in a download, one folder up in the repository.
+# lessonkit.py and the gluon-basics lesson's mbarrier model (ring_model.py,
+# lesson.toml's `uses`) sit beside this file in a download; in the repository,
+# one folder up and in gluon-basics/.
 HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE), str(HERE.parent)]
+sys.path[:0] = [str(HERE), str(HERE.parent), str(HERE.parent / "gluon-basics")]
+from ring_model import AsyncGroups, Deadlock, MBarrier, run  # noqa: E402
+
 from lessonkit import Lesson, bench_interleaved, median_interval  # noqa: E402
 
 DECLINE = (
@@ -188,53 +192,8 @@ def check_schedule(lesson: Lesson) -> None:
 # -- The protocol: producer, two consumers, ping-pong ----------------------------------
 
 
-class MBarrier:
-    """An mbarrier: a phase completes after `count` arrivals and every armed
-    byte; wait(parity) returns once the phase of that parity has completed."""
-
-    def __init__(self, count: int):
-        self.count, self.arrivals, self.bytes, self.completed = count, 0, 0, 0
-
-    def expect(self, nbytes: int) -> None:
-        self.bytes += nbytes
-        self.arrive()
-
-    def arrive(self) -> None:
-        self.arrivals += 1
-        self._advance()
-
-    def landed(self, nbytes: int) -> None:
-        self.bytes -= nbytes
-        self._advance()
-
-    def _advance(self) -> None:
-        if self.arrivals == self.count and self.bytes == 0:
-            self.completed += 1
-            self.arrivals = 0
-
-    def passed(self, parity: int) -> bool:
-        return self.completed % 2 != parity
-
-
-class Deadlock(Exception):
-    pass
-
-
-def run(actors: dict, events: list, rng: random.Random) -> None:
-    waits = dict.fromkeys(actors)
-    while actors or events:
-        ready = [n for n in actors if waits[n] is None or waits[n]()]
-        choices = ready + ["event"] * bool(events)
-        if not choices:
-            raise Deadlock(", ".join(sorted(actors)))
-        pick = rng.choice(choices)
-        if pick == "event":
-            events.pop(rng.randrange(len(events)))()
-            continue
-        try:
-            waits[pick] = next(actors[pick])
-        except StopIteration:
-            del actors[pick], waits[pick]
+# The mbarrier, the wgmma groups and the random scheduler are the gluon-basics
+# lesson's (ring_model.py); the protocol is this kernel's.
 
 
 class Protocol:
@@ -250,6 +209,7 @@ class Protocol:
             [MBarrier(empty_count) for _ in range(stages)] for _ in range(2)
         )
         self.turn = [MBarrier(1), MBarrier(1)]
+        self.mma = [AsyncGroups(), AsyncGroups()]  # each warpgroup's wgmma groups
         self.events, self.issues, self.reads = [], [], []
 
 
@@ -261,7 +221,7 @@ def producer(pr: Protocol):
             (pr.k, pr.k_ready, pr.k_empty),
             (pr.v, pr.v_ready, pr.v_empty),
         ):
-            yield (lambda e=empty[s], p=lap ^ 1: e.passed(p))
+            yield empty[s].wait(lap ^ 1)
             ready[s].expect(1)
 
             def land(ring=ring, bar=ready[s], s=s, j=j):
@@ -274,40 +234,36 @@ def producer(pr: Protocol):
 def consumer(pr: Protocol, wg: int, pingpong: bool):
     """The kernel's _consumer, its waits and arrivals in order; each wgmma
     reads its shared-memory operand at some later moment (an event)."""
-    groups = []
+    mma = pr.mma[wg]
 
-    def mma(ring, s, what, j):
-        done = [False]
-        groups.append(done)
+    def issue(ring, s, what, j):  # warpgroup_mma(..., is_async=True)
+        group = mma.issue()
 
         def read():
             pr.reads.append((wg, what, j, ring[s]))
-            done[0] = True
+            mma.finish(group)
 
         pr.events.append(read)
-
-    def waited(n):  # warpgroup_mma_wait(n)
-        return lambda: all(d[0] for d in groups[: max(0, len(groups) - n)])
 
     for j in range(pr.n_kv + 1):  # j = n_kv: the last P V alone
         sj, sp = j % pr.stages, (j - 1) % pr.stages
         if j < pr.n_kv:
             if pingpong:
                 parity = ((j & 1) ^ 1) if pr.turn_bug else ((j & 1) ^ wg ^ 1)
-                yield (lambda p=parity: pr.turn[wg].passed(p))
-            yield (lambda s=sj, p=(j // pr.stages) & 1: pr.k_ready[s].passed(p))
-            mma(pr.k, sj, "K", j)
+                yield pr.turn[wg].wait(parity)
+            yield pr.k_ready[sj].wait((j // pr.stages) & 1)
+            issue(pr.k, sj, "K", j)
             pr.issues.append(wg)
         if j > 0:
-            yield (lambda s=sp, p=((j - 1) // pr.stages) & 1: pr.v_ready[s].passed(p))
-            mma(pr.v, sp, "V", j - 1)
+            yield pr.v_ready[sp].wait(((j - 1) // pr.stages) & 1)
+            issue(pr.v, sp, "V", j - 1)
         if j < pr.n_kv:
             if pingpong:
                 pr.turn[1 - wg].arrive()
-            yield waited(1 if j > 0 else 0)  # S_j done; P_{j-1} V_{j-1} may still run
+            yield mma.wait(1 if j > 0 else 0)  # S_j done; P_{j-1} V_{j-1} may still run
             pr.k_empty[sj].arrive()
         if j > 0:
-            yield waited(0)
+            yield mma.wait(0)
             pr.v_empty[sp].arrive()
 
 

@@ -27,12 +27,13 @@ Run it:
 import random
 import re
 import sys
-from collections import deque
 from pathlib import Path
 
 # lessonkit.py sits beside this file in a download, one folder up in the repository.
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent)]
+from ring_model import AsyncGroups, Deadlock, MBarrier, run  # noqa: E402
+
 from lessonkit import Lesson, bench_interleaved  # noqa: E402
 
 DECLINE = (
@@ -98,86 +99,18 @@ def check_layout(
     )
 
 
-# -- An mbarrier and the asynchronous copies, as a model -------------------------------
-
-
-# snippet: mbarrier-model
-class MBarrier:
-    """The mbarrier of these lessons: phases, arrivals and transaction bytes.
-
-    A phase completes when `count` arrivals have come and every byte armed
-    by `expect` has landed; then the next phase begins. `wait(parity)`
-    returns once the phase of that parity has completed, that is while the
-    phase in progress has the other parity: on a fresh barrier (phase 0 in
-    progress) wait(1) returns at once and wait(0) blocks.
-    """
-
-    def __init__(self, count: int):
-        self.count, self.arrivals, self.bytes, self.completed = count, 0, 0, 0
-
-    def expect(self, nbytes: int) -> None:  # arrive and arm, as arrive.expect_tx does
-        self.bytes += nbytes
-        self.arrive()
-
-    def arrive(self) -> None:
-        self.arrivals += 1
-        self._advance()
-
-    def landed(self, nbytes: int) -> None:  # the copy engine delivered bytes
-        self.bytes -= nbytes
-        self._advance()
-
-    def _advance(self) -> None:
-        if self.arrivals == self.count and self.bytes == 0:
-            self.completed += 1
-            self.arrivals = 0
-
-    def passed(self, parity: int) -> bool:
-        return self.completed % 2 != parity
-
-
-# end snippet
-
-
-class Deadlock(Exception):
-    pass
-
-
-class Machine:
-    """Actors (generators that yield a condition to wait for) and asynchronous
-    events (copies in flight), run in a random order: every interleaving the
-    hardware could pick is a possible draw."""
-
-    def __init__(self, seed: int):
-        self.rng = random.Random(seed)
-        self.events: list = []
-
-    def later(self, fn) -> None:
-        self.events.append(fn)
-
-    def run(self, actors: dict) -> None:
-        waits = dict.fromkeys(actors)
-        while actors or self.events:
-            ready = [n for n in actors if waits[n] is None or waits[n]()]
-            choices = ready + ["event"] * bool(self.events)
-            if not choices:
-                raise Deadlock(", ".join(sorted(actors)))
-            pick = self.rng.choice(choices)
-            if pick == "event":
-                self.events.pop(self.rng.randrange(len(self.events)))()
-                continue
-            try:
-                waits[pick] = next(actors[pick])
-            except StopIteration:
-                del actors[pick], waits[pick]
+# -- The copy engine and the rings, as a model ---------------------------------------
+# The mbarrier, the asynchronous groups and the random scheduler are in
+# ring_model.py, shared with the other two Gluon lessons.
 
 
 class Copier:
-    """Shared memory slots, TMA loads and bulk stores of the copy kernels."""
+    """The copy engine of the copy kernels: shared-memory slots, TMA loads that
+    land later, TMA stores that read their slot later (one bulk group each)."""
 
-    def __init__(self, machine: Machine, stages: int, tiles: int):
-        self.m, self.slots, self.out = machine, [None] * stages, [None] * tiles
-        self.stores: deque = deque()  # [slot, done] per bulk store, oldest first
+    def __init__(self, events: list, stages: int, tiles: int):
+        self.events, self.slots, self.out = events, [None] * stages, [None] * tiles
+        self.stores = AsyncGroups()
 
     def load(self, tile: int, slot: int, bar: MBarrier) -> None:
         bar.expect(1)  # one "byte" per tile in the model
@@ -186,44 +119,32 @@ class Copier:
             self.slots[slot] = tile
             bar.landed(1)
 
-        self.m.later(land)
+        self.events.append(land)
 
     def store(self, tile: int, slot: int) -> None:
-        group = [slot, False]
-        self.stores.append(group)
+        group = self.stores.issue()
 
         def read():  # the copy engine reads the slot whenever it gets to it
             self.out[tile] = self.slots[slot]
-            group[1] = True
+            self.stores.finish(group)
 
-        self.m.later(read)
-
-    def pending(self) -> int:
-        while self.stores and self.stores[0][1]:
-            self.stores.popleft()
-        return len(self.stores)
-
-    def store_wait(self, n: int):
-        """tma.store_wait(n): until at most the n newest stores are unread."""
-        return lambda: all(
-            done for _, done in list(self.stores)[: max(0, len(self.stores) - n)]
-        )
+        self.events.append(read)
 
 
 # snippet: ring-model
-def pipelined_copy(machine, copier, tiles, stages, ahead, wait_slack=0):
+def pipelined_copy(copier, tiles, stages, ahead, wait_slack=0):
     """The schedule of copy_tma_pipelined_kernel for one program, step by step."""
     ready = [MBarrier(1) for _ in range(stages)]
     for i in range(min(ahead, tiles)):
         copier.load(i, i % stages, ready[i % stages])
     for i in range(tiles):
         s = i % stages
-        yield (lambda s=s, lap=(i // stages) & 1: ready[s].passed(lap))
+        yield ready[s].wait((i // stages) & 1)
         copier.store(i, s)
-        yield copier.store_wait(stages - ahead + wait_slack)
+        yield copier.stores.wait(stages - ahead + wait_slack)  # tma.store_wait
         if i + ahead < tiles:
             copier.load(i + ahead, (i + ahead) % stages, ready[(i + ahead) % stages])
-    yield copier.store_wait(0)
+    yield copier.stores.wait(0)
 
 
 # end snippet
@@ -233,7 +154,7 @@ def ws_loader(copier, tiles, ready, empty, parity_bug=False):
     stages = len(ready)
     for i in range(tiles):
         s, lap = i % stages, (i // stages) & 1
-        yield (lambda s=s, p=lap if parity_bug else lap ^ 1: empty[s].passed(p))
+        yield empty[s].wait(lap if parity_bug else lap ^ 1)
         copier.load(i, s, ready[s])
 
 
@@ -241,55 +162,62 @@ def ws_storer(copier, tiles, ready, empty):
     stages = len(ready)
     for i in range(tiles):
         s, lap = i % stages, (i // stages) & 1
-        yield (lambda s=s, p=lap: ready[s].passed(p))
+        yield ready[s].wait(lap)
         copier.store(i, s)
-        yield copier.store_wait(1)
+        yield copier.stores.wait(1)
         if i > 0:
             empty[(i + stages - 1) % stages].arrive()
-    yield copier.store_wait(0)
+    yield copier.stores.wait(0)
 
 
-def copied_right(copier, tiles) -> bool:
-    return copier.out == list(range(tiles))
+# snippet: ring-checks
+def copies_intact(roles, stages: int, tiles: int, seeds: int) -> int:
+    """How many of `seeds` random schedules copy every tile into its place.
+
+    `roles(copier)` gives the kernel's roles as actors; the copy engine
+    finishes its loads and stores in a different random order each time.
+    """
+    intact = 0
+    for seed in range(seeds):
+        events = []
+        copier = Copier(events, stages, tiles)
+        run(roles(copier), events, random.Random(seed))
+        intact += copier.out == list(range(tiles))
+    return intact
+
+
+def warp_specialized(copier, tiles, parity_bug=False) -> dict:
+    """The loader and the storer of step 4, meeting only at ready/empty barriers."""
+    stages = len(copier.slots)
+    ready = [MBarrier(1) for _ in range(stages)]
+    empty = [MBarrier(1) for _ in range(stages)]
+    return {
+        "loader": ws_loader(copier, tiles, ready, empty, parity_bug),
+        "storer": ws_storer(copier, tiles, ready, empty),
+    }
+
+
+# end snippet
 
 
 def check_ring_models(lesson: Lesson, seeds: int) -> None:
-    # snippet: ring-checks
-    # The pipelined ring: every tile lands in the output exactly once and
-    # intact, whatever order the copy engine finishes its loads and stores in.
     for stages, ahead in ((2, 1), (4, 3), (4, 2), (8, 6)):
-        ok = 0
-        for seed in range(seeds):
-            m = Machine(seed)
-            c = Copier(m, stages, tiles=23)
-            m.run({"program": pipelined_copy(m, c, 23, stages, ahead)})
-            ok += copied_right(c, 23)
+        ok = copies_intact(
+            lambda c, s=stages, a=ahead: {"program": pipelined_copy(c, 23, s, a)},
+            stages, 23, seeds,
+        )
         lesson.check(
             f"ring-model-s{stages}-ahead{ahead}",
             ok == seeds,
             f"{ok} of {seeds} random schedules copied 23 tiles intact",
         )
-    # The warp-specialized ring: a loader and a storer that only meet at the
-    # ready/empty barriers.
-    ok = 0
-    for seed in range(seeds):
-        m = Machine(seed)
-        c = Copier(m, 4, tiles=23)
-        ready, empty = [MBarrier(1) for _ in range(4)], [MBarrier(1) for _ in range(4)]
-        m.run(
-            {
-                "loader": ws_loader(c, 23, ready, empty),
-                "storer": ws_storer(c, 23, ready, empty),
-            }
-        )
-        ok += copied_right(c, 23)
+    ok = copies_intact(lambda c: warp_specialized(c, 23), 4, 23, seeds)
     lesson.check(
         "ws-ring-model",
         ok == seeds,
         f"{ok} of {seeds} random interleavings of loader and storer copied 23 "
         "tiles intact",
     )
-    # end snippet
 
 
 # -- try this (CPU half) ---------------------------------------------------------------
@@ -301,12 +229,10 @@ def exercise_store_wait(lesson: Lesson, seeds: int) -> None:
     # The next load then reuses a slot whose store may not have read it yet:
     # some random schedule must copy a later tile where an earlier one belongs.
     stages, ahead, tiles = 4, 3, 23
-    corrupted = 0
-    for seed in range(seeds):
-        m = Machine(seed)
-        c = Copier(m, stages, tiles)
-        m.run({"program": pipelined_copy(m, c, tiles, stages, ahead, wait_slack=1)})
-        corrupted += not copied_right(c, tiles)
+    def one_too_loose(copier):
+        return {"program": pipelined_copy(copier, tiles, stages, ahead, wait_slack=1)}
+
+    corrupted = seeds - copies_intact(one_too_loose, stages, tiles, seeds)
     # end snippet
     lesson.check(
         "exercise-store-wait",
@@ -322,16 +248,8 @@ def exercise_parity(lesson: Lesson) -> None:
     # of the opposite one. A fresh barrier has phase 0 in progress, so
     # wait(0) blocks until a phase completes, which only the storer can
     # cause, and the storer waits for a tile nobody loads: a deadlock.
-    m = Machine(0)
-    c = Copier(m, 4, tiles=8)
-    ready, empty = [MBarrier(1) for _ in range(4)], [MBarrier(1) for _ in range(4)]
     try:
-        m.run(
-            {
-                "loader": ws_loader(c, 8, ready, empty, parity_bug=True),
-                "storer": ws_storer(c, 8, ready, empty),
-            }
-        )
+        copies_intact(lambda c: warp_specialized(c, 8, parity_bug=True), 4, 8, 1)
         stuck = ""
     except Deadlock as stop:
         stuck = str(stop)
@@ -355,9 +273,9 @@ def check_kernels(lesson: Lesson, ck, num_sms: int) -> None:
     # the copy engine clips the edge tiles on the load and on the store.
     torch.manual_seed(0)
     src = torch.randn(4160, 8200, device="cuda", dtype=torch.float16)
-    for name, run in kernels(ck, num_sms).items():
+    for name, copy in kernels(ck, num_sms).items():
         dst = torch.full_like(src, float("nan"))
-        run(src, dst)
+        copy(src, dst)
         lesson.check(
             f"{name}-exact",
             bool(torch.equal(dst, src)),
@@ -398,8 +316,8 @@ def show_compiled(lesson: Lesson, ck, num_sms: int) -> None:
     src = torch.randn(4096, 8192, device="cuda", dtype=torch.float16)
     dst = torch.empty_like(src)
     rows = []
-    for name, run in kernels(ck, num_sms).items():
-        _, compiled = run(src, dst, with_kernel=True)
+    for name, copy in kernels(ck, num_sms).items():
+        _, compiled = copy(src, dst, with_kernel=True)
         ptx = compiled.asm["ptx"]
         rows.append(
             [
@@ -452,8 +370,8 @@ def benchmark(lesson: Lesson, ck, num_sms: int) -> None:
     src = torch.randn(16384, 16384, device="cuda", dtype=torch.float16)
     dst = torch.empty_like(src)
     fns = {
-        name: (lambda run=run: run(src, dst))
-        for name, run in kernels(ck, num_sms).items()
+        name: (lambda copy=copy: copy(src, dst))
+        for name, copy in kernels(ck, num_sms).items()
     }
     fns["device copy"] = lambda: dst.copy_(src)
     ms = bench_interleaved(fns, rounds=15, method="events")

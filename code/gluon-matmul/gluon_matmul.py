@@ -31,9 +31,13 @@ import re
 import sys
 from pathlib import Path
 
-# lessonkit.py sits beside this file in a download, one folder up in the repository.
+# lessonkit.py and the gluon-basics lesson's mbarrier model (ring_model.py,
+# lesson.toml's `uses`) sit beside this file in a download; in the repository,
+# one folder up and in gluon-basics/.
 HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE), str(HERE.parent)]
+sys.path[:0] = [str(HERE), str(HERE.parent), str(HERE.parent / "gluon-basics")]
+from ring_model import AsyncGroups, MBarrier, run  # noqa: E402
+
 from lessonkit import Lesson, bench_interleaved, median_interval, scaled_rtol  # noqa: E402
 
 DECLINE = (
@@ -113,55 +117,8 @@ def check_scheduler(lesson: Lesson) -> list[list]:
 # -- The ring, as a model --------------------------------------------------------------
 
 
-class MBarrier:
-    """An mbarrier: a phase completes after `count` arrivals and every armed
-    byte; wait(parity) returns once the phase of that parity has completed."""
-
-    def __init__(self, count: int):
-        self.count, self.arrivals, self.bytes, self.completed = count, 0, 0, 0
-
-    def expect(self, nbytes: int) -> None:
-        self.bytes += nbytes
-        self.arrive()
-
-    def arrive(self) -> None:
-        self.arrivals += 1
-        self._advance()
-
-    def landed(self, nbytes: int) -> None:
-        self.bytes -= nbytes
-        self._advance()
-
-    def _advance(self) -> None:
-        if self.arrivals == self.count and self.bytes == 0:
-            self.completed += 1
-            self.arrivals = 0
-
-    def passed(self, parity: int) -> bool:
-        return self.completed % 2 != parity
-
-
-class Deadlock(Exception):
-    pass
-
-
-def run(actors: dict, events: list, rng: random.Random) -> None:
-    """Advance actors (generators yielding conditions) and asynchronous events
-    (copies, wgmma reads) in a random order until all are done."""
-    waits = dict.fromkeys(actors)
-    while actors or events:
-        ready = [n for n in actors if waits[n] is None or waits[n]()]
-        choices = ready + ["event"] * bool(events)
-        if not choices:
-            raise Deadlock(", ".join(sorted(actors)))
-        pick = rng.choice(choices)
-        if pick == "event":
-            events.pop(rng.randrange(len(events)))()
-            continue
-        try:
-            waits[pick] = next(actors[pick])
-        except StopIteration:
-            del actors[pick], waits[pick]
+# The mbarrier, the wgmma groups and the random scheduler are the gluon-basics
+# lesson's (ring_model.py); the roles are this kernel's.
 
 
 # snippet: ring-model
@@ -170,7 +127,7 @@ def producer(work, slots, ready, empty, events):
     stages = len(slots)
     for it, item in enumerate(work):
         s, lap = it % stages, (it // stages) & 1
-        yield (lambda s=s, p=lap ^ 1: empty[s].passed(p))
+        yield empty[s].wait(lap ^ 1)
         ready[s].expect(1)
 
         def land(s=s, item=item):
@@ -180,30 +137,26 @@ def producer(work, slots, ready, empty, events):
         events.append(land)
 
 
-def consumer(work, slots, ready, empty, events, used, release_early=False):
+def consumer(work, slots, ready, empty, events, used, mma, release_early=False):
     """_mainloop: wgmma on slot s, wait until one is in flight, free slot s - 1."""
     stages = len(slots)
-    in_flight = []  # wgmma groups not yet finished: [done]
     for it in range(len(work)):
         s, lap = it % stages, (it // stages) & 1
-        yield (lambda s=s, p=lap: ready[s].passed(p))
-        group = [False]
-        in_flight.append(group)
+        yield ready[s].wait(lap)
+        group = mma.issue()
 
         def mma_reads(s=s, it=it, group=group):  # the tensor cores read the slot later
             used[it] = slots[s]
-            group[0] = True
+            mma.finish(group)
 
         events.append(mma_reads)
-        if (
-            release_early
-        ):  # the exercise's bug: hand the slot back before the wgmma read it
+        if release_early:  # the exercise's bug: free the slot before wgmma read it
             empty[s].arrive()
             continue
-        yield lambda: all(g[0] for g in in_flight[:-1])  # warpgroup_mma_wait(1)
+        yield mma.wait(1)  # warpgroup_mma_wait(1)
         if it > 0:
             empty[(it - 1) % stages].arrive()
-    yield lambda: all(g[0] for g in in_flight)  # warpgroup_mma_wait(0)
+    yield mma.wait(0)  # warpgroup_mma_wait(0)
     if not release_early and work:
         empty[(len(work) - 1) % stages].arrive()
 
@@ -219,15 +172,14 @@ def ring_feeds_every_product(
     rng = random.Random(seed)
     work = [(t, k) for t in tiles for k in range(k_tiles)]
     slots, events, used = [None] * stages, [], [None] * len(work)
-    ready, empty = (
-        [MBarrier(1) for _ in range(stages)],
-        [MBarrier(1) for _ in range(stages)],
-    )
+    ready = [MBarrier(1) for _ in range(stages)]
+    empty = [MBarrier(1) for _ in range(stages)]
+    mma = AsyncGroups()
     run(
         {
             "producer": producer(work, slots, ready, empty, events),
             "consumer": consumer(
-                work, slots, ready, empty, events, used, release_early
+                work, slots, ready, empty, events, used, mma, release_early
             ),
         },
         events,

@@ -94,6 +94,12 @@ class AsyncGroups:
         return Wait(lambda: all(self.done[: max(0, len(self.done) - n)]), self, n)
 
 
+def busy(what: str) -> Wait:
+    """A step of work that waits for nothing (a softmax), for an actor to yield:
+    other actors and events may move before it goes on."""
+    return Wait(lambda: True, what, 0)
+
+
 class Deadlock(Exception):
     """No actor can go on and nothing is in flight; the message names the actors."""
 
@@ -112,11 +118,12 @@ def run(actors: dict, events: list, rng: random.Random, trace: Trace | None = No
         if pick == "event":
             event = events.pop(rng.randrange(len(events)))
             event()
-            pick = event.__name__
+            pick, consumed = event.__name__, None
         else:
+            consumed = waits[pick]
             _advance(actors, waits, pick)
         if trace:
-            trace.after(pick)
+            trace.after(pick, consumed)
             trace.tick()
 
 
@@ -133,9 +140,10 @@ def run_in_rounds(actors: dict, events: list, trace: Trace | None = None) -> Non
             raise Deadlock(", ".join(sorted(actors)))
         due = list(events)
         for name in ready:
+            consumed = waits[name]
             _advance(actors, waits, name)
             if trace:
-                trace.after(name)
+                trace.after(name, consumed)
         for event in due:
             events.remove(event)
             event()
@@ -157,8 +165,12 @@ class Change:
     t: int  # the step (run) or round (run_in_rounds)
     who: str  # the actor, or the event's function name
     name: str  # the watched barrier or group
-    old: tuple
+    old: tuple  # a barrier: (completed phases, arrivals, bytes); groups: done flags
     new: tuple
+
+    @property
+    def barrier(self) -> bool:
+        return len(self.new) == 3 and not isinstance(self.new[0], bool)
 
 
 @dataclass
@@ -171,6 +183,7 @@ class Trace:
     t: int = 0
     blocked: list = field(default_factory=list)  # (t, actor, Wait)
     changes: list = field(default_factory=list)  # Change
+    steps: list = field(default_factory=list)  # (t, who, the Wait it went past or None)
     _last: dict = field(default_factory=dict)
 
     def __post_init__(self):
@@ -184,7 +197,8 @@ class Trace:
             if wait is not None and actor not in ready:
                 self.blocked.append((self.t, actor, wait))
 
-    def after(self, who: str) -> None:
+    def after(self, who: str, consumed: Wait | None = None) -> None:
+        self.steps.append((self.t, who, consumed))
         for name, obj in self.watched.items():
             new = _state(obj)
             if new != self._last[name]:
@@ -198,4 +212,4 @@ class Trace:
 def _state(obj) -> tuple:
     if isinstance(obj, MBarrier):
         return (obj.completed, obj.arrivals, obj.bytes)
-    return tuple(obj.done)
+    return tuple(obj.done)  # AsyncGroups

@@ -30,6 +30,13 @@ def test_a_result_reads_value_ratio_and_interval_from_the_record(project):
     assert out.startswith("**step 3 vs device copy**: 1.92 GB/s, **0.96×** torch copy_")
     assert "(95 % interval 0.95–0.97; NVIDIA H200, 2026-01-02)" in out
     assert "older source" not in out
+    assert "gate" not in out  # no target, no verdict
+
+
+def test_a_result_carries_its_targets_verdicts(project):
+    page = _page(project, bench("b", 0.96, 0.955, 0.97, threshold=0.95, stretch=1.05))
+    out = directives.expand("result", "b", page)
+    assert out.endswith(" · gate 0.95×: :material-check: met; stretch 1.05×: **not met**")
 
 
 def test_a_result_escapes_what_the_record_says(project):

@@ -361,7 +361,7 @@ def draw_pingpong(lesson: Lesson, stages: int = 2, n_kv: int = 4) -> None:
              ("wg1", "consumer\nwarpgroup 1")],
             [("TMA landed", landed), ("wgmma done\n(warpgroup)", product)],
         ),
-        size=(4.8, 3.9),
+        size=(gluon_figures.WIDTH, 5.7),
     )
 
 
@@ -397,19 +397,20 @@ def check_layouts(lesson: Lesson) -> None:
           f"{len(cells)} elements would change thread")
     lesson.plot(
         "p-in-registers",
-        f"One warp's corner of a {shape[0]} x {shape[1]} S block in three layouts, "
-        "from the lesson's layout model: each cell the thread (lane) holding the "
-        "element, its register as the colour; hatched, the elements that would change "
-        "thread. P as wgmma's A operand sits where S already is: convert_layout is "
-        "free. Beside S, the row statistic's layout (SliceLayout(1, S)): each row's "
-        "max and sum are held by the four threads that hold the row",
+        f"One warp's corner of a {shape[0]} x {shape[1]} S block, from the lesson's "
+        "layout model: each cell the thread (lane) holding the element, its register "
+        "as the colour. P as wgmma's A operand (DotOperandLayout, k_width 2) is held "
+        "by the same thread and register in every cell, so convert_layout is free; in "
+        "a BlockedLayout the grey elements would change thread. Beside S, the row "
+        "statistic's layout (SliceLayout(1, S)): the threads that hold each row's max "
+        "and sum, the four that hold the row",
         lambda fig: gluon_figures.conversions(
             fig,
-            [("S: the\naccumulator", s_owner), ("P: wgmma's\nA operand", p_owner),
-             ("a Blocked-\nLayout", blocked)],
+            [("S, the\naccumulator", s_owner), ("a Blocked-\nLayout", blocked)],
             strip=lambda r: row_owners(r, shape[0], 4),
+            alike=("P, the A operand", p_owner),
         ),
-        size=(4.8, 3.8),
+        size=(gluon_figures.WIDTH, 5.5),
     )
 
 
@@ -756,12 +757,12 @@ def main() -> int:
     lesson = Lesson("gluon-attention")
     device = lesson.device()  # declines below compute capability 9.0 (lesson.toml)
     seeds = 30 if lesson.interpret else 8
+    with lesson.step("layouts"):
+        check_layouts(lesson)
     with lesson.step("online-softmax"):
         check_online_softmax(lesson)
     with lesson.step("schedule"):
         check_schedule(lesson)
-    with lesson.step("layouts"):
-        check_layouts(lesson)
     with lesson.step("protocol"):
         check_protocol(lesson, seeds)
         draw_pingpong(lesson)

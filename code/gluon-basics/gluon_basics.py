@@ -69,7 +69,7 @@ def draw_layout(lesson: Lesson) -> None:
         lambda fig: gluon_figures.blocked_1d(
             fig, step1_owner(block, vec, warps), block, vec
         ),
-        size=(4.8, 3.6),
+        size=(gluon_figures.WIDTH, 5.2),
     )
 
 
@@ -239,7 +239,7 @@ def draw_ring(lesson: Lesson, stages: int = 4, tiles: int = 10) -> None:
         lambda fig: gluon_figures.ring_timeline(
             fig.subplots(), trace, rows, {"loader": "#1f77b4", "storer": "#d62728"}
         ),
-        size=(4.8, 4.4),
+        size=(gluon_figures.WIDTH, 6.4),
     )
 
 

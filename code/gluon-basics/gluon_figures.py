@@ -34,7 +34,10 @@ FILLS = [
 ]
 INK = "#1a1a1a"  # text on a fill
 MOVED = "#bdbdbd"  # a cell whose element would change thread
-SIZE = 11  # points: about 9 px on a phone
+# Points, for a figure 7 inches (840 pixels) wide: the site shows it at most 52rem
+# wide, a phone about 350 pixels wide, where LABEL is still about 10 pixels.
+WIDTH = 7.0
+TITLE, LABEL, SMALL, CELL = 19, 17, 16, 13
 
 
 def _ink():
@@ -42,7 +45,7 @@ def _ink():
     return plt.rcParams["text.color"]
 
 
-def _cell(ax, x, y, fill, label="", w=1.0, h=1.0, size=SIZE - 2):
+def _cell(ax, x, y, fill, label="", w=1.0, h=1.0, size=CELL):
     ax.add_patch(
         Rectangle((x, y), w, h, facecolor=fill, edgecolor="#555555", linewidth=0.4)
     )
@@ -88,10 +91,10 @@ def blocked_1d(fig, owner, block, vec):
         ax.text(
             -0.4,
             row + 0.5,
-            f"warp {warp} · regs {register}–{register + vec - 1}",
+            f"warp {warp}, r{register}–{register + vec - 1}",
             ha="right",
             va="center",
-            fontsize=SIZE - 2,
+            fontsize=SMALL,
         )
         ax.text(
             32.4,
@@ -99,26 +102,26 @@ def blocked_1d(fig, owner, block, vec):
             f"{row * per_row}",
             ha="left",
             va="center",
-            fontsize=SIZE - 3,
+            fontsize=SMALL,
         )
-    ax.text(32.4, -0.3, "first\nelement", ha="left", va="bottom", fontsize=SIZE - 3)
     ax.set_xticks(
-        [0.5, 8.5, 16.5, 24.5, 31.5], ["0", "8", "16", "24", "31"], fontsize=SIZE - 2
+        [0.5, 8.5, 16.5, 24.5, 31.5], ["0", "8", "16", "24", "31"], fontsize=LABEL
     )
     ax.xaxis.set_ticks_position("top")
     ax.xaxis.set_label_position("top")
     ax.set_xlabel(
-        f"thread of the warp, {vec} consecutive elements each (16 bytes)",
-        fontsize=SIZE - 1,
+        f"thread of the warp, {vec} elements each",
+        fontsize=LABEL,
     )
     ax.set_yticks([])
     ax.text(
         16,
         rows + 0.4,
-        f"a row: one load of one warp, {per_row * 2} contiguous bytes",
+        f"a row: one load of a warp,\n{per_row * 2} contiguous bytes;"
+        " right: its first element",
         ha="center",
         va="top",
-        fontsize=SIZE - 1,
+        fontsize=LABEL,
     )
 
 
@@ -152,17 +155,17 @@ def accumulator(fig, owner, shape, warps, zoom=(16, 8)):
             f"warp {warp}",
             ha="center",
             va="center",
-            fontsize=SIZE - 2,
+            fontsize=LABEL,
             color=INK,
         )
     left.add_patch(
         Rectangle(
-            (0, 0), zoom[1] * 4, zoom[0], fill=False, edgecolor="#d62728", linewidth=2
+            (0, 0), zoom[1] * 4, zoom[0], fill=False, edgecolor="#d62728", linewidth=3
         )
     )
-    left.set_xticks([0, cols], ["0", str(cols)], fontsize=SIZE - 2)
-    left.set_yticks([0, 64, rows], ["0", "64", str(rows)], fontsize=SIZE - 2)
-    left.set_title(f"the {rows} × {cols} tile:\n16 rows per warp", fontsize=SIZE - 1)
+    left.set_xticks([0, cols], ["0", str(cols)], fontsize=LABEL)
+    left.set_yticks([0, 64, rows], ["0", "64", str(rows)], fontsize=LABEL)
+    left.set_title(f"the {rows} × {cols} tile:\n16 rows per warp", fontsize=TITLE)
     handles = [
         Patch(facecolor=FILLS[g], edgecolor="#555555", label=f"warpgroup {g}")
         for g in range(warps // 4)
@@ -172,14 +175,14 @@ def accumulator(fig, owner, shape, warps, zoom=(16, 8)):
         loc="upper center",
         bbox_to_anchor=(0.5, -0.06),
         ncol=1,
-        fontsize=SIZE - 2,
+        fontsize=LABEL,
         frameon=False,
     )
     _owner_grid(right, owner, zoom)
     right.set_title(
         f"warp 0, rows 0–{zoom[0] - 1},\ncolumns 0–{zoom[1] - 1}: thread,\n"
         "register as colour",
-        fontsize=SIZE - 1,
+        fontsize=TITLE,
     )
     _register_legend(right, owner, zoom)
 
@@ -194,12 +197,12 @@ def _owner_grid(ax, owner, zoom, moved=None):
             warp, lane, register = owner(r, c)
             away = moved is not None and moved(r, c)
             fill = MOVED if away else FILLS[register % len(FILLS)]
-            _cell(ax, c, r, fill, lane, size=SIZE - 3)
-    ax.set_xticks([0.5, zoom[1] - 0.5], ["0", str(zoom[1] - 1)], fontsize=SIZE - 3)
+            _cell(ax, c, r, fill, lane, size=CELL)
+    ax.set_xticks([0.5, zoom[1] - 0.5], ["0", str(zoom[1] - 1)], fontsize=SMALL)
     ax.set_yticks(
         [0.5, 7.5, 8.5, zoom[0] - 0.5],
         ["0", "7", "8", str(zoom[0] - 1)],
-        fontsize=SIZE - 3,
+        fontsize=SMALL,
     )
 
 
@@ -215,52 +218,52 @@ def _register_legend(ax, owner, zoom):
         loc="upper center",
         bbox_to_anchor=(0.5, -0.03),
         ncol=4,
-        fontsize=SIZE - 2,
+        fontsize=LABEL,
         handlelength=1.0,
         columnspacing=0.8,
         frameon=False,
     )
 
 
-def conversions(fig, panels, strip, zoom=(16, 8)):
+def conversions(fig, panels, strip, alike=None, zoom=(16, 8)):
     """The same corner of a tile in several layouts, side by side. panels:
     (title, owner(r, c) -> (warp, lane, register)); the first is where the
     data is. A cell of a later panel whose element sits in another thread
     there is grey: convert_layout must move it (a register renamed within
-    a thread costs nothing). strip(row) -> [(warp, lane, register), ...]:
-    the row statistic's layout, drawn beside the first panel."""
+    a thread costs nothing). alike: (label, owner) of a layout compared
+    with the first cell by cell, the count said under it. strip(row) ->
+    [(warp, lane, register), ...]: the row statistic's layout, beside the
+    first panel."""
     axes = fig.subplots(
         1,
         len(panels) + 1,
-        gridspec_kw={"width_ratios": [zoom[1], 2.4] + [zoom[1]] * (len(panels) - 1)},
+        gridspec_kw={"width_ratios": [zoom[1], 2.6] + [zoom[1]] * (len(panels) - 1)},
     )
     first = panels[0][1]
-    moves = []
+    cells = [(r, c) for r in range(zoom[0]) for c in range(zoom[1])]
     order = [axes[0]] + list(axes[2:])
     for ax, (title, owner) in zip(order, panels, strict=True):
-        moved = [
-            (r, c)
-            for r in range(zoom[0])
-            for c in range(zoom[1])
-            if owner(r, c)[:2] != first(r, c)[:2]
-        ]
-        moves.append(len(moved))
-        _owner_grid(ax, owner, zoom, moved=(lambda r, c, m=set(moved): (r, c) in m))
-        ax.set_title(title, fontsize=SIZE - 2)
+        moved = {(r, c) for r, c in cells if owner(r, c)[:2] != first(r, c)[:2]}
+        _owner_grid(ax, owner, zoom, moved=lambda r, c, m=moved: (r, c) in m)
+        ax.set_title(title, fontsize=LABEL)
         if owner is not first:
-            verdict = (
-                f"{len(moved)} of {zoom[0] * zoom[1]}\nmove" if moved else "none\nmoves"
-            )
-            ax.set_xlabel(verdict, fontsize=SIZE - 2)
+            verdict = f"grey: {len(moved)} of {len(cells)}\nchange thread"
+            ax.set_xlabel(verdict if moved else "none moves", fontsize=LABEL)
+    if alike:
+        label, owner = alike
+        differ = sum(owner(r, c) != first(r, c) for r, c in cells)
+        axes[0].set_xlabel(
+            f"{label}:\n{f'{differ} differ' if differ else 'every cell alike'}",
+            fontsize=LABEL,
+        )
     ax = axes[1]
-    _grid_axes(ax, 2.4, zoom[0])
+    _grid_axes(ax, 2.6, zoom[0])
     for r in range(zoom[0]):
         lanes = sorted(lane for _, lane, _ in strip(r))
-        _cell(ax, 0.2, r, "#eeeeee", f"{lanes[0]}–{lanes[-1]}", w=2.0, size=SIZE - 3)
-    ax.set_title("row\nstat.", fontsize=SIZE - 2)
+        _cell(ax, 0.3, r, "#eeeeee", f"{lanes[0]}–{lanes[-1]}", w=2.2, size=CELL)
+    ax.set_title("row\nstat.", fontsize=LABEL)
     ax.set_xticks([])
     ax.set_yticks([])
-    return moves
 
 
 # -- timelines ------------------------------------------------------------------
@@ -300,25 +303,25 @@ def ring_timeline(ax, trace, rows, waiters):
                 [t0, t1 + 1],
                 [y, y],
                 color=waiters[actor],
-                linewidth=3.5,
+                linewidth=5,
                 solid_capstyle="butt",
             )
             ax.text(
                 t0,
                 y - 0.1,
                 f"wait({wait.arg})",
-                fontsize=SIZE - 3,
+                fontsize=SMALL,
                 color=_ink(),
                 va="bottom",
             )
-    ax.set_yticks(range(len(rows)), [label for label, _ in rows], fontsize=SIZE - 2)
+    ax.set_yticks(range(len(rows)), [label for label, _ in rows], fontsize=LABEL)
     ax.set_ylim(len(rows) - 0.5, -1.0)
     ax.set_xlim(0, end)
-    ax.set_xlabel("round of the model", fontsize=SIZE - 1)
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlabel("round of the model", fontsize=TITLE)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True, nbins=6))
     ax.grid(axis="y", visible=False)
     ax.set_axisbelow(True)
-    ax.tick_params(axis="x", labelsize=SIZE - 2)
+    ax.tick_params(axis="x", labelsize=LABEL)
     handles = [
         Patch(
             facecolor=PARITY_FILL[p], edgecolor="#555555", label=f"phase of parity {p}"
@@ -334,7 +337,7 @@ def ring_timeline(ax, trace, rows, waiters):
         loc="upper center",
         bbox_to_anchor=(0.5, -0.14),
         ncol=2,
-        fontsize=SIZE - 2,
+        fontsize=LABEL,
         frameon=False,
     )
 
@@ -357,7 +360,7 @@ def _bar(ax, t0, t1, row, fill, label="", height=0.6):
             label,
             ha="center",
             va="center",
-            fontsize=SIZE - 3,
+            fontsize=SMALL,
             color=INK,
         )
 
@@ -377,10 +380,10 @@ def _blocked_spans(trace):
 
 
 STEP_KINDS = {  # what a role's step did, as the trace shows it: fill, legend
-    "tma": (FILLS[0], "starts TMA loads"),
-    "mma": (FILLS[1], "issues wgmma"),
+    "tma": (FILLS[0], "TMA loads"),
+    "mma": (FILLS[1], "wgmma"),
     "softmax": (FILLS[2], "softmax"),
-    "arrive": (FILLS[4], "arrives on a barrier"),
+    "arrive": (FILLS[4], "arrive"),
 }
 
 
@@ -430,12 +433,12 @@ def role_timeline(ax, trace, roles, engines):
             text = what(change)
             if text:
                 _bar(ax, change.t, change.t + 1, j, "#eeeeee", text)
-    ax.set_yticks(range(len(labels)), labels, fontsize=SIZE - 2)
+    ax.set_yticks(range(len(labels)), labels, fontsize=LABEL)
     ax.set_ylim(len(labels) - 0.5, -0.6)
     ax.set_xlim(0, end)
-    ax.set_xlabel("round of the model", fontsize=SIZE - 1)
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.tick_params(axis="x", labelsize=SIZE - 2)
+    ax.set_xlabel("round of the model", fontsize=TITLE)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True, nbins=6))
+    ax.tick_params(axis="x", labelsize=LABEL)
     ax.grid(axis="y", visible=False)
     ax.set_axisbelow(True)
     handles = [
@@ -443,13 +446,15 @@ def role_timeline(ax, trace, roles, engines):
         for k in STEP_KINDS
         if k in used
     ]
-    handles.append(Patch(facecolor="#8c8c8c", label="blocked in a wait"))
+    handles.append(Patch(facecolor="#8c8c8c", label="blocked"))
     ax.legend(
         handles=handles,
         loc="upper center",
         bbox_to_anchor=(0.5, -0.2),
-        ncol=2,
-        fontsize=SIZE - 2,
+        ncol=3,
+        columnspacing=1.0,
+        handlelength=1.2,
+        fontsize=LABEL,
         frameon=False,
     )
 
@@ -473,10 +478,10 @@ def register_budget(ax, parts, total):
         ax.text(
             start + width / 2,
             0.5,
-            f"{label}\n128 × {regs}" if width > total / 6 else f"{regs}",
+            f"{label}\n{regs}" if width > total / 6 else f"{regs}",
             ha="center",
             va="center",
-            fontsize=SIZE - 3,
+            fontsize=SMALL,
             color=INK,
         )
         start += width
@@ -494,8 +499,8 @@ def register_budget(ax, parts, total):
     ax.set_xlim(0, total)
     ax.set_ylim(0, 1)
     ax.set_yticks([])
-    ax.set_xticks([0, total], ["0", f"{total:,}"], fontsize=SIZE - 3)
+    ax.set_xticks([0, total], ["0", f"{total:,}"], fontsize=SMALL)
     ax.grid(False)
     ax.set_title(
-        f"one SM's registers: {start:,} of {total:,} given out", fontsize=SIZE - 2
+        f"an SM's registers: {start:,} of {total:,}", fontsize=LABEL
     )

@@ -239,7 +239,7 @@ def check_accumulator(lesson: Lesson) -> None:
         "element (its lane, 0-31) and the register (colour). Columns 8-15 repeat the "
         "pattern in registers 4-7, and so on along the row",
         lambda fig: gluon_figures.accumulator(fig, owner, (bm, bn), warps),
-        size=(4.8, 4.4),
+        size=(gluon_figures.WIDTH, 6.4),
     )
 
 
@@ -275,7 +275,7 @@ def draw_roles(lesson: Lesson, stages: int = 3, tiles: int = 2, k_tiles: int = 4
         )
         gluon_figures.register_budget(
             bottom,
-            [(f"consumer wg {g}", split["default"]) for g in range(groups)]
+            [(f"consumers,\nwarpgroup {g}", split["default"]) for g in range(groups)]
             + [("producer", producer_regs)],
             REGISTERS_PER_SM,
         )
@@ -290,7 +290,7 @@ def draw_roles(lesson: Lesson, stages: int = 3, tiles: int = 2, k_tiles: int = 4
         f"{REGISTERS_PER_SM:,} (the lesson's budget model; the GPU run's compiled "
         "table shows the targets)",
         draw,
-        size=(4.8, 5.0),
+        size=(gluon_figures.WIDTH, 7.4),
     )
 
 
@@ -339,6 +339,20 @@ def exercise_release_early(lesson: Lesson, seeds: int) -> None:
         wrong > 0,
         f"releasing before the wgmma wait: {wrong} of {seeds} schedules fed a "
         "product the wrong operands",
+    )
+
+
+def exercise_producer_regs() -> None:
+    # snippet: solution-producer-regs
+    # Exercise: 40 registers for the producer instead of 24. Its warpgroup
+    # then takes 128 x 40 of the SM's registers, and the two consumer
+    # warpgroups share the rest: per thread, a multiple of 8, at most 256.
+    now = register_split(CONSUMER_WARPS, [(1, PRODUCER_REGS)])
+    more = register_split(CONSUMER_WARPS, [(1, 40)])
+    # end snippet
+    print(
+        f"  producer {PRODUCER_REGS} registers: consumers {now['default']}; producer "
+        f"40: consumers {more['default']} (launch limit {more['launch']} either way)"
     )
 
 
@@ -609,6 +623,8 @@ def main() -> int:
     lesson = Lesson("gluon-matmul")
     device = lesson.device()  # declines below compute capability 9.0 (lesson.toml)
     seeds = 30 if lesson.interpret else 8
+    with lesson.step("accumulator"):
+        check_accumulator(lesson)
     with lesson.step("smem"):
         lesson.table(
             "smem",
@@ -631,8 +647,6 @@ def main() -> int:
             "The persistent scheduler in plain Python: the first wave's distinct "
             "operand tiles (fewer = more reuse in L2)",
         )
-    with lesson.step("accumulator"):
-        check_accumulator(lesson)
     with lesson.step("ring"):
         check_ring(lesson, seeds)
         draw_roles(lesson)
@@ -648,6 +662,7 @@ def main() -> int:
         benchmark(lesson, mk, tl_lesson(), num_sms)
     with lesson.step("exercises"):
         exercise_release_early(lesson, seeds)
+        exercise_producer_regs()
     if lesson.step("gpu-exercise", needs_gpu="Gluon has no interpreter", smoke=False):
         exercise_fewer_programs(lesson, mk, num_sms)
     if device == "cpu":  # the models ran; the kernel cannot: not a verification

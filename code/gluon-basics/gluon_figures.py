@@ -37,7 +37,7 @@ MOVED = "#bdbdbd"  # a cell whose element would change thread
 # Points, for a figure 7 inches (840 pixels) wide: the site shows it at most 52rem
 # wide, a phone about 350 pixels wide, where LABEL is still about 10 pixels.
 WIDTH = 7.0
-TITLE, LABEL, SMALL, CELL = 19, 17, 16, 13
+TITLE, LABEL, SMALL, CELL = 17, 15, 14, 12
 
 
 def _ink():

@@ -8,6 +8,7 @@ check that failed before it. The real lessons' CPU halves run without Gluon.
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -15,6 +16,7 @@ import pytest
 
 from conftest import REPO, base_env, fake_record
 from verified_triton.judge.evidence import write_record
+from verified_triton.site.snippets import extract
 
 CPU_CHECKS_THEN_DECLINE = """\
     lesson = Lesson("gluon-like")
@@ -81,3 +83,37 @@ def test_the_cpu_half_runs_without_gluon(name):
     assert run.returncode == 3, run.stdout[-2000:] + run.stderr[-2000:]
     assert "declined by design: Gluon kernels do not run under TRITON_INTERPRET" in run.stderr
     assert run.stdout.count(": PASS") >= 10 and ": FAIL" not in run.stdout + run.stderr
+
+
+# A line that is one name or only brackets, once its trailing comma or colon is dropped: `q_desc,`, `),`.
+ONE_TOKEN = re.compile(r"^(?:[\w.]+|[()\[\]{}]+)$")
+GLUON_PAGES = ["gluon-basics", "gluon-matmul", "gluon-attention"]
+
+
+def one_token_share(text: str) -> tuple[int, int]:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return sum(bool(ONE_TOKEN.match(line.rstrip(",:"))) for line in lines), len(lines)
+
+
+def shown_regions(page: str) -> list[tuple[str, str]]:
+    """(path, region) of every ::snippet directive on a Gluon page."""
+    text = (REPO / "docs" / "lessons" / f"{page}.md").read_text()
+    return re.findall(r"^\s*::snippet (code/\S+\.py) (\S+)\s*$", text, re.M)
+
+
+def test_one_token_share_counts_argument_lists():
+    exploded = "gl.warp_specialize(\n    [\n        (\n            _consumer,\n            (\n" \
+               "                o_desc,\n                q_smem,\n            ),\n        ),\n    ],\n)\n"
+    assert one_token_share(exploded) == (10, 11)
+    assert one_token_share("ring = (k_bufs, v_bufs)\ngl.warp_specialize([(_consumer, (io, ring))], [4], [240])\n") \
+        == (0, 2)
+
+
+@pytest.mark.parametrize("page", GLUON_PAGES)
+def test_the_shown_kernels_read_as_code(page):
+    """Issue 33: a shown region is at most a quarter one-token lines (argument lists grouped by role)."""
+    regions = shown_regions(page)
+    assert regions, f"no ::snippet on {page}"
+    for path, name in regions:
+        one, lines = one_token_share(extract(REPO / path, name, REPO).text)
+        assert one <= lines / 4, f"{page}: {path} {name}: {one} of {lines} lines are one token"

@@ -33,26 +33,13 @@ WG_ROWS = gl.constexpr(
 
 # snippet: producer
 @gluon.jit
-def _producer(
-    q_desc,
-    k_desc,
-    v_desc,
-    q_smem,
-    k_bufs,
-    v_bufs,
-    q_bar,
-    k_ready,
-    k_empty,
-    v_ready,
-    v_empty,
-    seq_len,
-    where,
-    BLOCK_M: gl.constexpr,
-    CAUSAL: gl.constexpr,
-):
+def _producer(q_desc, k_desc, v_desc, q_smem, q_bar, ring, seq_len, where,
+              CAUSAL: gl.constexpr):
     # One warp: Q once (both warpgroups' halves on one barrier), then K and V
     # of each key block into a ring, each on its own barrier, so the QK^T of
     # a block can start before its V has landed.
+    k_bufs, v_bufs, k_ready, k_empty, v_ready, v_empty = ring
+    BLOCK_M: gl.constexpr = 2 * WG_ROWS
     BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
     STAGES: gl.constexpr = k_bufs.type.shape[0]
     q_block, bh = where
@@ -61,8 +48,7 @@ def _producer(
     mbarrier.expect(q_bar, 2 * q_desc.block_type.nbytes)
     tma.async_copy_global_to_shared(q_desc, [row0 + m0, 0], q_bar, q_smem.index(0))
     tma.async_copy_global_to_shared(
-        q_desc, [row0 + m0 + WG_ROWS, 0], q_bar, q_smem.index(1)
-    )
+        q_desc, [row0 + m0 + WG_ROWS, 0], q_bar, q_smem.index(1))
     n_kv = _num_kv_blocks(m0, seq_len, BLOCK_M, BLOCK_N, CAUSAL)
     for j in range(n_kv):
         s = j % STAGES
@@ -70,22 +56,19 @@ def _producer(
         mbarrier.wait(k_empty.index(s), lap ^ 1)
         mbarrier.expect(k_ready.index(s), k_desc.block_type.nbytes)
         tma.async_copy_global_to_shared(
-            k_desc, [row0 + j * BLOCK_N, 0], k_ready.index(s), k_bufs.index(s)
-        )
+            k_desc, [row0 + j * BLOCK_N, 0], k_ready.index(s), k_bufs.index(s))
         mbarrier.wait(v_empty.index(s), lap ^ 1)
         mbarrier.expect(v_ready.index(s), v_desc.block_type.nbytes)
         tma.async_copy_global_to_shared(
-            v_desc, [row0 + j * BLOCK_N, 0], v_ready.index(s), v_bufs.index(s)
-        )
+            v_desc, [row0 + j * BLOCK_N, 0], v_ready.index(s), v_bufs.index(s))
 
 
 # end snippet
 
 
 @gluon.jit
-def _num_kv_blocks(
-    m0, seq_len, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr
-):
+def _num_kv_blocks(m0, seq_len, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+                   CAUSAL: gl.constexpr):
     # Causal: key blocks up to the one holding this query block's last row.
     if CAUSAL:
         return gl.cdiv(gl.minimum(m0 + BLOCK_M, seq_len), BLOCK_N)
@@ -95,17 +78,8 @@ def _num_kv_blocks(
 
 # snippet: softmax
 @gluon.jit
-def _softmax_step(
-    s,
-    m_i,
-    l_i,
-    qk_scale,
-    offs_m,
-    kv_start,
-    CAUSAL: gl.constexpr,
-    s_layout: gl.constexpr,
-    MASK_ALL: gl.constexpr,
-):
+def _softmax_step(s, m_i, l_i, qk_scale, offs_m, kv_start, CAUSAL: gl.constexpr,
+                  s_layout: gl.constexpr, MASK_ALL: gl.constexpr):
     # One block of the online softmax, in base 2 (log2 e is in qk_scale):
     # the new running max, the factor alpha that rescales what was summed
     # under the old max, this block's probabilities and the new running sum.
@@ -114,9 +88,8 @@ def _softmax_step(
         # Only a block that reaches past this warpgroup's first query row
         # needs the mask; the blocks before it are entirely visible.
         if MASK_ALL or kv_start + s.shape[1] > gl.min(offs_m, axis=0):
-            offs_n = kv_start + gl.arange(
-                0, s.shape[1], layout=gl.SliceLayout(0, s_layout)
-            )
+            cols: gl.constexpr = gl.SliceLayout(0, s_layout)  # a row of s_layout
+            offs_n = kv_start + gl.arange(0, s.shape[1], layout=cols)
             s = gl.where(offs_m[:, None] >= offs_n[None, :], s, -float("inf"))
     m_new = gl.maximum(m_i, gl.max(s, axis=1))
     alpha = gl.exp2(m_i - m_new)
@@ -130,40 +103,26 @@ def _softmax_step(
 
 # snippet: consumer
 @gluon.jit
-def _consumer(
-    o_desc,
-    q_smem,
-    k_bufs,
-    v_bufs,
-    o_smem,
-    q_bar,
-    k_ready,
-    k_empty,
-    v_ready,
-    v_empty,
-    turn,
-    seq_len,
-    qk_scale,
-    where,
-    WG: gl.constexpr,
-    BLOCK_M: gl.constexpr,
-    CAUSAL: gl.constexpr,
-    PINGPONG: gl.constexpr,
-    MASK_ALL: gl.constexpr,
-):
+def _consumer(io, ring, turn, seq_len, qk_scale, where, WG: gl.constexpr,
+              CAUSAL: gl.constexpr, PINGPONG: gl.constexpr, MASK_ALL: gl.constexpr):
+    o_desc, q_smem, o_smem, q_bar = io
+    k_bufs, v_bufs, k_ready, k_empty, v_ready, v_empty = ring
+    BLOCK_M: gl.constexpr = 2 * WG_ROWS
     BLOCK_N: gl.constexpr = k_bufs.type.shape[1]
     HEAD_DIM: gl.constexpr = k_bufs.type.shape[2]
     STAGES: gl.constexpr = k_bufs.type.shape[0]
+    # The accumulators' layouts: a warpgroup's 4 warps, 16 rows each (a
+    # partition's layouts count its own warps). S is 64 x BLOCK_N, O 64 x D.
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(
-        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_N, 16]
-    )
+        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_N, 16])
     o_layout: gl.constexpr = gl.NVMMADistributedLayout(
-        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, HEAD_DIM, 16]
-    )
-    # P goes into the second product from registers, as wgmma's A operand.
-    p_layout: gl.constexpr = gl.DotOperandLayout(
-        operand_index=0, parent=o_layout, k_width=2
-    )
+        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, HEAD_DIM, 16])
+    # P goes into the second product from registers, as wgmma's A operand:
+    # two fp16 per 32-bit register (k_width=2).
+    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout,
+                                                 k_width=2)
+    # A row statistic (m_i, l_i, alpha): one value per row, held by the row's
+    # four threads; the slice of the accumulator's layout along its columns.
     row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
     row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
 
@@ -182,30 +141,27 @@ def _consumer(
     if PINGPONG:
         mbarrier.wait(turn.index(WG), WG ^ 1)
     mbarrier.wait(k_ready.index(0), 0)
-    s_tok = warpgroup_mma(
-        q, k_bufs.index(0).permute((1, 0)), s_zero, use_acc=False, is_async=True
-    )
+    kt = k_bufs.index(0).permute((1, 0))
+    s_tok = warpgroup_mma(q, kt, s_zero, use_acc=False, is_async=True)
     if PINGPONG:
         mbarrier.arrive(turn.index(1 - WG), count=1)
     s = warpgroup_mma_wait(0, deps=(s_tok,))
     mbarrier.arrive(k_empty.index(0), count=1)
-    p, m_i, l_i, alpha = _softmax_step(
-        s, m_i, l_i, qk_scale, offs_m, 0, CAUSAL, s_layout, MASK_ALL
-    )
+    p, m_i, l_i, alpha = _softmax_step(s, m_i, l_i, qk_scale, offs_m, 0, CAUSAL,
+                                       s_layout, MASK_ALL)
 
     for j in range(1, n_kv):
         sj = j % STAGES
         sp = (j - 1) % STAGES
-        if (
-            PINGPONG
-        ):  # my turn at the tensor cores: the other warpgroup issued its products
+        if PINGPONG:  # my turn at the tensor cores: the other one issued its products
             mbarrier.wait(turn.index(WG), (j & 1) ^ WG ^ 1)
         # Issue S_j = Q K_j^T first, then O += P_{j-1} V_{j-1}: the softmax of
         # block j can start as soon as the first is done, while the second runs.
         mbarrier.wait(k_ready.index(sj), (j // STAGES) & 1)
-        s_tok = warpgroup_mma(
-            q, k_bufs.index(sj).permute((1, 0)), s_zero, use_acc=False, is_async=True
-        )
+        kt = k_bufs.index(sj).permute((1, 0))
+        s_tok = warpgroup_mma(q, kt, s_zero, use_acc=False, is_async=True)
+        # Both conversions are free: the same thread and register hold each
+        # element in both layouts (drawn on the page), so no data moves.
         acc = acc * gl.convert_layout(alpha, row_o)[:, None]
         mbarrier.wait(v_ready.index(sp), ((j - 1) // STAGES) & 1)
         p16 = gl.convert_layout(p.to(gl.float16), p_layout)
@@ -214,9 +170,8 @@ def _consumer(
             mbarrier.arrive(turn.index(1 - WG), count=1)
         s = warpgroup_mma_wait(1, deps=(s_tok,))  # S_j is done; P V may still run
         mbarrier.arrive(k_empty.index(sj), count=1)
-        p, m_i, l_i, alpha = _softmax_step(
-            s, m_i, l_i, qk_scale, offs_m, j * BLOCK_N, CAUSAL, s_layout, MASK_ALL
-        )
+        p, m_i, l_i, alpha = _softmax_step(s, m_i, l_i, qk_scale, offs_m, j * BLOCK_N,
+                                           CAUSAL, s_layout, MASK_ALL)
         acc = warpgroup_mma_wait(0, deps=(o_tok,))
         mbarrier.arrive(v_empty.index(sp), count=1)
 
@@ -229,11 +184,10 @@ def _consumer(
     acc = warpgroup_mma_wait(0, deps=(o_tok,))
     mbarrier.arrive(v_empty.index(sl), count=1)
     o = acc / gl.convert_layout(l_i, row_o)[:, None]
-    o_smem.store(o.to(gl.float16))
-    fence_async_shared()
+    o_smem.index(WG).store(o.to(gl.float16))
+    fence_async_shared()  # the register store above, before the TMA store reads it
     tma.async_copy_shared_to_global(
-        o_desc, [bh * seq_len + m0 + WG * WG_ROWS, 0], o_smem
-    )
+        o_desc, [bh * seq_len + m0 + WG * WG_ROWS, 0], o_smem.index(WG))
     tma.store_wait(0)
 
 
@@ -242,13 +196,8 @@ def _consumer(
 
 # snippet: schedule
 @gluon.jit
-def _schedule(
-    seq_len,
-    n_heads_total,
-    BLOCK_M: gl.constexpr,
-    CAUSAL: gl.constexpr,
-    GROUP_HEADS: gl.constexpr,
-):
+def _schedule(seq_len, n_heads_total, BLOCK_M: gl.constexpr, CAUSAL: gl.constexpr,
+              GROUP_HEADS: gl.constexpr):
     # A 1-D grid of n_q * (batch * heads) programs, in groups of GROUP_HEADS
     # heads: inside a group the query blocks of its heads come in turns, so
     # the programs running together share K and V in L2. Causal: the longest
@@ -272,136 +221,53 @@ def _schedule(
 
 # snippet: kernel
 @gluon.jit
-def attn_fwd_ws_kernel(
-    q_desc,
-    k_desc,
-    v_desc,
-    o_desc,
-    seq_len,
-    n_heads_total,
-    qk_scale,
-    CAUSAL: gl.constexpr,
-    STAGES: gl.constexpr,
-    PINGPONG: gl.constexpr,
-    CONSUMER_REGS: gl.constexpr,
-    PRODUCER_REGS: gl.constexpr,
-    GROUP_HEADS: gl.constexpr,
-    MASK_ALL: gl.constexpr,
-):
+def attn_fwd_ws_kernel(q_desc, k_desc, v_desc, o_desc, seq_len, n_heads_total, qk_scale,
+                       CAUSAL: gl.constexpr, STAGES: gl.constexpr,
+                       PINGPONG: gl.constexpr, CONSUMER_REGS: gl.constexpr,
+                       PRODUCER_REGS: gl.constexpr, GROUP_HEADS: gl.constexpr,
+                       MASK_ALL: gl.constexpr):
     BLOCK_M: gl.constexpr = 2 * WG_ROWS
     BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
-    HEAD_DIM: gl.constexpr = k_desc.block_type.shape[1]
-    q_smem = gl.allocate_shared_memory(
-        q_desc.dtype, [2, WG_ROWS, HEAD_DIM], q_desc.layout
-    )
-    k_bufs = gl.allocate_shared_memory(
-        k_desc.dtype, [STAGES, BLOCK_N, HEAD_DIM], k_desc.layout
-    )
-    v_bufs = gl.allocate_shared_memory(
-        v_desc.dtype, [STAGES, BLOCK_N, HEAD_DIM], v_desc.layout
-    )
-    o_smem = gl.allocate_shared_memory(
-        o_desc.dtype, [2, WG_ROWS, HEAD_DIM], o_desc.layout
-    )
-    q_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
-    k_ready = gl.allocate_shared_memory(
-        gl.int64, [STAGES, 1], mbarrier.MBarrierLayout()
-    )
-    k_empty = gl.allocate_shared_memory(
-        gl.int64, [STAGES, 1], mbarrier.MBarrierLayout()
-    )
-    v_ready = gl.allocate_shared_memory(
-        gl.int64, [STAGES, 1], mbarrier.MBarrierLayout()
-    )
-    v_empty = gl.allocate_shared_memory(
-        gl.int64, [STAGES, 1], mbarrier.MBarrierLayout()
-    )
-    turn = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    D: gl.constexpr = k_desc.block_type.shape[1]
+    # Q and O in two 64-row halves, one per consumer warpgroup; K and V in rings.
+    f16: gl.constexpr = q_desc.dtype
+    q_smem = gl.allocate_shared_memory(f16, [2, WG_ROWS, D], q_desc.layout)
+    k_bufs = gl.allocate_shared_memory(f16, [STAGES, BLOCK_N, D], k_desc.layout)
+    v_bufs = gl.allocate_shared_memory(f16, [STAGES, BLOCK_N, D], v_desc.layout)
+    o_smem = gl.allocate_shared_memory(f16, [2, WG_ROWS, D], o_desc.layout)
+    # Barriers: Q landed; per stage, K and V ready (the producer's expect) and
+    # empty (count 2: both consumer warpgroups read every stage); two turns.
+    bar: gl.constexpr = mbarrier.MBarrierLayout()
+    q_bar = gl.allocate_shared_memory(gl.int64, [1], bar)
+    k_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], bar)
+    k_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], bar)
+    v_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], bar)
+    v_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], bar)
+    turn = gl.allocate_shared_memory(gl.int64, [2, 1], bar)
     mbarrier.init(q_bar, count=1)
     for k in gl.static_range(STAGES):
         mbarrier.init(k_ready.index(k), count=1)
         mbarrier.init(v_ready.index(k), count=1)
-        mbarrier.init(
-            k_empty.index(k), count=2
-        )  # both consumer warpgroups read each slot
+        mbarrier.init(k_empty.index(k), count=2)
         mbarrier.init(v_empty.index(k), count=2)
     for k in gl.static_range(2):
         mbarrier.init(turn.index(k), count=1)
-    q_block, bh = _schedule(seq_len, n_heads_total, BLOCK_M, CAUSAL, GROUP_HEADS)
-    where = (q_block, bh)
+    where = _schedule(seq_len, n_heads_total, BLOCK_M, CAUSAL, GROUP_HEADS)
+    # Named once, handed to every role: the K/V ring with its barriers, and
+    # what the consumers read and write besides it.
+    ring = (k_bufs, v_bufs, k_ready, k_empty, v_ready, v_empty)
+    io = (o_desc, q_smem, o_smem, q_bar)
     gl.warp_specialize(
         [
-            (
-                _consumer,
-                (
-                    o_desc,
-                    q_smem,
-                    k_bufs,
-                    v_bufs,
-                    o_smem.index(0),
-                    q_bar,
-                    k_ready,
-                    k_empty,
-                    v_ready,
-                    v_empty,
-                    turn,
-                    seq_len,
-                    qk_scale,
-                    where,
-                    0,
-                    BLOCK_M,
-                    CAUSAL,
-                    PINGPONG,
-                    MASK_ALL,
-                ),
-            ),
-            (
-                _consumer,
-                (
-                    o_desc,
-                    q_smem,
-                    k_bufs,
-                    v_bufs,
-                    o_smem.index(1),
-                    q_bar,
-                    k_ready,
-                    k_empty,
-                    v_ready,
-                    v_empty,
-                    turn,
-                    seq_len,
-                    qk_scale,
-                    where,
-                    1,
-                    BLOCK_M,
-                    CAUSAL,
-                    PINGPONG,
-                    MASK_ALL,
-                ),
-            ),
-            (
-                _producer,
-                (
-                    q_desc,
-                    k_desc,
-                    v_desc,
-                    q_smem,
-                    k_bufs,
-                    v_bufs,
-                    q_bar,
-                    k_ready,
-                    k_empty,
-                    v_ready,
-                    v_empty,
-                    seq_len,
-                    where,
-                    BLOCK_M,
-                    CAUSAL,
-                ),
-            ),
+            (_consumer, (io, ring, turn, seq_len, qk_scale, where,
+                         0, CAUSAL, PINGPONG, MASK_ALL)),
+            (_consumer, (io, ring, turn, seq_len, qk_scale, where,
+                         1, CAUSAL, PINGPONG, MASK_ALL)),
+            (_producer, (q_desc, k_desc, v_desc, q_smem, q_bar, ring, seq_len, where,
+                         CAUSAL)),
         ],
-        [4, 1],
-        [CONSUMER_REGS, PRODUCER_REGS],
+        [4, 1],  # warps of the workers: consumer warpgroup 1, the producer
+        [CONSUMER_REGS, PRODUCER_REGS],  # their registers per thread (setmaxnreg)
     )
 
 

@@ -83,14 +83,8 @@ def copy_tma_tile_kernel(in_desc, out_desc, TILES_N: gl.constexpr):
 
 # snippet: tma-pipelined
 @gluon.jit
-def copy_tma_pipelined_kernel(
-    in_desc,
-    out_desc,
-    num_tiles,
-    TILES_N: gl.constexpr,
-    STAGES: gl.constexpr,
-    AHEAD: gl.constexpr,
-):
+def copy_tma_pipelined_kernel(in_desc, out_desc, num_tiles, TILES_N: gl.constexpr,
+                              STAGES: gl.constexpr, AHEAD: gl.constexpr):
     BR: gl.constexpr = in_desc.block_type.shape[0]
     BC: gl.constexpr = in_desc.block_type.shape[1]
     bufs = gl.allocate_shared_memory(in_desc.dtype, [STAGES, BR, BC], in_desc.layout)
@@ -106,22 +100,17 @@ def copy_tma_pipelined_kernel(
     # Prologue: the first AHEAD loads.
     for i in gl.static_range(AHEAD):
         t = pid + i * G
+        where = [(t // TILES_N) * BR, (t % TILES_N) * BC]
         mbarrier.expect(ready.index(i), in_desc.block_type.nbytes, pred=i < mine)
         tma.async_copy_global_to_shared(
-            in_desc,
-            [(t // TILES_N) * BR, (t % TILES_N) * BC],
-            ready.index(i),
-            bufs.index(i),
-            pred=i < mine,
-        )
+            in_desc, where, ready.index(i), bufs.index(i), pred=i < mine)
     for i in range(mine):
         s = i % STAGES
         t = pid + i * G
         # Tile i landed when phase (i // STAGES) of its slot's barrier completed.
         mbarrier.wait(ready.index(s), (i // STAGES) & 1)
-        tma.async_copy_shared_to_global(
-            out_desc, [(t // TILES_N) * BR, (t % TILES_N) * BC], bufs.index(s)
-        )
+        where = [(t // TILES_N) * BR, (t % TILES_N) * BC]
+        tma.async_copy_shared_to_global(out_desc, where, bufs.index(s))
         # The next load, tile i + AHEAD, goes into the slot tile
         # i + AHEAD - STAGES used: its store must have finished reading, so
         # at most STAGES - AHEAD stores (the later ones) may still be pending.
@@ -129,14 +118,10 @@ def copy_tma_pipelined_kernel(
         nxt = i + AHEAD
         ns = nxt % STAGES
         tn = pid + nxt * G
+        where = [(tn // TILES_N) * BR, (tn % TILES_N) * BC]
         mbarrier.expect(ready.index(ns), in_desc.block_type.nbytes, pred=nxt < mine)
         tma.async_copy_global_to_shared(
-            in_desc,
-            [(tn // TILES_N) * BR, (tn % TILES_N) * BC],
-            ready.index(ns),
-            bufs.index(ns),
-            pred=nxt < mine,
-        )
+            in_desc, where, ready.index(ns), bufs.index(ns), pred=nxt < mine)
     tma.store_wait(0)
     for k in gl.static_range(STAGES):
         mbarrier.invalidate(ready.index(k))
@@ -163,13 +148,9 @@ def _ws_loader(in_desc, bufs, ready, empty, num_tiles, TILES_N: gl.constexpr):
         s = i % STAGES
         t = pid + i * G
         mbarrier.wait(empty.index(s), ((i // STAGES) & 1) ^ 1)
+        where = [(t // TILES_N) * BR, (t % TILES_N) * BC]
         mbarrier.expect(ready.index(s), in_desc.block_type.nbytes)
-        tma.async_copy_global_to_shared(
-            in_desc,
-            [(t // TILES_N) * BR, (t % TILES_N) * BC],
-            ready.index(s),
-            bufs.index(s),
-        )
+        tma.async_copy_global_to_shared(in_desc, where, ready.index(s), bufs.index(s))
 
 
 @gluon.jit
@@ -185,18 +166,16 @@ def _ws_storer(out_desc, bufs, ready, empty, num_tiles, TILES_N: gl.constexpr):
         s = i % STAGES
         t = pid + i * G
         mbarrier.wait(ready.index(s), (i // STAGES) & 1)
-        tma.async_copy_shared_to_global(
-            out_desc, [(t // TILES_N) * BR, (t % TILES_N) * BC], bufs.index(s)
-        )
+        where = [(t // TILES_N) * BR, (t % TILES_N) * BC]
+        tma.async_copy_shared_to_global(out_desc, where, bufs.index(s))
         tma.store_wait(1)
         mbarrier.arrive(empty.index((i + STAGES - 1) % STAGES), count=1, pred=i > 0)
     tma.store_wait(0)
 
 
 @gluon.jit
-def copy_ws_kernel(
-    in_desc, out_desc, num_tiles, TILES_N: gl.constexpr, STAGES: gl.constexpr
-):
+def copy_ws_kernel(in_desc, out_desc, num_tiles, TILES_N: gl.constexpr,
+                   STAGES: gl.constexpr):
     BR: gl.constexpr = in_desc.block_type.shape[0]
     BC: gl.constexpr = in_desc.block_type.shape[1]
     bufs = gl.allocate_shared_memory(in_desc.dtype, [STAGES, BR, BC], in_desc.layout)
@@ -205,13 +184,16 @@ def copy_ws_kernel(
     for k in gl.static_range(STAGES):
         mbarrier.init(ready.index(k), count=1)
         mbarrier.init(empty.index(k), count=1)
+    # The default partition (this kernel's warps) stores; one worker warp
+    # loads. Workers take no register tensors: descriptors, shared memory,
+    # barriers, scalars and constexprs only.
     gl.warp_specialize(
         [
             (_ws_storer, (out_desc, bufs, ready, empty, num_tiles, TILES_N)),
             (_ws_loader, (in_desc, bufs, ready, empty, num_tiles, TILES_N)),
         ],
-        [1],
-        [24],
+        [1],  # warps of the worker: the loader
+        [24],  # its registers per thread (setmaxnreg): the fewest there are
     )
 
 

@@ -31,9 +31,15 @@ import re
 import sys
 from pathlib import Path
 
-# lessonkit.py sits beside this file in a download, one folder up in the repository.
+# lessonkit.py and the gluon-basics lesson's mbarrier model (ring_model.py,
+# lesson.toml's `uses`) sit beside this file in a download; in the repository,
+# one folder up and in gluon-basics/.
 HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE), str(HERE.parent)]
+sys.path[:0] = [str(HERE), str(HERE.parent), str(HERE.parent / "gluon-basics")]
+import gluon_figures  # noqa: E402
+from layout_model import REGISTERS_PER_SM, register_split, wgmma_acc_owner  # noqa: E402
+from ring_model import AsyncGroups, MBarrier, Trace, run, run_in_rounds  # noqa: E402
+
 from lessonkit import Lesson, bench_interleaved, median_interval, scaled_rtol  # noqa: E402
 
 DECLINE = (
@@ -113,55 +119,8 @@ def check_scheduler(lesson: Lesson) -> list[list]:
 # -- The ring, as a model --------------------------------------------------------------
 
 
-class MBarrier:
-    """An mbarrier: a phase completes after `count` arrivals and every armed
-    byte; wait(parity) returns once the phase of that parity has completed."""
-
-    def __init__(self, count: int):
-        self.count, self.arrivals, self.bytes, self.completed = count, 0, 0, 0
-
-    def expect(self, nbytes: int) -> None:
-        self.bytes += nbytes
-        self.arrive()
-
-    def arrive(self) -> None:
-        self.arrivals += 1
-        self._advance()
-
-    def landed(self, nbytes: int) -> None:
-        self.bytes -= nbytes
-        self._advance()
-
-    def _advance(self) -> None:
-        if self.arrivals == self.count and self.bytes == 0:
-            self.completed += 1
-            self.arrivals = 0
-
-    def passed(self, parity: int) -> bool:
-        return self.completed % 2 != parity
-
-
-class Deadlock(Exception):
-    pass
-
-
-def run(actors: dict, events: list, rng: random.Random) -> None:
-    """Advance actors (generators yielding conditions) and asynchronous events
-    (copies, wgmma reads) in a random order until all are done."""
-    waits = dict.fromkeys(actors)
-    while actors or events:
-        ready = [n for n in actors if waits[n] is None or waits[n]()]
-        choices = ready + ["event"] * bool(events)
-        if not choices:
-            raise Deadlock(", ".join(sorted(actors)))
-        pick = rng.choice(choices)
-        if pick == "event":
-            events.pop(rng.randrange(len(events)))()
-            continue
-        try:
-            waits[pick] = next(actors[pick])
-        except StopIteration:
-            del actors[pick], waits[pick]
+# The mbarrier, the wgmma groups and the random scheduler are the gluon-basics
+# lesson's (ring_model.py); the roles are this kernel's.
 
 
 # snippet: ring-model
@@ -170,7 +129,7 @@ def producer(work, slots, ready, empty, events):
     stages = len(slots)
     for it, item in enumerate(work):
         s, lap = it % stages, (it // stages) & 1
-        yield (lambda s=s, p=lap ^ 1: empty[s].passed(p))
+        yield empty[s].wait(lap ^ 1)
         ready[s].expect(1)
 
         def land(s=s, item=item):
@@ -180,30 +139,26 @@ def producer(work, slots, ready, empty, events):
         events.append(land)
 
 
-def consumer(work, slots, ready, empty, events, used, release_early=False):
+def consumer(work, slots, ready, empty, events, used, mma, release_early=False):
     """_mainloop: wgmma on slot s, wait until one is in flight, free slot s - 1."""
     stages = len(slots)
-    in_flight = []  # wgmma groups not yet finished: [done]
     for it in range(len(work)):
         s, lap = it % stages, (it // stages) & 1
-        yield (lambda s=s, p=lap: ready[s].passed(p))
-        group = [False]
-        in_flight.append(group)
+        yield ready[s].wait(lap)
+        group = mma.issue()
 
         def mma_reads(s=s, it=it, group=group):  # the tensor cores read the slot later
             used[it] = slots[s]
-            group[0] = True
+            mma.finish(group)
 
         events.append(mma_reads)
-        if (
-            release_early
-        ):  # the exercise's bug: hand the slot back before the wgmma read it
+        if release_early:  # the exercise's bug: free the slot before wgmma read it
             empty[s].arrive()
             continue
-        yield lambda: all(g[0] for g in in_flight[:-1])  # warpgroup_mma_wait(1)
+        yield mma.wait(1)  # warpgroup_mma_wait(1)
         if it > 0:
             empty[(it - 1) % stages].arrive()
-    yield lambda: all(g[0] for g in in_flight)  # warpgroup_mma_wait(0)
+    yield mma.wait(0)  # warpgroup_mma_wait(0)
     if not release_early and work:
         empty[(len(work) - 1) % stages].arrive()
 
@@ -211,36 +166,39 @@ def consumer(work, slots, ready, empty, events, used, release_early=False):
 # end snippet
 
 
-def ring_feeds_every_product(
-    stages: int, tiles, k_tiles: int, seed: int, release_early: bool = False
-) -> bool:
-    """One program's (tile, k) products, through the ring: did each wgmma read
-    the operands it was meant to?"""
-    rng = random.Random(seed)
-    work = [(t, k) for t in tiles for k in range(k_tiles)]
-    slots, events, used = [None] * stages, [], [None] * len(work)
-    ready, empty = (
-        [MBarrier(1) for _ in range(stages)],
-        [MBarrier(1) for _ in range(stages)],
-    )
-    run(
-        {
-            "producer": producer(work, slots, ready, empty, events),
-            "consumer": consumer(
-                work, slots, ready, empty, events, used, release_early
-            ),
-        },
-        events,
-        rng,
-    )
-    return used == work
+class Ring:
+    """One program's ring in the model: slots, barriers, the products' groups."""
+
+    def __init__(self, stages: int, work: list):
+        self.work, self.slots, self.events = work, [None] * stages, []
+        self.used = [None] * len(work)  # what each product read
+        self.ready = [MBarrier(1) for _ in range(stages)]
+        self.empty = [MBarrier(1) for _ in range(stages)]
+        self.mma = AsyncGroups()
+
+    def roles(self, release_early: bool = False) -> dict:
+        args = (self.work, self.slots, self.ready, self.empty, self.events)
+        return {
+            "producer": producer(*args),
+            "consumer": consumer(*args, self.used, self.mma, release_early),
+        }
+
+
+# snippet: ring-checks
+def ring_feeds_every_product(stages, tiles, k_tiles, seed, release_early=False):
+    """One program's (tile, k) products through the ring, in one random
+    schedule: did every wgmma read the A and B tiles of its own (tile, k)?"""
+    ring = Ring(stages, [(t, k) for t in tiles for k in range(k_tiles)])
+    run(ring.roles(release_early), ring.events, random.Random(seed))
+    return ring.used == ring.work
+
+
+# end snippet
 
 
 def check_ring(lesson: Lesson, seeds: int) -> None:
-    # snippet: ring-checks
     # Three tiles of five K steps each, for one program: with 3 and 4 stages
-    # the laps and tile boundaries fall at different steps. Every wgmma must
-    # read the A and B tiles of its own (tile, k), whatever the timing.
+    # the laps and tile boundaries fall at different steps.
     for stages in (2, 3, 4):
         ok = sum(
             ring_feeds_every_product(stages, [0, 132, 264], 5, seed)
@@ -252,7 +210,88 @@ def check_ring(lesson: Lesson, seeds: int) -> None:
             f"{ok} of {seeds} random schedules: each of 15 products read its own "
             "operands",
         )
-    # end snippet
+
+
+def check_accumulator(lesson: Lesson) -> None:
+    """The consumers' accumulator (wgmma's NVMMADistributedLayout) in the
+    lesson's layout model, checked for one owner per element, and drawn."""
+    bm, bn, _ = BLOCK
+    warps = CONSUMER_WARPS
+
+    def owner(r, c):
+        return wgmma_acc_owner(r, c, (bm, bn), warps, bn)
+
+    slots = [owner(r, c) for r in range(bm) for c in range(bn)]
+    threads = {(w, lane) for w, lane, _ in slots}
+    per_thread = len(slots) // len(threads)
+    lesson.check(
+        "accumulator-layout",
+        len(set(slots)) == bm * bn and len(threads) == 32 * warps
+        and {reg for _, _, reg in slots} == set(range(per_thread)),
+        f"{bm}x{bn} FP32 accumulator over {warps} warps: each element in one register "
+        f"of one thread, {per_thread} registers per thread",
+    )
+    lesson.plot(
+        "accumulator",
+        f"The {bm} x {bn} accumulator in NVMMADistributedLayout(version=[3, 0], "
+        f"warps_per_cta=[{warps}, 1], instr_shape=[16, {bn}, 16]), from the lesson's "
+        "layout model: 16 rows per warp; in warp 0's corner, the thread holding each "
+        "element (its lane, 0-31) and the register (colour). Columns 8-15 repeat the "
+        "pattern in registers 4-7, and so on along the row",
+        lambda fig: gluon_figures.accumulator(fig, owner, (bm, bn), warps),
+        size=(gluon_figures.WIDTH, 6.4),
+    )
+
+
+def draw_roles(lesson: Lesson, stages: int = 3, tiles: int = 2, k_tiles: int = 4):
+    """The producer and the consumers over one schedule of the model, in rounds,
+    with the registers setmaxnreg gives each (the lesson's budget model)."""
+    ring = Ring(stages, [(t, k) for t in range(tiles) for k in range(k_tiles)])
+    trace = Trace(
+        {f"ready[{s}]": ring.ready[s] for s in range(stages)}
+        | {f"empty[{s}]": ring.empty[s] for s in range(stages)}
+        | {"mma": ring.mma}
+    )
+    run_in_rounds(ring.roles(), ring.events, trace)
+    assert ring.used == ring.work, "the pictured schedule feeds every product"
+    warps, producer_regs = CONSUMER_WARPS, PRODUCER_REGS
+    split = register_split(warps, [(1, producer_regs)])
+    groups = warps // 4
+    used = 128 * (groups * split["default"] + producer_regs)
+
+    def draw(fig):
+        top, bottom = fig.subplots(2, 1, gridspec_kw={"height_ratios": [3.2, 1]})
+        gluon_figures.role_timeline(
+            top,
+            trace,
+            [
+                ("producer", f"producer: 1 warp\n{producer_regs} registers"),
+                ("consumer", f"consumers: {warps} warps\n{split['default']} registers"),
+            ],
+            [
+                ("TMA landed\n(slot)", lambda c: c.name[6] if c.who == "land" else ""),
+                ("wgmma read\nits slot", lambda c: "✓" if c.who == "mma_reads" else ""),
+            ],
+        )
+        gluon_figures.register_budget(
+            bottom,
+            [(f"consumers,\nwarpgroup {g}", split["default"]) for g in range(groups)]
+            + [("producer", producer_regs)],
+            REGISTERS_PER_SM,
+        )
+
+    lesson.plot(
+        "roles",
+        f"The producer and the consumers in the lesson's ring model ({stages} stages, "
+        f"{tiles} tiles of {k_tiles} K steps), one schedule in rounds ({trace.t}): "
+        "the producer fills the ring, then waits for each slot the consumers free. "
+        "Below, the SM's registers as setmaxnreg divides them: "
+        f"{groups + 1} warpgroups of 128 threads, {used:,} of "
+        f"{REGISTERS_PER_SM:,} (the lesson's budget model; the GPU run's compiled "
+        "table shows the targets)",
+        draw,
+        size=(gluon_figures.WIDTH, 7.4),
+    )
 
 
 def smem_bytes(bm, bn, bk, stages, epi_split, elem=2) -> int:
@@ -303,12 +342,33 @@ def exercise_release_early(lesson: Lesson, seeds: int) -> None:
     )
 
 
+def exercise_producer_regs() -> None:
+    # snippet: solution-producer-regs
+    # Exercise: 40 registers for the producer instead of 24. Its warpgroup
+    # then takes 128 x 40 of the SM's registers, and the two consumer
+    # warpgroups share the rest: per thread, a multiple of 8, at most 256.
+    now = register_split(CONSUMER_WARPS, [(1, PRODUCER_REGS)])
+    more = register_split(CONSUMER_WARPS, [(1, 40)])
+    # end snippet
+    print(
+        f"  producer {PRODUCER_REGS} registers: consumers {now['default']}; producer "
+        f"40: consumers {more['default']} (launch limit {more['launch']} either way)"
+    )
+
+
 # -- The GPU part ----------------------------------------------------------------------
 
+BLOCK = (128, 256, 64)  # BM, BN, BK
+CONSUMER_WARPS = 8  # the default partition: two warpgroups of 64 rows each
+PRODUCER_REGS = 24  # registers per thread the producer warp asks for
 CONFIGS = {  # name -> matmul_ws keyword arguments
-    "ws-3stage": dict(block=(128, 256, 64), stages=3, epi_split=1),
-    "ws-4stage": dict(block=(128, 256, 64), stages=4, epi_split=2),
+    name: dict(block=BLOCK, stages=stages, epi_split=epi, num_warps=CONSUMER_WARPS,
+               producer_regs=PRODUCER_REGS)
+    for name, stages, epi in (("ws-3stage", 3, 1), ("ws-4stage", 4, 2))
 }
+GATE, STRETCH = 0.95, 1.05  # against cuBLAS, at 4096^3 and 8192^3
+SHORT = {"ws-3stage": "Gluon, 3 stages", "ws-4stage": "Gluon, 4 stages",
+         "tl": "tl persistent"}
 LABELS = {
     "ws-3stage": "Gluon WS, 128x256x64, 3 stages, whole-tile epilogue",
     "ws-4stage": "Gluon WS, 128x256x64, 4 stages, epilogue in halves",
@@ -326,22 +386,30 @@ def reference(a, b):
 
 
 def check_kernel(lesson: Lesson, mk, num_sms: int) -> None:
+    for name, shape, c, (want, rtol, atol, why) in kernel_cases(mk, num_sms):
+        lesson.close(f"{name}-{shape}", c, want, rtol, atol, why)
+
+
+# snippet: gpu-checks
+def kernel_cases(mk, num_sms: int):
+    """Ragged shapes (M, N, K not multiples of the tile; fewer tiles than SMs;
+    a K tail the copy engine zero-fills) and the benchmark shape, for both
+    configurations. The output starts as NaN: a tile no program writes
+    fails. Yields (configuration, shape, C, the float64 reference)."""
     import torch
 
-    # snippet: gpu-checks
-    # Ragged shapes (M, N, K not multiples of the tile; fewer tiles than SMs;
-    # a K tail the copy engine zero-fills) and the benchmark shape. The
-    # output starts as NaN: a tile no program writes fails the check.
     for M, N, K in ((1000, 1032, 776), (777, 520, 4104), (4096, 4096, 4096)):
         torch.manual_seed(M + N + K)
         a = torch.randn(M, K, device="cuda", dtype=torch.float16)
         b = torch.randn(K, N, device="cuda", dtype=torch.float16)
-        want, rtol, atol, why = reference(a, b)
+        ref = reference(a, b)
         for name, cfg in CONFIGS.items():
             c = torch.full((M, N), float("nan"), device="cuda", dtype=torch.float16)
             mk.matmul_ws(a, b, num_sms, out=c, **cfg)
-            lesson.close(f"{name}-{M}x{N}x{K}", c, want, rtol, atol, why)
-    # end snippet
+            yield name, f"{M}x{N}x{K}", c, ref
+
+
+# end snippet
 
 
 def show_compiled(lesson: Lesson, mk, num_sms: int) -> None:
@@ -438,8 +506,8 @@ def benchmark(lesson: Lesson, mk, pt, num_sms: int) -> None:
                 unit="TFLOP/s",
                 work=flop,
                 baseline_name="torch.matmul (cuBLAS)",
-                threshold=0.95,
-                stretch=1.05,
+                threshold=GATE,
+                stretch=STRETCH,
                 note=LABELS[name],
             )
             lesson.benchmark(
@@ -494,18 +562,21 @@ def plot(lesson: Lesson, ratios) -> None:
                 [m - ratios[n][name][1] for n, m in zip(sizes, mid, strict=True)],
                 [ratios[n][name][2] - m for n, m in zip(sizes, mid, strict=True)],
             ]
-            ax.errorbar(xs, mid, yerr=err, fmt="o", capsize=4, label=LABELS[name])
+            ax.errorbar(xs, mid, yerr=err, fmt="o", capsize=4, label=SHORT[name])
         ax.axhline(1.0, color="grey", linewidth=1, linestyle="--")
-        ax.axhline(0.95, color="grey", linewidth=1, linestyle=":")
-        ax.set_xticks(range(len(sizes)), [f"{n}^3" for n in sizes])
-        ax.set_ylabel("TFLOP/s / cuBLAS, per-round median")
-        ax.legend(fontsize=8)
+        ax.axhline(GATE, color="#d62728", linewidth=1, linestyle=":")
+        ax.set_xticks(range(len(sizes)), [f"{n}³" for n in sizes])
+        ax.set_ylim(0, max(1.2, max(r[n][2] for r in ratios.values() for n in names)))
+        ax.set_ylabel("TFLOP/s over cuBLAS's")
+        ax.legend(loc="lower center", ncol=2)
 
     lesson.plot(
         "ratios",
-        "Each kernel's speed relative to cuBLAS in the same rounds: the "
-        "median of the per-round ratios with its 95 % interval; dotted: the 0.95 gate",
+        "Each kernel's speed relative to cuBLAS in the same rounds: the median of the "
+        "per-round ratios with its 95 % interval, from zero; dashed: parity, dotted: "
+        f"the {GATE:.2f} gate",
         draw,
+        size=(4.8, 3.4),
     )
 
 
@@ -552,6 +623,8 @@ def main() -> int:
     lesson = Lesson("gluon-matmul")
     device = lesson.device()  # declines below compute capability 9.0 (lesson.toml)
     seeds = 30 if lesson.interpret else 8
+    with lesson.step("accumulator"):
+        check_accumulator(lesson)
     with lesson.step("smem"):
         lesson.table(
             "smem",
@@ -576,6 +649,7 @@ def main() -> int:
         )
     with lesson.step("ring"):
         check_ring(lesson, seeds)
+        draw_roles(lesson)
     # Gluon has no interpreter, nor a smoke run on the CPU (lessonkit.py).
     if lesson.step("gpu-checks", needs_gpu="Gluon has no interpreter", smoke=False):
         import matmul_kernels as mk  # Gluon: only here, on a Hopper GPU
@@ -588,6 +662,7 @@ def main() -> int:
         benchmark(lesson, mk, tl_lesson(), num_sms)
     with lesson.step("exercises"):
         exercise_release_early(lesson, seeds)
+        exercise_producer_regs()
     if lesson.step("gpu-exercise", needs_gpu="Gluon has no interpreter", smoke=False):
         exercise_fewer_programs(lesson, mk, num_sms)
     if device == "cpu":  # the models ran; the kernel cannot: not a verification

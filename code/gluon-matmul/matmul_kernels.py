@@ -40,19 +40,18 @@ def tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M: gl.constexpr):
 
 # snippet: producer
 @gluon.jit
-def _producer(
-    a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, GROUP_M: gl.constexpr
-):
+def _producer(a_desc, b_desc, ring, shape, GROUP_M: gl.constexpr):
     # One warp. It walks the same tiles in the same order as the consumers and
     # keeps the ring full: wait for slot s to be empty, arm its `ready`
     # barrier with the bytes of one A and one B tile, start both copies.
+    a_bufs, b_bufs, ready, empty = ring
+    M, N, K = shape
     BM: gl.constexpr = a_desc.block_type.shape[0]
     BK: gl.constexpr = a_desc.block_type.shape[1]
     BN: gl.constexpr = b_desc.block_type.shape[1]
     STAGES: gl.constexpr = a_bufs.type.shape[0]
-    num_pid_m = gl.cdiv(M, BM)
-    num_pid_n = gl.cdiv(N, BN)
-    k_tiles = gl.cdiv(K, BK)
+    num_pid_m, num_pid_n, k_tiles = gl.cdiv(M, BM), gl.cdiv(N, BN), gl.cdiv(K, BK)
+    nbytes: gl.constexpr = a_desc.block_type.nbytes + b_desc.block_type.nbytes
     it = 0  # loads issued so far: slot it % STAGES, lap it // STAGES
     for tile_id in range(gl.program_id(0), num_pid_m * num_pid_n, gl.num_programs(0)):
         pid_m, pid_n = tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M)
@@ -61,15 +60,11 @@ def _producer(
             # A fresh barrier is in phase 0; waiting on parity 1 returns at
             # once, so the first lap finds every slot empty.
             mbarrier.wait(empty.index(s), ((it // STAGES) & 1) ^ 1)
-            mbarrier.expect(
-                ready.index(s), a_desc.block_type.nbytes + b_desc.block_type.nbytes
-            )
+            mbarrier.expect(ready.index(s), nbytes)
             tma.async_copy_global_to_shared(
-                a_desc, [pid_m * BM, kk * BK], ready.index(s), a_bufs.index(s)
-            )
+                a_desc, [pid_m * BM, kk * BK], ready.index(s), a_bufs.index(s))
             tma.async_copy_global_to_shared(
-                b_desc, [kk * BK, pid_n * BN], ready.index(s), b_bufs.index(s)
-            )
+                b_desc, [kk * BK, pid_n * BN], ready.index(s), b_bufs.index(s))
             it += 1
 
 
@@ -78,10 +73,11 @@ def _producer(
 
 # snippet: consumer
 @gluon.jit
-def _mainloop(a_bufs, b_bufs, ready, empty, it, k_tiles, acc):
+def _mainloop(ring, it, k_tiles, acc):
     # wgmma is asynchronous: issue the product of slot s, then wait until at
     # most one product is in flight, which means the one of the slot before
     # has finished reading shared memory: hand that slot back.
+    a_bufs, b_bufs, ready, empty = ring
     STAGES: gl.constexpr = a_bufs.type.shape[0]
     for kk in range(k_tiles):
         s = it % STAGES
@@ -96,43 +92,30 @@ def _mainloop(a_bufs, b_bufs, ready, empty, it, k_tiles, acc):
 
 
 @gluon.jit
-def _consumer(
-    c_desc,
-    a_bufs,
-    b_bufs,
-    ready,
-    empty,
-    c_smem,
-    M,
-    N,
-    K,
-    GROUP_M: gl.constexpr,
-    EPI_SPLIT: gl.constexpr,
-):
+def _consumer(c_desc, c_smem, ring, shape, GROUP_M: gl.constexpr,
+              EPI_SPLIT: gl.constexpr):
     # The default partition: all its warps share one BM x BN accumulator
     # (two warpgroups for 128 x 256: 64 rows each). Between tiles it writes
     # the result while the producer already loads the next tile's operands.
+    M, N, K = shape
     BM: gl.constexpr = c_desc.block_type.shape[0]
     BN: gl.constexpr = c_desc.block_type.shape[1] * EPI_SPLIT
-    BK: gl.constexpr = a_bufs.type.shape[2]
+    BK: gl.constexpr = ring[0].type.shape[2]
     mma_layout: gl.constexpr = gl.NVMMADistributedLayout(
-        version=[3, 0], warps_per_cta=[gl.num_warps(), 1], instr_shape=[16, BN, 16]
-    )
-    num_pid_m = gl.cdiv(M, BM)
-    num_pid_n = gl.cdiv(N, BN)
-    k_tiles = gl.cdiv(K, BK)
+        version=[3, 0], warps_per_cta=[gl.num_warps(), 1], instr_shape=[16, BN, 16])
+    num_pid_m, num_pid_n, k_tiles = gl.cdiv(M, BM), gl.cdiv(N, BN), gl.cdiv(K, BK)
     it = 0
     for tile_id in range(gl.program_id(0), num_pid_m * num_pid_n, gl.num_programs(0)):
         pid_m, pid_n = tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M)
         acc = gl.zeros([BM, BN], gl.float32, layout=mma_layout)
-        acc, it = _mainloop(a_bufs, b_bufs, ready, empty, it, k_tiles, acc)
+        acc, it = _mainloop(ring, it, k_tiles, acc)
         c = acc.to(gl.float16)
         if EPI_SPLIT == 1:
             tma.store_wait(0)  # the last tile's store has finished reading c_smem
-            c_smem.store(c)
-            fence_async_shared()  # order the register stores before the TMA read
+            c_smem.store(c)  # registers -> shared memory: the generic proxy
+            fence_async_shared()  # ordered before the TMA store (the async proxy)
             tma.async_copy_shared_to_global(c_desc, [pid_m * BM, pid_n * BN], c_smem)
-        else:
+        else:  # two halves of BN / 2 columns: the split only renames registers
             c0, c1 = c.reshape([BM, 2, BN // 2]).permute(0, 2, 1).split()
             tma.store_wait(0)
             c_smem.store(c0)
@@ -142,8 +125,7 @@ def _consumer(
             c_smem.store(c1)
             fence_async_shared()
             tma.async_copy_shared_to_global(
-                c_desc, [pid_m * BM, pid_n * BN + BN // 2], c_smem
-            )
+                c_desc, [pid_m * BM, pid_n * BN + BN // 2], c_smem)
     tma.store_wait(0)
 
 
@@ -152,57 +134,29 @@ def _consumer(
 
 # snippet: kernel
 @gluon.jit
-def matmul_ws_kernel(
-    a_desc,
-    b_desc,
-    c_desc,
-    M,
-    N,
-    K,
-    GROUP_M: gl.constexpr,
-    STAGES: gl.constexpr,
-    EPI_SPLIT: gl.constexpr,
-    PRODUCER_REGS: gl.constexpr,
-):
+def matmul_ws_kernel(a_desc, b_desc, c_desc, M, N, K, GROUP_M: gl.constexpr,
+                     STAGES: gl.constexpr, EPI_SPLIT: gl.constexpr,
+                     PRODUCER_REGS: gl.constexpr):
+    f16: gl.constexpr = a_desc.dtype
     a_bufs = gl.allocate_shared_memory(
-        a_desc.dtype, [STAGES] + a_desc.block_type.shape, a_desc.layout
-    )
+        f16, [STAGES] + a_desc.block_type.shape, a_desc.layout)
     b_bufs = gl.allocate_shared_memory(
-        b_desc.dtype, [STAGES] + b_desc.block_type.shape, b_desc.layout
-    )
-    c_smem = gl.allocate_shared_memory(
-        c_desc.dtype, c_desc.block_type.shape, c_desc.layout
-    )
-    ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+        f16, [STAGES] + b_desc.block_type.shape, b_desc.layout)
+    c_smem = gl.allocate_shared_memory(f16, c_desc.block_type.shape, c_desc.layout)
+    bar: gl.constexpr = mbarrier.MBarrierLayout()
+    ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], bar)
+    empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], bar)
     for k in gl.static_range(STAGES):
         mbarrier.init(ready.index(k), count=1)
         mbarrier.init(empty.index(k), count=1)
+    ring = (a_bufs, b_bufs, ready, empty)  # the stages and their barriers
     gl.warp_specialize(
         [
-            (
-                _consumer,
-                (
-                    c_desc,
-                    a_bufs,
-                    b_bufs,
-                    ready,
-                    empty,
-                    c_smem,
-                    M,
-                    N,
-                    K,
-                    GROUP_M,
-                    EPI_SPLIT,
-                ),
-            ),
-            (
-                _producer,
-                (a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, GROUP_M),
-            ),
+            (_consumer, (c_desc, c_smem, ring, (M, N, K), GROUP_M, EPI_SPLIT)),
+            (_producer, (a_desc, b_desc, ring, (M, N, K), GROUP_M)),
         ],
-        [1],
-        [PRODUCER_REGS],
+        [1],  # warps of the worker: the producer
+        [PRODUCER_REGS],  # its registers per thread (setmaxnreg)
     )
 
 

@@ -1,0 +1,63 @@
+"""::result NAME — one recorded benchmark in a sentence, where the prose says what a step bought.
+
+    **step 3 vs device copy**: 4,020 GB/s, **0.96×** torch copy_ (95 % interval
+    0.95–0.97; H200, date) · gate 0.95×: met
+
+A step of a lesson ends with what it bought; the number comes from the
+evidence, never typed. The value is the kernel's median in the benchmark's
+unit, the ratio, interval and target verdicts those the ::benchmarks table
+shows (that table can then fold: each result is shown once in the default
+view), so prose never has to type a number or a verdict. From the
+best record holding the benchmark (a current one before an older source's,
+marked as such); a name that the current GPU record does not hold fails the
+build, since every run of this source that could measure it has run.
+"""
+
+from __future__ import annotations
+
+from verified_triton.core.kit import Benchmark
+from verified_triton.judge.evidence import Record
+from verified_triton.judge.status import LessonStatus
+from verified_triton.site.directives import DirectiveError, Page, directive, notebook_form
+from verified_triton.site.directives.benchmarks import target_cell
+from verified_triton.site.directives.common import STALE_MARK, gpu_first
+from verified_triton.site.render import interval, number, ratio, text
+
+
+def find(st: LessonStatus, name: str) -> tuple[Record, Benchmark] | None:
+    for record in gpu_first(st):
+        for b in record.benchmarks:
+            if b.name == name:
+                return record, b
+    return None
+
+
+def sentence(st: LessonStatus, record: Record, b: Benchmark) -> str:
+    where = text(f"{record.env.device_name}, {record.date}")
+    older = "" if st.is_current(record) else f" · {STALE_MARK}"
+    target = "" if b.threshold is None and b.stretch is None else " · " + target_cell(b).replace("<br>", "; ")
+    return (f"**{text(b.label)}**: {number(b.measured)} {text(b.unit)}, **{ratio(b.ratio)}** "
+            f"{text(b.baseline_name)} <small>(95 % interval {interval(b.ratio_low, b.ratio_high)}; "
+            f"{where}{older})</small>{target}")
+
+
+@directive("result", "one recorded benchmark in a sentence: the kernel's value, its ratio to the baseline and the "
+                     "interval (what a step bought)", args=("NAME",))
+def result(page: Page, name: str) -> str:
+    st = page.lesson
+    found = find(st, name)
+    if found is not None:
+        return sentence(st, *found)
+    if any(r.mode == "gpu" for r in st.current):
+        known = sorted({b.name for r in st.records for b in r.benchmarks})
+        raise DirectiveError(f"no recorded benchmark named '{name}' for lesson '{st.lesson.name}' "
+                             f"(recorded benchmarks: {', '.join(known) or 'none'})")
+    return f"_{text(name)}: measured by the GPU run, which has not been recorded for this source yet._"
+
+
+@notebook_form("result")
+def result_notebook(page: Page, name: str) -> str:
+    try:
+        return result(page, name)
+    except DirectiveError:
+        return ""

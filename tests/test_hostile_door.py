@@ -101,6 +101,8 @@ lesson: walk
 
 ::benchmarks
 
+::result speed
+
 ## Predictions
 
 ::prediction unit

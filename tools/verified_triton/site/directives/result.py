@@ -21,7 +21,8 @@ from verified_triton.judge.status import LessonStatus
 from verified_triton.site.directives import DirectiveError, Page, directive, notebook_form
 from verified_triton.site.directives.benchmarks import target_cell
 from verified_triton.site.directives.common import STALE_MARK, gpu_first
-from verified_triton.site.render import interval, number, ratio, text
+from verified_triton.site.door import Md, text
+from verified_triton.site.render import interval, number, ratio
 
 
 def find(st: LessonStatus, name: str) -> tuple[Record, Benchmark] | None:
@@ -32,18 +33,19 @@ def find(st: LessonStatus, name: str) -> tuple[Record, Benchmark] | None:
     return None
 
 
-def sentence(st: LessonStatus, record: Record, b: Benchmark) -> str:
+def sentence(st: LessonStatus, record: Record, b: Benchmark) -> Md:
     where = text(f"{record.env.device_name}, {record.date}")
-    older = "" if st.is_current(record) else f" · {STALE_MARK}"
-    target = "" if b.threshold is None and b.stretch is None else " · " + target_cell(b).replace("<br>", "; ")
-    return (f"**{text(b.label)}**: {number(b.measured)} {text(b.unit)}, **{ratio(b.ratio)}** "
-            f"{text(b.baseline_name)} <small>(95 % interval {interval(b.ratio_low, b.ratio_high)}; "
-            f"{where}{older})</small>{target}")
+    older = Md("") if st.is_current(record) else Md(" · {}").format(STALE_MARK)
+    target = Md("") if b.threshold is None and b.stretch is None else \
+        Md(" · ") + target_cell(b).replace(Md("<br>"), Md("; "))
+    return Md("**{}**: {} {}, **{}** {} <small>(95 % interval {}; {}{})</small>{}").format(
+        b.label, number(b.measured), b.unit, ratio(b.ratio), b.baseline_name, interval(b.ratio_low, b.ratio_high),
+        where, older, target)
 
 
 @directive("result", "one recorded benchmark in a sentence: the kernel's value, its ratio to the baseline and the "
                      "interval (what a step bought)", args=("NAME",))
-def result(page: Page, name: str) -> str:
+def result(page: Page, name: str) -> Md:
     st = page.lesson
     found = find(st, name)
     if found is not None:
@@ -52,12 +54,12 @@ def result(page: Page, name: str) -> str:
         known = sorted({b.name for r in st.records for b in r.benchmarks})
         raise DirectiveError(f"no recorded benchmark named '{name}' for lesson '{st.lesson.name}' "
                              f"(recorded benchmarks: {', '.join(known) or 'none'})")
-    return f"_{text(name)}: measured by the GPU run, which has not been recorded for this source yet._"
+    return Md("_{}: measured by the GPU run, which has not been recorded for this source yet._").format(name)
 
 
 @notebook_form("result")
-def result_notebook(page: Page, name: str) -> str:
+def result_notebook(page: Page, name: str) -> Md:
     try:
         return result(page, name)
     except DirectiveError:
-        return ""
+        return Md("")

@@ -7,8 +7,11 @@ before the softmax of block j - 1 has finished with the tensor cores (the
 P V product of block j - 1 runs while block j's softmax is computed), and
 between the two warpgroups an mbarrier pair can make them take turns at the
 tensor cores (ping-pong), so that one's softmax overlaps the other's
-products. Written against Triton 3.6's Gluon API; the lesson file checks the
-schedule and the online-softmax arithmetic in plain Python.
+products. The kernel is persistent: one program per SM walks the (query
+block, head) tiles, and the K/V ring, the ping-pong turns and the output
+store carry on from one tile to the next. Written against Triton 3.6's Gluon
+API; the lesson file checks the schedule, the protocol and the online-softmax
+arithmetic in plain Python.
 """
 
 import math
@@ -33,34 +36,42 @@ WG_ROWS = gl.constexpr(
 
 # snippet: producer
 @gluon.jit
-def _producer(q_desc, k_desc, v_desc, q_smem, q_bar, ring, seq_len, where,
+def _producer(q_desc, k_desc, v_desc, q_smem, q_bars, ring, seq_len, tiles,
               CAUSAL: gl.constexpr):
-    # One warp: Q once (both warpgroups' halves on one barrier), then K and V
-    # of each key block into a ring, each on its own barrier, so the QK^T of
-    # a block can start before its V has landed.
+    # One warp: each tile's Q (both warpgroups' halves on one barrier) once
+    # the last tile's is free, then K and V of each key block into the ring,
+    # each on its own barrier, so the QK^T of a block can start before its V
+    # has landed. `c` counts key blocks over the program's whole walk: it
+    # picks the slot and the lap, so the ring carries on across tiles.
+    q_bar, q_empty = q_bars
     k_bufs, v_bufs, k_ready, k_empty, v_ready, v_empty = ring
     BLOCK_M: gl.constexpr = 2 * WG_ROWS
     BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
     STAGES: gl.constexpr = k_bufs.type.shape[0]
-    q_block, bh = where
-    row0 = bh * seq_len  # the first row of this (batch, head) in the 2-D views
-    m0 = q_block * BLOCK_M
-    mbarrier.expect(q_bar, 2 * q_desc.block_type.nbytes)
-    tma.async_copy_global_to_shared(q_desc, [row0 + m0, 0], q_bar, q_smem.index(0))
-    tma.async_copy_global_to_shared(
-        q_desc, [row0 + m0 + WG_ROWS, 0], q_bar, q_smem.index(1))
-    n_kv = _num_kv_blocks(m0, seq_len, BLOCK_M, BLOCK_N, CAUSAL)
-    for j in range(n_kv):
-        s = j % STAGES
-        lap = (j // STAGES) & 1
-        mbarrier.wait(k_empty.index(s), lap ^ 1)
-        mbarrier.expect(k_ready.index(s), k_desc.block_type.nbytes)
+    c = 0
+    it = 0
+    for t in range(gl.program_id(0), tiles[0], gl.num_programs(0)):
+        q_block, bh = _tile(t, seq_len, tiles[1], BLOCK_M, CAUSAL, tiles[2])
+        row0 = bh * seq_len  # the first row of this (batch, head) in the 2-D views
+        m0 = q_block * BLOCK_M
+        mbarrier.wait(q_empty, (it & 1) ^ 1)  # both warpgroups are done with the last Q
+        mbarrier.expect(q_bar, 2 * q_desc.block_type.nbytes)
+        tma.async_copy_global_to_shared(q_desc, [row0 + m0, 0], q_bar, q_smem.index(0))
         tma.async_copy_global_to_shared(
-            k_desc, [row0 + j * BLOCK_N, 0], k_ready.index(s), k_bufs.index(s))
-        mbarrier.wait(v_empty.index(s), lap ^ 1)
-        mbarrier.expect(v_ready.index(s), v_desc.block_type.nbytes)
-        tma.async_copy_global_to_shared(
-            v_desc, [row0 + j * BLOCK_N, 0], v_ready.index(s), v_bufs.index(s))
+            q_desc, [row0 + m0 + WG_ROWS, 0], q_bar, q_smem.index(1))
+        for j in range(_num_kv_blocks(m0, seq_len, BLOCK_M, BLOCK_N, CAUSAL)):
+            s = c % STAGES
+            lap = (c // STAGES) & 1
+            mbarrier.wait(k_empty.index(s), lap ^ 1)
+            mbarrier.expect(k_ready.index(s), k_desc.block_type.nbytes)
+            tma.async_copy_global_to_shared(
+                k_desc, [row0 + j * BLOCK_N, 0], k_ready.index(s), k_bufs.index(s))
+            mbarrier.wait(v_empty.index(s), lap ^ 1)
+            mbarrier.expect(v_ready.index(s), v_desc.block_type.nbytes)
+            tma.async_copy_global_to_shared(
+                v_desc, [row0 + j * BLOCK_N, 0], v_ready.index(s), v_bufs.index(s))
+            c += 1
+        it += 1
 
 
 # end snippet
@@ -103,9 +114,9 @@ def _softmax_step(s, m_i, l_i, qk_scale, offs_m, kv_start, CAUSAL: gl.constexpr,
 
 # snippet: consumer
 @gluon.jit
-def _consumer(io, ring, turn, seq_len, qk_scale, where, WG: gl.constexpr,
+def _consumer(io, ring, turn, seq_len, qk_scale, tiles, WG: gl.constexpr,
               CAUSAL: gl.constexpr, PINGPONG: gl.constexpr, MASK_ALL: gl.constexpr):
-    o_desc, q_smem, o_smem, q_bar = io
+    o_desc, q_smem, o_smem, q_bar, q_empty = io
     k_bufs, v_bufs, k_ready, k_empty, v_ready, v_empty = ring
     BLOCK_M: gl.constexpr = 2 * WG_ROWS
     BLOCK_N: gl.constexpr = k_bufs.type.shape[1]
@@ -126,68 +137,81 @@ def _consumer(io, ring, turn, seq_len, qk_scale, where, WG: gl.constexpr,
     row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
     row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
 
-    q_block, bh = where
-    m0 = q_block * BLOCK_M
-    n_kv = _num_kv_blocks(m0, seq_len, BLOCK_M, BLOCK_N, CAUSAL)
-    offs_m = m0 + WG * WG_ROWS + gl.arange(0, WG_ROWS, layout=row_s)
-    m_i = gl.full([WG_ROWS], -float("inf"), gl.float32, layout=row_s)
-    l_i = gl.full([WG_ROWS], 0.0, gl.float32, layout=row_s)
-    acc = gl.zeros([WG_ROWS, HEAD_DIM], gl.float32, layout=o_layout)
     s_zero = gl.zeros([WG_ROWS, BLOCK_N], gl.float32, layout=s_layout)
     q = q_smem.index(WG)
-    mbarrier.wait(q_bar, 0)
+    # `c` counts key blocks over the program's walk, as the producer's does:
+    # it gives every block its slot, its phase and its ping-pong turn.
+    c0 = 0
+    it = 0
+    for t in range(gl.program_id(0), tiles[0], gl.num_programs(0)):
+        q_block, bh = _tile(t, seq_len, tiles[1], BLOCK_M, CAUSAL, tiles[2])
+        m0 = q_block * BLOCK_M
+        n_kv = _num_kv_blocks(m0, seq_len, BLOCK_M, BLOCK_N, CAUSAL)
+        offs_m = m0 + WG * WG_ROWS + gl.arange(0, WG_ROWS, layout=row_s)
+        m_i = gl.full([WG_ROWS], -float("inf"), gl.float32, layout=row_s)
+        l_i = gl.full([WG_ROWS], 0.0, gl.float32, layout=row_s)
+        acc = gl.zeros([WG_ROWS, HEAD_DIM], gl.float32, layout=o_layout)
+        mbarrier.wait(q_bar, it & 1)
 
-    # Block 0: S = Q K^T, then its softmax; nothing to overlap yet.
-    if PINGPONG:
-        mbarrier.wait(turn.index(WG), WG ^ 1)
-    mbarrier.wait(k_ready.index(0), 0)
-    kt = k_bufs.index(0).permute((1, 0))
-    s_tok = warpgroup_mma(q, kt, s_zero, use_acc=False, is_async=True)
-    if PINGPONG:
-        mbarrier.arrive(turn.index(1 - WG), count=1)
-    s = warpgroup_mma_wait(0, deps=(s_tok,))
-    mbarrier.arrive(k_empty.index(0), count=1)
-    p, m_i, l_i, alpha = _softmax_step(s, m_i, l_i, qk_scale, offs_m, 0, CAUSAL,
-                                       s_layout, MASK_ALL)
-
-    for j in range(1, n_kv):
-        sj = j % STAGES
-        sp = (j - 1) % STAGES
-        if PINGPONG:  # my turn at the tensor cores: the other one issued its products
-            mbarrier.wait(turn.index(WG), (j & 1) ^ WG ^ 1)
-        # Issue S_j = Q K_j^T first, then O += P_{j-1} V_{j-1}: the softmax of
-        # block j can start as soon as the first is done, while the second runs.
-        mbarrier.wait(k_ready.index(sj), (j // STAGES) & 1)
-        kt = k_bufs.index(sj).permute((1, 0))
+        # Block 0: S = Q K^T, then its softmax; nothing to overlap yet.
+        s0 = c0 % STAGES
+        if PINGPONG:
+            mbarrier.wait(turn.index(WG), (c0 & 1) ^ WG ^ 1)
+        mbarrier.wait(k_ready.index(s0), (c0 // STAGES) & 1)
+        kt = k_bufs.index(s0).permute((1, 0))
         s_tok = warpgroup_mma(q, kt, s_zero, use_acc=False, is_async=True)
-        # Both conversions are free: the same thread and register hold each
-        # element in both layouts (drawn on the page), so no data moves.
-        acc = acc * gl.convert_layout(alpha, row_o)[:, None]
-        mbarrier.wait(v_ready.index(sp), ((j - 1) // STAGES) & 1)
-        p16 = gl.convert_layout(p.to(gl.float16), p_layout)
-        o_tok = warpgroup_mma(p16, v_bufs.index(sp), acc, is_async=True)
         if PINGPONG:
             mbarrier.arrive(turn.index(1 - WG), count=1)
-        s = warpgroup_mma_wait(1, deps=(s_tok,))  # S_j is done; P V may still run
-        mbarrier.arrive(k_empty.index(sj), count=1)
-        p, m_i, l_i, alpha = _softmax_step(s, m_i, l_i, qk_scale, offs_m, j * BLOCK_N,
-                                           CAUSAL, s_layout, MASK_ALL)
-        acc = warpgroup_mma_wait(0, deps=(o_tok,))
-        mbarrier.arrive(v_empty.index(sp), count=1)
+        s = warpgroup_mma_wait(0, deps=(s_tok,))
+        mbarrier.arrive(k_empty.index(s0), count=1)
+        p, m_i, l_i, alpha = _softmax_step(s, m_i, l_i, qk_scale, offs_m, 0, CAUSAL,
+                                           s_layout, MASK_ALL)
 
-    # The last block's P V, then O / l, written through shared memory by TMA.
-    sl = (n_kv - 1) % STAGES
-    acc = acc * gl.convert_layout(alpha, row_o)[:, None]
-    mbarrier.wait(v_ready.index(sl), ((n_kv - 1) // STAGES) & 1)
-    p16 = gl.convert_layout(p.to(gl.float16), p_layout)
-    o_tok = warpgroup_mma(p16, v_bufs.index(sl), acc, is_async=True)
-    acc = warpgroup_mma_wait(0, deps=(o_tok,))
-    mbarrier.arrive(v_empty.index(sl), count=1)
-    o = acc / gl.convert_layout(l_i, row_o)[:, None]
-    o_smem.index(WG).store(o.to(gl.float16))
-    fence_async_shared()  # the register store above, before the TMA store reads it
-    tma.async_copy_shared_to_global(
-        o_desc, [bh * seq_len + m0 + WG * WG_ROWS, 0], o_smem.index(WG))
+        for j in range(1, n_kv):
+            c = c0 + j
+            sj = c % STAGES
+            sp = (c - 1) % STAGES
+            if PINGPONG:  # my turn at the tensor cores: the other one issued
+                mbarrier.wait(turn.index(WG), (c & 1) ^ WG ^ 1)
+            # Issue S_j = Q K_j^T first, then O += P_{j-1} V_{j-1}: the softmax of
+            # block j can start as soon as the first is done, while the second runs.
+            mbarrier.wait(k_ready.index(sj), (c // STAGES) & 1)
+            kt = k_bufs.index(sj).permute((1, 0))
+            s_tok = warpgroup_mma(q, kt, s_zero, use_acc=False, is_async=True)
+            # Both conversions are free: the same thread and register hold each
+            # element in both layouts (drawn on the page), so no data moves.
+            acc = acc * gl.convert_layout(alpha, row_o)[:, None]
+            mbarrier.wait(v_ready.index(sp), ((c - 1) // STAGES) & 1)
+            p16 = gl.convert_layout(p.to(gl.float16), p_layout)
+            o_tok = warpgroup_mma(p16, v_bufs.index(sp), acc, is_async=True)
+            if PINGPONG:
+                mbarrier.arrive(turn.index(1 - WG), count=1)
+            s = warpgroup_mma_wait(1, deps=(s_tok,))  # S_j is done; P V may still run
+            mbarrier.arrive(k_empty.index(sj), count=1)
+            p, m_i, l_i, alpha = _softmax_step(s, m_i, l_i, qk_scale, offs_m,
+                                               j * BLOCK_N, CAUSAL, s_layout, MASK_ALL)
+            acc = warpgroup_mma_wait(0, deps=(o_tok,))
+            mbarrier.arrive(v_empty.index(sp), count=1)
+        # This warpgroup's last Q K^T is done: the producer may load the next Q.
+        mbarrier.arrive(q_empty, count=1)
+
+        # The last block's P V, then O / l, written through shared memory by TMA.
+        cl = c0 + n_kv - 1
+        sl = cl % STAGES
+        acc = acc * gl.convert_layout(alpha, row_o)[:, None]
+        mbarrier.wait(v_ready.index(sl), (cl // STAGES) & 1)
+        p16 = gl.convert_layout(p.to(gl.float16), p_layout)
+        o_tok = warpgroup_mma(p16, v_bufs.index(sl), acc, is_async=True)
+        acc = warpgroup_mma_wait(0, deps=(o_tok,))
+        mbarrier.arrive(v_empty.index(sl), count=1)
+        o = acc / gl.convert_layout(l_i, row_o)[:, None]
+        tma.store_wait(0)  # the last tile's output has left o_smem (it ran under this)
+        o_smem.index(WG).store(o.to(gl.float16))
+        fence_async_shared()  # the register store above, before the TMA store reads it
+        tma.async_copy_shared_to_global(
+            o_desc, [bh * seq_len + m0 + WG * WG_ROWS, 0], o_smem.index(WG))
+        c0 += n_kv
+        it += 1
     tma.store_wait(0)
 
 
@@ -196,18 +220,18 @@ def _consumer(io, ring, turn, seq_len, qk_scale, where, WG: gl.constexpr,
 
 # snippet: schedule
 @gluon.jit
-def _schedule(seq_len, n_heads_total, BLOCK_M: gl.constexpr, CAUSAL: gl.constexpr,
-              GROUP_HEADS: gl.constexpr):
-    # A 1-D grid of n_q * (batch * heads) programs, in groups of GROUP_HEADS
-    # heads: inside a group the query blocks of its heads come in turns, so
-    # the programs running together share K and V in L2. Causal: the longest
-    # query blocks (the last rows, which see every key before them) start
-    # first in each group, and the shortest fill the gaps at the end.
+def _tile(t, seq_len, n_heads_total, BLOCK_M: gl.constexpr, CAUSAL: gl.constexpr,
+          GROUP_HEADS: gl.constexpr):
+    # Tile t of n_q * (batch * heads), in groups of GROUP_HEADS heads: inside a
+    # group the query blocks of its heads come in turns, so the tiles that run
+    # together share K and V in L2. Causal: the longest query blocks (the last
+    # rows, which see every key before them) come first in each group. A
+    # program walks tiles pid, pid + programs, ...: one per SM, each walk
+    # takes long and short tiles alike.
     n_q = gl.cdiv(seq_len, BLOCK_M)
-    pid = gl.program_id(0)
     per_group = GROUP_HEADS * n_q
-    group = pid // per_group
-    r = pid % per_group
+    group = t // per_group
+    r = t % per_group
     heads_here = gl.minimum(n_heads_total - group * GROUP_HEADS, GROUP_HEADS)
     bh = group * GROUP_HEADS + r % heads_here
     q_block = r // heads_here
@@ -221,12 +245,11 @@ def _schedule(seq_len, n_heads_total, BLOCK_M: gl.constexpr, CAUSAL: gl.constexp
 
 # snippet: kernel
 @gluon.jit
-def attn_fwd_ws_kernel(q_desc, k_desc, v_desc, o_desc, seq_len, n_heads_total, qk_scale,
-                       CAUSAL: gl.constexpr, STAGES: gl.constexpr,
+def attn_fwd_ws_kernel(q_desc, k_desc, v_desc, o_desc, seq_len, n_heads_total, n_tiles,
+                       qk_scale, CAUSAL: gl.constexpr, STAGES: gl.constexpr,
                        PINGPONG: gl.constexpr, CONSUMER_REGS: gl.constexpr,
                        PRODUCER_REGS: gl.constexpr, GROUP_HEADS: gl.constexpr,
                        MASK_ALL: gl.constexpr):
-    BLOCK_M: gl.constexpr = 2 * WG_ROWS
     BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
     D: gl.constexpr = k_desc.block_type.shape[1]
     # Q and O in two 64-row halves, one per consumer warpgroup; K and V in rings.
@@ -235,16 +258,18 @@ def attn_fwd_ws_kernel(q_desc, k_desc, v_desc, o_desc, seq_len, n_heads_total, q
     k_bufs = gl.allocate_shared_memory(f16, [STAGES, BLOCK_N, D], k_desc.layout)
     v_bufs = gl.allocate_shared_memory(f16, [STAGES, BLOCK_N, D], v_desc.layout)
     o_smem = gl.allocate_shared_memory(f16, [2, WG_ROWS, D], o_desc.layout)
-    # Barriers: Q landed; per stage, K and V ready (the producer's expect) and
-    # empty (count 2: both consumer warpgroups read every stage); two turns.
+    # Barriers: Q landed and Q free again (count 2: both warpgroups read it); per
+    # stage, K and V ready (the producer's expect) and empty (count 2); two turns.
     bar: gl.constexpr = mbarrier.MBarrierLayout()
     q_bar = gl.allocate_shared_memory(gl.int64, [1], bar)
+    q_empty = gl.allocate_shared_memory(gl.int64, [1], bar)
     k_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], bar)
     k_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], bar)
     v_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], bar)
     v_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], bar)
     turn = gl.allocate_shared_memory(gl.int64, [2, 1], bar)
     mbarrier.init(q_bar, count=1)
+    mbarrier.init(q_empty, count=2)
     for k in gl.static_range(STAGES):
         mbarrier.init(k_ready.index(k), count=1)
         mbarrier.init(v_ready.index(k), count=1)
@@ -252,19 +277,19 @@ def attn_fwd_ws_kernel(q_desc, k_desc, v_desc, o_desc, seq_len, n_heads_total, q
         mbarrier.init(v_empty.index(k), count=2)
     for k in gl.static_range(2):
         mbarrier.init(turn.index(k), count=1)
-    where = _schedule(seq_len, n_heads_total, BLOCK_M, CAUSAL, GROUP_HEADS)
-    # Named once, handed to every role: the K/V ring with its barriers, and
-    # what the consumers read and write besides it.
+    # Named once, handed to every role: the walk's tiles, the K/V ring with its
+    # barriers, and what the consumers read and write besides it.
+    tiles = (n_tiles, n_heads_total, GROUP_HEADS)
     ring = (k_bufs, v_bufs, k_ready, k_empty, v_ready, v_empty)
-    io = (o_desc, q_smem, o_smem, q_bar)
+    io = (o_desc, q_smem, o_smem, q_bar, q_empty)
     gl.warp_specialize(
         [
-            (_consumer, (io, ring, turn, seq_len, qk_scale, where,
+            (_consumer, (io, ring, turn, seq_len, qk_scale, tiles,
                          0, CAUSAL, PINGPONG, MASK_ALL)),
-            (_consumer, (io, ring, turn, seq_len, qk_scale, where,
+            (_consumer, (io, ring, turn, seq_len, qk_scale, tiles,
                          1, CAUSAL, PINGPONG, MASK_ALL)),
-            (_producer, (q_desc, k_desc, v_desc, q_smem, q_bar, ring, seq_len, where,
-                         CAUSAL)),
+            (_producer, (q_desc, k_desc, v_desc, q_smem, (q_bar, q_empty), ring,
+                         seq_len, tiles, CAUSAL)),
         ],
         [4, 1],  # warps of the workers: consumer warpgroup 1, the producer
         [CONSUMER_REGS, PRODUCER_REGS],  # their registers per thread (setmaxnreg)
@@ -291,9 +316,14 @@ def attention_ws(
     maxnreg=None,
     group_heads=8,
     mask_all=False,
+    programs=None,
     with_kernel=False,
 ):
-    """softmax(q k^T * sm_scale [+ causal mask]) v, fp16 (B, H, S, D), S % 128 == 0."""
+    """softmax(q k^T * sm_scale [+ causal mask]) v, fp16 (B, H, S, D), S % 128 == 0.
+
+    `programs`: how many programs walk the tiles; None, one per SM (the
+    persistent kernel); "tiles", one per tile, each walking one.
+    """
     B, H, S, D = q.shape
     assert (
         k.shape == v.shape == q.shape and q.dtype == k.dtype == v.dtype == torch.float16
@@ -320,7 +350,10 @@ def attention_ws(
         )
 
     kw = {"maxnreg": maxnreg} if maxnreg else {}
-    grid = (S // (2 * rows_wg) * B * H,)
+    n_tiles = S // (2 * rows_wg) * B * H
+    if programs is None:
+        programs = torch.cuda.get_device_properties(q.device).multi_processor_count
+    grid = (n_tiles if programs == "tiles" else min(programs, n_tiles),)
     kern = attn_fwd_ws_kernel[grid](
         desc(q, rows_wg),
         desc(k, block_n),
@@ -328,6 +361,7 @@ def attention_ws(
         desc(out, rows_wg),
         S,
         B * H,
+        n_tiles,
         sm_scale * LOG2E,
         causal,
         stages,

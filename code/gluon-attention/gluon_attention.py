@@ -43,6 +43,7 @@ import torch
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent), str(HERE.parent / "gluon-basics")]
 import gluon_figures  # noqa: E402
+import partition_state  # noqa: E402
 from layout_model import blocked_owner, dot_a_owner, row_owners, wgmma_acc_owner  # noqa: E402
 from ring_model import AsyncGroups, Deadlock, MBarrier, Trace, busy, run, run_in_rounds  # noqa: E402
 
@@ -160,26 +161,39 @@ def check_online_softmax(lesson: Lesson) -> None:
 
 
 # snippet: schedule-model
-def schedule(
-    pid: int, n_q: int, heads: int, group: int, causal: bool
-) -> tuple[int, int]:
-    """The kernel's _schedule: program id -> (query block, batch * head)."""
+def tile(t: int, n_q: int, heads: int, group: int, causal: bool) -> tuple[int, int]:
+    """The kernel's _tile: tile t -> (query block, batch * head)."""
     per_group = group * n_q
-    g, r = divmod(pid, per_group)
+    g, r = divmod(t, per_group)
     heads_here = min(heads - g * group, group)
     bh, q_block = g * group + r % heads_here, r // heads_here
     return (n_q - 1 - q_block if causal else q_block), bh
 
 
+def walk(pid: int, programs: int, n_tiles: int) -> range:
+    """The tiles program `pid` of `programs` computes, in order."""
+    return range(pid, n_tiles, programs)
+
+
 # end snippet
+
+
+def causal_balance(n_q: int, heads: int, group: int, programs: int) -> float:
+    """The longest walk's work over the mean (a tile's work: its key blocks)."""
+    n_tiles = n_q * heads
+    work = [
+        sum(tile(t, n_q, heads, group, True)[0] + 1 for t in walk(p, programs, n_tiles))
+        for p in range(programs)
+    ]
+    return max(work) / (sum(work) / programs)
 
 
 def check_schedule(lesson: Lesson) -> None:
     for n_q, heads, group in ((32, 128, 8), (32, 128, 128), (3, 10, 4), (5, 7, 8)):
         for causal in (False, True):
-            got = [schedule(p, n_q, heads, group, causal) for p in range(n_q * heads)]
+            got = [tile(t, n_q, heads, group, causal) for t in range(n_q * heads)]
             every = {(qb, bh) for qb in range(n_q) for bh in range(heads)}
-            # Causal: inside a group, launch order never goes to a longer block.
+            # Causal: inside a group, tile order never goes to a longer block.
             work = [qb + 1 for qb, _ in got]
             per_group = group * n_q
             longest_first = all(
@@ -195,6 +209,17 @@ def check_schedule(lesson: Lesson) -> None:
                 f"{len(every)} (query block, head) pairs, each once"
                 + ("; longest causal blocks first in each group" if causal else ""),
             )
+    # The persistent walk: 132 programs (the H200's SMs) over the benchmark's
+    # 4,096 tiles take every tile once, and the causal work evens out.
+    n_q, heads, programs = S // 128, B * H, 132
+    walks = [t for p in range(programs) for t in walk(p, programs, n_q * heads)]
+    balance = causal_balance(n_q, heads, 8, programs)
+    lesson.check(
+        "schedule-persistent-walk",
+        sorted(walks) == list(range(n_q * heads)) and balance <= 1.05,
+        f"{programs} walks take each of {n_q * heads} tiles once; the longest "
+        f"causal walk is {balance:.3f} x the mean (at most 1.05)",
+    )
 
 
 # -- The protocol: producer, two consumers, ping-pong ----------------------------------
@@ -205,11 +230,16 @@ def check_schedule(lesson: Lesson) -> None:
 
 
 class Protocol:
-    """Shared state of one program: the K and V rings, the barriers, a log."""
+    """Shared state of one program: Q, the K and V rings, the barriers, a log.
+
+    `n_kv` is a tile's number of key blocks, or a list of them: the tiles one
+    persistent program walks, the ring and the turns carrying on across them."""
 
     def __init__(self, stages, n_kv, empty_count=2, turn_bug=False):
-        self.stages, self.n_kv, self.turn_bug = stages, n_kv, turn_bug
-        self.k, self.v = [None] * stages, [None] * stages
+        self.stages, self.turn_bug = stages, turn_bug
+        self.tiles = [n_kv] if isinstance(n_kv, int) else list(n_kv)
+        self.q, self.k, self.v = None, [None] * stages, [None] * stages
+        self.q_bar, self.q_empty = MBarrier(1), MBarrier(2)
         self.k_ready, self.v_ready = (
             [MBarrier(1) for _ in range(stages)] for _ in range(2)
         )
@@ -220,60 +250,82 @@ class Protocol:
         self.mma = [AsyncGroups(), AsyncGroups()]  # each warpgroup's wgmma groups
         self.events, self.issues, self.reads = [], [], []
 
+    @property
+    def n_kv(self) -> int:
+        return sum(self.tiles)
+
 
 # snippet: protocol-model
 def producer(pr: Protocol):
-    for j in range(pr.n_kv):
-        s, lap = j % pr.stages, (j // pr.stages) & 1
-        for ring, ready, empty in (
-            (pr.k, pr.k_ready, pr.k_empty),
-            (pr.v, pr.v_ready, pr.v_empty),
-        ):
-            yield empty[s].wait(lap ^ 1)
-            ready[s].expect(1)
+    c = 0  # key blocks loaded over the whole walk: the slot and the lap
+    for t, n_kv in enumerate(pr.tiles):
+        yield pr.q_empty.wait((t & 1) ^ 1)  # both warpgroups done with the last Q
+        pr.q_bar.expect(1)
 
-            def land(ring=ring, bar=ready[s], s=s, j=j):
-                ring[s] = j
-                bar.landed(1)
+        def land_q(t=t):
+            pr.q = t
+            pr.q_bar.landed(1)
 
-            pr.events.append(land)
+        pr.events.append(land_q)
+        for j in range(n_kv):
+            s, lap = c % pr.stages, (c // pr.stages) & 1
+            for ring, ready, empty in (
+                (pr.k, pr.k_ready, pr.k_empty),
+                (pr.v, pr.v_ready, pr.v_empty),
+            ):
+                yield empty[s].wait(lap ^ 1)
+                ready[s].expect(1)
+
+                def land(ring=ring, bar=ready[s], s=s, block=(t, j)):
+                    ring[s] = block
+                    bar.landed(1)
+
+                pr.events.append(land)
+            c += 1
 
 
 def consumer(pr: Protocol, wg: int, pingpong: bool):
     """The kernel's _consumer, its waits and arrivals in order; each wgmma
-    reads its shared-memory operand at some later moment (an event)."""
+    reads its shared-memory operands at some later moment (an event)."""
     mma = pr.mma[wg]
 
-    def issue(ring, s, what, j):  # warpgroup_mma(..., is_async=True)
+    def issue(ring, s, what, block):  # warpgroup_mma(..., is_async=True)
         group = mma.issue()
 
-        def read():
-            pr.reads.append((wg, what, j, ring[s]))
+        def read():  # what the product found in shared memory (Q too, for S)
+            pr.reads.append((wg, what, block, ring[s], pr.q if what == "K" else None))
             mma.finish(group)
 
         pr.events.append(read)
 
-    for j in range(pr.n_kv + 1):  # j = n_kv: the last P V alone
-        sj, sp = j % pr.stages, (j - 1) % pr.stages
-        if j < pr.n_kv:
-            if pingpong:
-                parity = ((j & 1) ^ 1) if pr.turn_bug else ((j & 1) ^ wg ^ 1)
-                yield pr.turn[wg].wait(parity)
-            yield pr.k_ready[sj].wait((j // pr.stages) & 1)
-            issue(pr.k, sj, "K", j)
-            pr.issues.append(wg)
-        if j > 0:
-            yield pr.v_ready[sp].wait(((j - 1) // pr.stages) & 1)
-            issue(pr.v, sp, "V", j - 1)
-        if j < pr.n_kv:
-            if pingpong:
-                pr.turn[1 - wg].arrive()
-            yield mma.wait(1 if j > 0 else 0)  # S_j done; P_{j-1} V_{j-1} may still run
-            pr.k_empty[sj].arrive()
-            yield busy("softmax")  # of block j, while P_{j-1} V_{j-1} runs
-        if j > 0:
-            yield mma.wait(0)
-            pr.v_empty[sp].arrive()
+    c0 = 0  # key blocks consumed over the walk: slot, phase and turn
+    for t, n_kv in enumerate(pr.tiles):
+        yield pr.q_bar.wait(t & 1)
+        for j in range(n_kv + 1):  # j = n_kv: the last P V alone
+            c = c0 + j
+            sj, sp = c % pr.stages, (c - 1) % pr.stages
+            if j < n_kv:
+                if pingpong:
+                    parity = ((c & 1) ^ 1) if pr.turn_bug else ((c & 1) ^ wg ^ 1)
+                    yield pr.turn[wg].wait(parity)
+                yield pr.k_ready[sj].wait((c // pr.stages) & 1)
+                issue(pr.k, sj, "K", (t, j))
+                pr.issues.append(wg)
+            if j > 0:
+                yield pr.v_ready[sp].wait(((c - 1) // pr.stages) & 1)
+                issue(pr.v, sp, "V", (t, j - 1))
+            if j < n_kv:
+                if pingpong:
+                    pr.turn[1 - wg].arrive()
+                yield mma.wait(1 if j > 0 else 0)  # S_j done; P_{j-1} V_{j-1} may run
+                pr.k_empty[sj].arrive()
+                yield busy("softmax")  # of block j, while P_{j-1} V_{j-1} runs
+            if j > 0:
+                yield mma.wait(0)
+                pr.v_empty[sp].arrive()
+            if j == n_kv - 1:  # the tile's last Q K^T is done: Q may be replaced
+                pr.q_empty.arrive()
+        c0 += n_kv
 
 
 # end snippet
@@ -296,20 +348,27 @@ def protocol_run(
 
 
 def operands_right(pr: Protocol) -> bool:
+    """Every product read its own K or V block, and every S its own tile's Q."""
+    blocks = [(t, j) for t, n in enumerate(pr.tiles) for j in range(n)]
     want = sorted(
-        (wg, what, j, j) for wg in (0, 1) for what in "KV" for j in range(pr.n_kv)
+        (wg, what, b, b, b[0] if what == "K" else None)
+        for wg in (0, 1)
+        for what in "KV"
+        for b in blocks
     )
     return sorted(pr.reads) == want
 
 
 # snippet: protocol-checks
 def protocol_holds(stages: int, pingpong: bool, seeds: int) -> tuple[int, bool]:
-    """Over random schedules of the producer and both consumers: how many fed
-    every wgmma of both warpgroups the K or V block it was meant to, and
-    whether the S products always came in turns, wg0, wg1, wg0, ..."""
-    runs = [protocol_run(stages, 7, seed, pingpong) for seed in range(seeds)]
+    """Over random schedules of the producer and both consumers walking three
+    tiles of 7, 2 and 5 key blocks: how many fed every wgmma of both warpgroups
+    the K or V block (and the Q) it was meant to, and whether the S products
+    always came in turns, wg0, wg1, wg0, ..."""
+    tiles = [7, 2, 5]
+    runs = [protocol_run(stages, tiles, seed, pingpong) for seed in range(seeds)]
     right = sum(operands_right(pr) for pr in runs)
-    return right, all(pr.issues == [0, 1] * 7 for pr in runs)
+    return right, all(pr.issues == [0, 1] * sum(tiles) for pr in runs)
 
 
 # end snippet
@@ -322,7 +381,8 @@ def check_protocol(lesson: Lesson, seeds: int) -> None:
             lesson.check(
                 f"protocol-s{stages}-{'pingpong' if pingpong else 'free'}",
                 right == seeds and (turns or not pingpong),
-                f"{right} of {seeds} random schedules fed every product its own block"
+                f"{right} of {seeds} random schedules over three tiles fed every "
+                "product its own block and Q"
                 + ("; the S products alternate wg0, wg1" if pingpong else ""),
             )
 
@@ -477,9 +537,11 @@ CONFIGS = {  # name -> attention_ws keyword arguments; the race picks one per ca
     "pingpong": dict(block_n=128, stages=2, pingpong=True),
     "free": dict(block_n=128, stages=2, pingpong=False),
 }
+PER_TILE = dict(block_n=128, stages=2, pingpong=True, programs="tiles")
 LABELS = {
     "pingpong": "Gluon FA3-style, ping-pong",
     "free": "Gluon FA3-style, no ping-pong",
+    "per-tile": "the same, one program per tile",
 }
 TOL = 4e-3  # of max|ref|: the fused-attention lesson's bound (fp16 P and O)
 
@@ -499,7 +561,8 @@ def check_kernel(lesson: Lesson, ak) -> None:
 # snippet: gpu-checks
 def kernel_cases(ak):
     """Small shapes against the float64 definition: both masks, both head dims,
-    both schedules; S = 384 (three query blocks, not a power of two) and 1024;
+    both schedules, persistent or not; S = 384 (three query blocks, not a
+    power of two) and 1024;
     10 heads, so the last group of 8 heads holds only 2. Yields (schedule,
     case, the kernel's output, the reference)."""
     for S_, heads in ((384, 10), (1024, 3)):
@@ -510,7 +573,10 @@ def kernel_cases(ak):
                 torch.randn(shape, device="cuda", dtype=torch.float16) for _ in range(3)
             )
             want = reference(q, k, v, causal)
-            for name, cfg in CONFIGS.items():
+            # Both schedules, one program per SM (at most 30 tiles here: one
+            # each), one per tile, and 7 programs, each walking 4 to 5 tiles.
+            walks = dict(CONFIGS["pingpong"], programs=7)
+            for name, cfg in {**CONFIGS, "per-tile": PER_TILE, "walks": walks}.items():
                 got = ak.attention_ws(q, k, v, causal, **cfg)
                 yield name, f"{kind}-d{D}-s{S_}-h{heads}", got, want
 
@@ -606,8 +672,11 @@ def race_and_benchmark(lesson: Lesson, ak, fa) -> dict:
             fns[name] = lambda cfg=cfg, a=args: ak.attention_ws(*a, **cfg)
         race = bench_interleaved(fns, rounds=3)
         best = min(CONFIGS, key=race.median)
+        per_tile = lambda a=args: ak.attention_ws(*a, **PER_TILE)  # noqa: E731
         ms = bench_interleaved(
-            {"gluon": fns[best], "SDPA": fns["SDPA"], "tl": fns["tl"]}, rounds=15
+            {"gluon": fns[best], "per-tile": per_tile, "SDPA": fns["SDPA"],
+             "tl": fns["tl"]},
+            rounds=15,
         )
         # end snippet
         got = fns[best]()
@@ -648,20 +717,46 @@ def race_and_benchmark(lesson: Lesson, ak, fa) -> dict:
             gate=False,
             note="the issue's expectation, reported, not gating",
         )
+        lesson.benchmark(
+            f"{kind}-d{D}-persistent",
+            f"one program per SM vs one per tile, {kind}, {shape}",
+            ms,
+            "gluon",
+            "per-tile",
+            unit="TFLOP/s",
+            work=flops(D, causal),
+            baseline_name="the same kernel launched with one program per tile",
+            note=f"{LABELS[best]}, persistent, against ping-pong one program per tile",
+        )
         results[(kind, D)] = {"race": race, "ms": ms, "best": best}
     return results
 
 
-# The issue's gate is 0.9 of SDPA everywhere. Causal D = 64 did not reach it
-# on the H200 (0.84 in the development runs; the page gives the gap and what
-# limits it), so its gate is the defensible 0.8, with 0.9 kept as its stretch.
+def predict_persistence(lesson: Lesson) -> None:
+    """Before the benchmark: what one program per SM should buy (issue 38)."""
+    lesson.predict(
+        "persistent-causal-d64",
+        1.04,
+        "each tile pays about one key block's time of fill and drain (Q's load "
+        "and a first Q K^T with nothing to overlap, a last P V alone, the output "
+        "store); a causal D = 64 tile has 16.5 key blocks on average, so that is "
+        "about 6 %, and a persistent walk overlaps most of it with the next tile",
+        0.03,
+        of="causal-d64-persistent",
+    )
+
+
+# The gate is 0.9 of SDPA everywhere but causal D = 64, which did not reach it
+# on the H200 (0.84 one program per tile, 0.87 persistent, in development runs;
+# the page gives the gap and what limits it): 0.8 there. The stretch goals are
+# issue 38's: at least cuDNN's speed in every case, 1.05x at D = 128 full.
 GATES = {
     ("full", 128): 0.9,
     ("causal", 128): 0.9,
     ("full", 64): 0.9,
     ("causal", 64): 0.8,
 }
-STRETCH = {("causal", 64): 0.9}
+STRETCH = {("full", 128): 1.05}
 
 
 def report(lesson: Lesson, results: dict) -> None:
@@ -756,6 +851,8 @@ def fused_attention_lesson():
 def main() -> int:
     lesson = Lesson("gluon-attention")
     device = lesson.device()  # declines below compute capability 9.0 (lesson.toml)
+    # racecheck's report on the warp-specialized kernel, explained (partition_state.py)
+    partition_state.declare(lesson, HERE / "attention_kernels.py", "attn_fwd_ws_kernel")
     seeds = 30 if lesson.interpret else 8
     with lesson.step("layouts"):
         check_layouts(lesson)
@@ -773,6 +870,7 @@ def main() -> int:
         check_kernel(lesson, ak)
         show_compiled(lesson, ak)
     if lesson.step("benchmark", needs_gpu="Gluon has no interpreter", smoke=False):
+        predict_persistence(lesson)
         report(lesson, race_and_benchmark(lesson, ak, fused_attention_lesson()))
     with lesson.step("exercises"):
         exercise_empty_count(lesson, seeds)

@@ -33,6 +33,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent)]
 import gluon_figures  # noqa: E402
+import partition_state  # noqa: E402
 from layout_model import REGISTERS_PER_SM, blocked_owner, register_split  # noqa: E402
 from ring_model import AsyncGroups, Deadlock, MBarrier, Trace, run, run_in_rounds  # noqa: E402
 
@@ -489,8 +490,10 @@ def benchmark(lesson: Lesson, ck, num_sms: int) -> None:
         gate=False,
         note="informational: why the main baseline is timed with events",
     )
+    # round(x, 1), not round(x): an untimed run's median is NaN (no int of it)
     rows = [
-        [LABELS.get(n, n), round(ms.median(n), 4), round(nbytes / ms.median(n) / 1e6)]
+        [LABELS.get(n, n), round(ms.median(n), 4),
+         round(nbytes / ms.median(n) / 1e6, 1)]
         for n in ms
     ]
     lesson.table(
@@ -540,6 +543,8 @@ def short_label(name: str) -> str:
 def main() -> int:
     lesson = Lesson("gluon-basics")
     device = lesson.device()  # declines below compute capability 9.0 (lesson.toml)
+    # racecheck's report on the warp-specialized kernel, explained (partition_state.py)
+    partition_state.declare(lesson, HERE / "copy_kernels.py", "copy_ws_kernel")
     seeds = 40 if lesson.interpret else 10
     with lesson.step("layout"):
         # Step 1's layout, at the two sizes the lesson uses, and a wrapped one.

@@ -37,6 +37,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent), str(HERE.parent / "gluon-basics")]
 import gluon_figures  # noqa: E402
+import partition_state  # noqa: E402
 from layout_model import REGISTERS_PER_SM, register_split, wgmma_acc_owner  # noqa: E402
 from ring_model import AsyncGroups, MBarrier, Trace, run, run_in_rounds  # noqa: E402
 
@@ -622,6 +623,8 @@ def tl_lesson():
 def main() -> int:
     lesson = Lesson("gluon-matmul")
     device = lesson.device()  # declines below compute capability 9.0 (lesson.toml)
+    # racecheck's report on the warp-specialized kernel, explained (partition_state.py)
+    partition_state.declare(lesson, HERE / "matmul_kernels.py", "matmul_ws_kernel")
     seeds = 30 if lesson.interpret else 8
     with lesson.step("accumulator"):
         check_accumulator(lesson)

@@ -92,7 +92,7 @@ out["copy ws"] = facts(build(
 out["attention"] = facts(build(
     attention_kernels.attn_fwd_ws_kernel,
     {"q_desc": desc([64, 128]), "k_desc": desc([128, 128]), "v_desc": desc([128, 128]), "o_desc": desc([64, 128]),
-     "seq_len": "i32", "n_heads_total": "i32", "qk_scale": "fp32"},
+     "seq_len": "i32", "n_heads_total": "i32", "n_tiles": "i32", "qk_scale": "fp32"},
     {"CAUSAL": False, "STAGES": 2, "PINGPONG": True, "CONSUMER_REGS": 240, "PRODUCER_REGS": 24,
      "GROUP_HEADS": 8, "MASK_ALL": False}, 4))
 s_layout, o_layout = mma(4, 128), mma(4, 64)

@@ -19,6 +19,7 @@ from urllib.parse import unquote, urlsplit
 import pytest
 
 from conftest import MKDOCS_ENV, Doc, repo_hooks
+from page_metrics import caption_ranges
 from verified_triton.core.lessons import discover
 from verified_triton.site import directives
 from verified_triton.site.render import text as escaped
@@ -86,6 +87,31 @@ def test_every_lesson_page_shows_its_kernel_region(built_site):
             for line in region.text.strip().splitlines():
                 assert line.strip() in text, f"{lesson.page}: line of {rel}#{name} missing: {line!r}"
             assert f"{rel}, line" in text, f"{lesson.page}: region {name} has no source title"
+
+
+def test_every_caption_names_the_lines_its_block_shows(built_site):
+    """A snippet's caption ("code/x/y.py, lines 29-39") names exactly the first and last line numbers its block
+    shows, on every page of the real site (issue 32 item 6: 95 of 247 named the region's markers' span)."""
+    pages = [p for p in built_site.rglob("index.html") if "source" not in p.relative_to(built_site).parts[:1]]
+    captions, wrong = 0, []
+    for page in pages:
+        for caption in caption_ranges(page.read_text(encoding="utf-8")):
+            captions += 1
+            if not caption.right:
+                wrong.append(f"{page.relative_to(built_site)}: {caption.title!r} shows lines "
+                             f"{caption.shown[0]}-{caption.shown[1]}")
+    assert captions > 100, f"only {captions} captions with a line range found: is the block's HTML still parsed?"
+    assert not wrong, f"{len(wrong)} of {captions} captions name other lines than they show:\n  " + \
+        "\n  ".join(wrong[:20])
+
+
+def test_caption_ranges_reads_what_a_block_shows():
+    block = ('<span class="filename">code/a/b.py, lines 29-41</span><pre><span></span><code class="vt-lines" '
+             'style="counter-reset:vt-line 28;--vt-digits:2"><span>x\n</span><span>y\n</span></code></pre>')
+    (caption,) = caption_ranges(block)
+    assert caption.named == (29, 41) and caption.shown == (29, 30) and not caption.right
+    (one,) = caption_ranges(block.replace("lines 29-41", "line 29").replace("<span>y\n</span>", ""))
+    assert one.right
 
 
 def test_vector_add_kernel_is_in_the_built_html(built_site):

@@ -710,6 +710,25 @@ def test_site_page_in_the_browser(doc, site_url, context, statuses):
     watched.assert_clean(doc)
 
 
+def test_the_first_lesson_is_on_the_home_pages_first_screen(site_url, context):
+    """Issue 32 item 1: at 390x844 the first lesson's link sat at y = 1,088, below the badge legend. Now a
+    learner sees it on the first screen, on a phone and at 1440x900."""
+    watched = open_page(context, site_url)
+    page = watched.page
+    first = urlsplit(page_url(site_url, LESSONS[0].page)).path
+    for viewport in (PHONE, WIDE):
+        page.set_viewport_size(viewport)
+        page.goto(site_url, wait_until="load")
+        links = page.locator(".md-content a[href]")
+        hrefs = links.evaluate_all("links => links.map(a => new URL(a.href).pathname)")
+        assert first in hrefs, f"the home page does not link the first lesson ({first})"
+        box = links.nth(hrefs.index(first)).bounding_box()
+        assert box and box["y"] + box["height"] <= viewport["height"], \
+            f"at {viewport['width']}x{viewport['height']} the first lesson's link ends at y = " \
+            f"{box and round(box['y'] + box['height'])} px, below the first screen"
+    watched.assert_clean("home page")
+
+
 def test_no_page_asks_another_host(real_site, site_url, context):
     """Every page of the built site (lesson pages are opened by the test above), fonts, scripts and all;
     on the full-source pages, where a lesson's "full source" links land, no code line is hidden at 1440 px."""

@@ -163,6 +163,10 @@ lesson: other
 INDEX_PAGE = """\
 # Fake course
 
+::course-start
+
+::course-needs
+
 ::course
 
 ## Status

@@ -394,21 +394,22 @@ def _summary(current: list[Record]) -> str:
             parts.append(done + (f": {why}" if why else ""))
             continue
         text = f"{_count(passed, 'check')} passed" + (f", {failed} failed" if failed else "")
-        for kind, verdicts in _targets(r):
-            text += f", {_verdict_words(kind, verdicts)}"
+        text += "".join(f", {words}" for words in target_words(r))
         parts.append(f"{text} {where}")
     return "; ".join(parts) or "nothing verified on the current source"
 
 
-def _targets(record: Record) -> list[tuple[str, list[str]]]:
-    """The record's verdicts by kind, each kind that has any: gates, goals (which do not gate), stretch goals."""
-    kinds = {"gate": [], "goal": [], "stretch goal": []}
+def target_words(record: Record) -> list[str]:
+    """The record's verdicts in words, each kind apart, each kind that has any: gates, goals (which do not gate
+    the run), stretch goals: ['both gates met', '0 of 2 stretch goals met']. The summary and the site's folded
+    benchmarks line say the same."""
+    kinds: dict[str, list[str]] = {"gate": [], "goal": [], "stretch goal": []}
     for b in record.benchmarks:
         if b.verdict is not None:
             kinds["gate" if b.gate else "goal"].append(b.verdict)
         if b.stretch_verdict is not None:
             kinds["stretch goal"].append(b.stretch_verdict)
-    return [(kind, verdicts) for kind, verdicts in kinds.items() if verdicts]
+    return [_verdict_words(kind, verdicts) for kind, verdicts in kinds.items() if verdicts]
 
 
 def _verdict_words(kind: str, verdicts: list[str]) -> str:

@@ -19,7 +19,7 @@ from urllib.parse import unquote, urlsplit
 import pytest
 
 from conftest import MKDOCS_ENV, Doc, repo_hooks
-from page_metrics import caption_ranges
+from page_metrics import caption_ranges, raw_latex_entries
 from verified_triton.core.lessons import discover
 from verified_triton.site import directives
 from verified_triton.site.render import text as escaped
@@ -112,6 +112,38 @@ def test_caption_ranges_reads_what_a_block_shows():
     assert caption.named == (29, 41) and caption.shown == (29, 30) and not caption.right
     (one,) = caption_ranges(block.replace("lines 29-41", "line 29").replace("<span>y\n</span>", ""))
     assert one.right
+
+
+def test_the_search_index_holds_maths_as_plain_text(built_site):
+    """Issue 32 item 7: 104 of 302 entries held raw LaTeX (\\(2S^2D\\)); the page keeps KaTeX's source."""
+    import json
+
+    index = json.loads((built_site / "search" / "search_index.json").read_text(encoding="utf-8"))
+    assert not raw_latex_entries(index), raw_latex_entries(index)[:5]
+    text = "\n".join(e["text"] for e in index["docs"])
+    assert "softmax(Q K^⊤ · scale)" in text  # attention-backward's first formula, as a reader types it
+    page = (built_site / "lessons" / "attention-backward" / "index.html").read_text(encoding="utf-8")
+    assert '<span class="arithmatex">\\(O = \\mathrm{softmax}' in page, "the page lost its maths"
+
+
+@pytest.mark.parametrize("latex, plain", [
+    ("2S^2D", "2S^2D"),
+    ("\\mathtt{BLOCK\\_N} \\cdot 2", "BLOCK_N · 2"),
+    ("\\tfrac{1}{2} \\le x", "1/2 ≤ x"),
+    ("a &lt; b", "a &lt; b"),  # HTML in, HTML out: the index holds HTML
+    ("\\unknown{x}", "x"),
+])
+def test_maths_for_search_reads_as_typed(latex, plain):
+    from verified_triton.site.hooks import plain_math
+
+    assert plain_math(latex) == plain
+
+
+def test_maths_in_code_is_left_as_it_is():
+    from verified_triton.site.hooks import searchable
+
+    text = '<p>Cost \\(2S^2D\\).</p><pre><code>re.compile(r"\\(x\\)")</code></pre> <code>\\[1\\]</code>'
+    assert searchable(text) == '<p>Cost 2S^2D.</p><pre><code>re.compile(r"\\(x\\)")</code></pre> <code>\\[1\\]</code>'
 
 
 def test_vector_add_kernel_is_in_the_built_html(built_site):

@@ -340,3 +340,38 @@ def test_a_dirty_rebuild_keeps_every_title_in_the_navigation_and_the_footer(site
     assert "A <i>part</i>" in visible_text(dirty)
     head = next(e for e in doc.elements if e.tag == "title")
     assert "".join(head.text).startswith(titles["two"] + " - ")
+
+
+# -- the licence (issue 32 item 8) ----------------------------------------------------------------------
+
+def test_the_repository_states_its_licences():
+    code, docs = (ROOT / "LICENSE").read_text(encoding="utf-8"), (ROOT / "LICENSE-docs").read_text(encoding="utf-8")
+    assert code.startswith("MIT License") and "Permission is hereby granted, free of charge" in code
+    assert "Creative Commons Attribution 4.0 International Public License" in docs and "Section 8" in docs
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    licence = readme.split("\n## Licence\n", 1)[1].split("\n## ", 1)[0]
+    assert "MIT" in licence and "CC BY 4.0" in licence and "LICENSE-docs" in licence
+
+
+def test_every_page_says_the_licence_in_its_footer(built_site):
+    pages = sorted(built_site.rglob("index.html"))
+    assert len(pages) > 30
+    for page in pages:
+        footer = page.read_text(encoding="utf-8").split('<div class="md-copyright">', 1)
+        assert len(footer) == 2, f"{page.relative_to(built_site)}: no copyright line in the footer"
+        said = visible_text(footer[1].split("</div>", 1)[0])
+        assert "MIT" in said and "CC BY 4.0" in said, f"{page.relative_to(built_site)}: {said!r}"
+
+
+def test_every_zip_carries_the_licence_and_its_readme_says_so(built_site):
+    import zipfile
+
+    archives = sorted((built_site / "downloads").glob("*.zip"))
+    assert len(archives) == len(discover(ROOT / "code"))
+    licence = (ROOT / "LICENSE").read_bytes()
+    for path in archives:
+        with zipfile.ZipFile(path) as zf:
+            name = path.stem
+            assert zf.read(f"{name}/LICENSE") == licence, f"{path.name}: no LICENSE, or another one"
+            readme = zf.read(f"{name}/README.md").decode()
+            assert "## Licence" in readme and "MIT" in readme and "CC BY 4.0" in readme, path.name

@@ -1,15 +1,16 @@
 """What a reader on a phone, a keyboard or the search box gets from the built site, in numbers (issue 25).
 
 The browser tests (tests/test_browser.py) assert on these measures; run on its own, this module prints
-the figures the issue's closing note compares, before and after:
+the figures the issue's closing note compares, before and after (tests/page_metrics.py prints issue 32's:
+words, code lines and screens per lesson page, repeats, caption ranges and the search index's maths):
 
     .venv/bin/mkdocs build -d /tmp/site && .venv/bin/python tests/reader_metrics.py /tmp/site
 
 It serves the site on 127.0.0.1, opens each page in Debian's Chromium (Playwright) at 390x844 and
 1440x900, light and dark, and measures in the page: code lines hidden, tables cut, chart bars out of
 view, figure scale (phones); axe-core's WCAG 2.1 A/AA violations and Tab presses to the first section
-(accessibility); where the first sentence starts (above the fold); the rank of the expected page for 12
-searches typed into Material's search box; the bytes each page loads (weight).
+(accessibility); where the first sentence starts (above the fold); the rank of the expected page for the
+searches in SEARCHES typed into Material's search box; the bytes each page loads (weight).
 
 axe-core is not vendored: `tools/dev.sh test` unpacks the pinned npm package (AXE_VERSION) into
 .cache/axe-core/ and the file is checked against AXE_SHA256 here, so every run measures with the
@@ -43,8 +44,14 @@ SEARCHES = {
     "fp8": "lessons/fp8-matmul.md",
     "autotune": "lessons/autotune.md",
     "interpreter": "verification.md",
+    # issue 32: a reader asking why a kernel is slow, or how to profile or debug one, lands on the lesson that
+    # teaches it (its title, which Material's index boosts 1000-fold, has all three words: "Debugging and
+    # profiling: wrong answers, bad memory, slow kernels"; lunr's stemmer makes "profile" match "profiling")
+    "slow": "lessons/profiling-debugging.md",
+    "profile": "lessons/profiling-debugging.md",
+    "debug": "lessons/profiling-debugging.md",
 }
-FIRST_ONLY = {"softmax"}
+FIRST_ONLY = {"softmax", "slow", "profile", "debug"}
 # The pages axe-core checks: home, status, benchmarks, the verification page and three lessons.
 AXE_PAGES = ["index.md", "status.md", "benchmarks.md", "verification.md", "lessons/vector-add.md",
              "lessons/fp16-matmul.md", "lessons/attention-backward.md"]

@@ -165,6 +165,10 @@ lesson: other
 INDEX_PAGE = """\
 # Fake course
 
+::course-start
+
+::course-needs
+
 ::course
 
 ## Status

@@ -19,7 +19,7 @@ import zipfile
 import pytest
 from markdown_it import MarkdownIt
 
-from conftest import make_site_project, toml_string
+from conftest import REPO, make_site_project, toml_string
 from verified_triton.core.kit import Check
 from verified_triton.judge.evidence import Environment
 from verified_triton.site.notebook import python_string
@@ -100,12 +100,13 @@ def test_the_archive_readme_carries_no_markup(hostile):
         archived = {name.split("/", 1)[1]: zf.read(name) for name in zf.namelist() if not name.endswith("README.md")}
     assert problems(readme) == [], readme
     headings = [t for t in MarkdownIt("commonmark").parse(readme) if t.type == "heading_open"]
-    assert [h.tag for h in headings] == ["h1", "h2", "h2"], readme  # the README's own, and no more
+    assert [h.tag for h in headings] == ["h1", "h2", "h2", "h2"], readme  # the README's own, and no more
     assert HOSTILE.replace("&amp;", "&") not in readme  # nothing of it reached the file raw
     # the archived files are the lesson's own, byte for byte
     assert archived == {"hostile.py": (hostile.code / "hostile" / "hostile.py").read_bytes(),
                         "lesson.toml": (hostile.code / "hostile" / "lesson.toml").read_bytes(),
-                        "lessonkit.py": (hostile.code / "lessonkit.py").read_bytes()}
+                        "lessonkit.py": (hostile.code / "lessonkit.py").read_bytes(),
+                        "LICENSE": (REPO / "LICENSE").read_bytes()}  # and the code's licence (issue 32)
 
 
 def test_notebook_markdown_cells_carry_no_markup(hostile):

@@ -19,6 +19,7 @@ from urllib.parse import unquote, urlsplit
 import pytest
 
 from conftest import MKDOCS_ENV, Doc, repo_hooks
+from page_metrics import caption_ranges, raw_latex_entries
 from verified_triton.core.lessons import discover
 from verified_triton.site import directives
 from verified_triton.site.render import text as escaped
@@ -86,6 +87,63 @@ def test_every_lesson_page_shows_its_kernel_region(built_site):
             for line in region.text.strip().splitlines():
                 assert line.strip() in text, f"{lesson.page}: line of {rel}#{name} missing: {line!r}"
             assert f"{rel}, line" in text, f"{lesson.page}: region {name} has no source title"
+
+
+def test_every_caption_names_the_lines_its_block_shows(built_site):
+    """A snippet's caption ("code/x/y.py, lines 29-39") names exactly the first and last line numbers its block
+    shows, on every page of the real site (issue 32 item 6: 95 of 247 named the region's markers' span)."""
+    pages = [p for p in built_site.rglob("index.html") if "source" not in p.relative_to(built_site).parts[:1]]
+    captions, wrong = 0, []
+    for page in pages:
+        for caption in caption_ranges(page.read_text(encoding="utf-8")):
+            captions += 1
+            if not caption.right:
+                wrong.append(f"{page.relative_to(built_site)}: {caption.title!r} shows lines "
+                             f"{caption.shown[0]}-{caption.shown[1]}")
+    assert captions > 100, f"only {captions} captions with a line range found: is the block's HTML still parsed?"
+    assert not wrong, f"{len(wrong)} of {captions} captions name other lines than they show:\n  " + \
+        "\n  ".join(wrong[:20])
+
+
+def test_caption_ranges_reads_what_a_block_shows():
+    block = ('<span class="filename">code/a/b.py, lines 29-41</span><pre><span></span><code class="vt-lines" '
+             'style="counter-reset:vt-line 28;--vt-digits:2"><span>x\n</span><span>y\n</span></code></pre>')
+    (caption,) = caption_ranges(block)
+    assert caption.named == (29, 41) and caption.shown == (29, 30) and not caption.right
+    (one,) = caption_ranges(block.replace("lines 29-41", "line 29").replace("<span>y\n</span>", ""))
+    assert one.right
+
+
+def test_the_search_index_holds_maths_as_plain_text(built_site):
+    """Issue 32 item 7: 104 of 302 entries held raw LaTeX (\\(2S^2D\\)); the page keeps KaTeX's source."""
+    import json
+
+    index = json.loads((built_site / "search" / "search_index.json").read_text(encoding="utf-8"))
+    assert not raw_latex_entries(index), raw_latex_entries(index)[:5]
+    text = "\n".join(e["text"] for e in index["docs"])
+    assert "softmax(Q K^⊤ · scale)" in text  # attention-backward's first formula, as a reader types it
+    page = (built_site / "lessons" / "attention-backward" / "index.html").read_text(encoding="utf-8")
+    assert '<span class="arithmatex">\\(O = \\mathrm{softmax}' in page, "the page lost its maths"
+
+
+@pytest.mark.parametrize("latex, plain", [
+    ("2S^2D", "2S^2D"),
+    ("\\mathtt{BLOCK\\_N} \\cdot 2", "BLOCK_N · 2"),
+    ("\\tfrac{1}{2} \\le x", "1/2 ≤ x"),
+    ("a &lt; b", "a &lt; b"),  # HTML in, HTML out: the index holds HTML
+    ("\\unknown{x}", "x"),
+])
+def test_maths_for_search_reads_as_typed(latex, plain):
+    from verified_triton.site.hooks import plain_math
+
+    assert plain_math(latex) == plain
+
+
+def test_maths_in_code_is_left_as_it_is():
+    from verified_triton.site.hooks import searchable
+
+    text = '<p>Cost \\(2S^2D\\).</p><pre><code>re.compile(r"\\(x\\)")</code></pre> <code>\\[1\\]</code>'
+    assert searchable(text) == '<p>Cost 2S^2D.</p><pre><code>re.compile(r"\\(x\\)")</code></pre> <code>\\[1\\]</code>'
 
 
 def test_vector_add_kernel_is_in_the_built_html(built_site):
@@ -282,3 +340,38 @@ def test_a_dirty_rebuild_keeps_every_title_in_the_navigation_and_the_footer(site
     assert "A <i>part</i>" in visible_text(dirty)
     head = next(e for e in doc.elements if e.tag == "title")
     assert "".join(head.text).startswith(titles["two"] + " - ")
+
+
+# -- the licence (issue 32 item 8) ----------------------------------------------------------------------
+
+def test_the_repository_states_its_licences():
+    code, docs = (ROOT / "LICENSE").read_text(encoding="utf-8"), (ROOT / "LICENSE-docs").read_text(encoding="utf-8")
+    assert code.startswith("MIT License") and "Permission is hereby granted, free of charge" in code
+    assert "Creative Commons Attribution 4.0 International Public License" in docs and "Section 8" in docs
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    licence = readme.split("\n## Licence\n", 1)[1].split("\n## ", 1)[0]
+    assert "MIT" in licence and "CC BY 4.0" in licence and "LICENSE-docs" in licence
+
+
+def test_every_page_says_the_licence_in_its_footer(built_site):
+    pages = sorted(built_site.rglob("index.html"))
+    assert len(pages) > 30
+    for page in pages:
+        footer = page.read_text(encoding="utf-8").split('<div class="md-copyright">', 1)
+        assert len(footer) == 2, f"{page.relative_to(built_site)}: no copyright line in the footer"
+        said = visible_text(footer[1].split("</div>", 1)[0])
+        assert "MIT" in said and "CC BY 4.0" in said, f"{page.relative_to(built_site)}: {said!r}"
+
+
+def test_every_zip_carries_the_licence_and_its_readme_says_so(built_site):
+    import zipfile
+
+    archives = sorted((built_site / "downloads").glob("*.zip"))
+    assert len(archives) == len(discover(ROOT / "code"))
+    licence = (ROOT / "LICENSE").read_bytes()
+    for path in archives:
+        with zipfile.ZipFile(path) as zf:
+            name = path.stem
+            assert zf.read(f"{name}/LICENSE") == licence, f"{path.name}: no LICENSE, or another one"
+            readme = zf.read(f"{name}/README.md").decode()
+            assert "## Licence" in readme and "MIT" in readme and "CC BY 4.0" in readme, path.name

@@ -67,6 +67,28 @@ def test_dedent_by_common_indentation_keeps_relative_indent_and_blank_lines():
     assert SOURCE.split("\n")[launch.start - 1] == "    grid = (4,)"
 
 
+def test_blank_lines_at_a_regions_ends_are_not_part_of_it():
+    """The range a caption names is the lines the block shows: a blank line after the marker or before the end
+    marker is neither shown (the highlighter and the page drop it) nor counted (issue 32: 'lines 29-41' over
+    lines 29-39)."""
+    text = "x = 1\n# snippet: spaced\n\n\n@triton.jit\ndef k():\n\n    pass\n\n\n# end snippet\n"
+    region = parse_regions(text)["spaced"]
+    lines = text.split("\n")
+    assert (region.start, region.end) == (5, 8)
+    assert lines[region.start - 1] == "@triton.jit" and lines[region.end - 1] == "    pass"
+    assert region.text == "@triton.jit\ndef k():\n\n    pass\n"  # a blank line inside stays
+
+
+def test_a_region_of_blank_lines_is_empty():
+    region = parse_regions("# snippet: nothing\n\n   \n# end snippet\n")["nothing"]
+    assert region.text == "" and region.end == region.start - 1
+
+
+def test_a_duplicate_region_names_the_first_marker_line_even_after_blank_lines():
+    error = error_of("# snippet: twice\n\n\nx = 1\n# end snippet\n# snippet: twice\n# end snippet\n")
+    assert error.line == 6 and "first defined at line 1" in error.message
+
+
 def test_dedent_with_tabs():
     text = "def f():\n\t# snippet: body\n\tx = 1\n\tif x:\n\t\ty = 2\n\t# end snippet\n"
     assert parse_regions(text)["body"].text == "x = 1\nif x:\n\ty = 2\n"

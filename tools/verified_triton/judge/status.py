@@ -47,9 +47,11 @@ class Status(Enum):
     VERIFIED = ("VERIFIED", "vt-verified", "the interpreter run and a GPU run passed on the current source (and, "
                 "once the course records memory checks, compute-sanitizer found nothing unexplained in its kernels)")
     PARTIAL = ("PARTIALLY VERIFIED", "vt-partial",
-               "one of the two passed on the current source; the other has no current pass "
-               "(not recorded, or declined by design, e.g. a GPU too old for the lesson); or both passed and "
-               "the memory check has not (not recorded yet, incomplete, or a finding neither fixed nor declared)")
+               "one of the two passed on the current source; the other has no current pass: not recorded yet, "
+               "or stopped by design, which the lesson's line then says in words (the interpreter cannot run "
+               "Gluon kernels, so those lessons run them on the GPU only; a GPU too old for the lesson declines); "
+               "or both passed and the memory check has not (not recorded yet, incomplete, or a finding neither "
+               "fixed nor declared)")
     FAILED = ("FAILED", "vt-failed", "a run on the current source failed, or its memory check found errors in the "
               "lesson's kernels")
     STALE = ("STALE", "vt-stale", "runs were recorded, but the source has changed since")
@@ -140,7 +142,8 @@ def judge_records(lesson: Lesson, records: list[Record], problems: list[str] | N
     memory_state, memory = _memory_state(lesson, sanitize_records, source_hash,
                                          memory_required or bool(sanitize_records))
     status = _combine(interp.state, gpu.state, memory_state.state)
-    sentence = f"{interp.phrase}; {gpu.phrase}. {memory_state.phrase[:1].upper()}{memory_state.phrase[1:]}."
+    runs = _by_design_words(interp, gpu) or f"{interp.phrase}; {gpu.phrase}."
+    sentence = f"{runs} {memory_state.phrase[:1].upper()}{memory_state.phrase[1:]}."
     sentence = sentence[:1].upper() + sentence[1:]
     unmet = []
     for r in (interp.record, gpu.record):
@@ -321,15 +324,19 @@ def _mode_state(mode: str, records: list[Record], source_hash: str) -> ModeState
     return ModeState(mode, "none", None, f"the {label} has not been recorded for this source")
 
 
-def _phrase(record: Record) -> str:
+def _who(record: Record) -> str:
+    """'the Triton 3.6.0 interpreter run', 'the GPU run on NVIDIA H200 (Triton 3.6.0, torch 2.9.0)'."""
     env = record.env
     if record.mode == "interpreter":
         triton = _version("Triton", env.triton)
-        who = (f"the {triton} interpreter run" if env.triton[:1].isdigit()
-               else "the interpreter run" + (f" ({triton})" if triton else ""))
-    else:
-        versions = ", ".join(v for v in (_version("Triton", env.triton), _version("torch", env.torch)) if v)
-        who = f"the GPU run on {env.device_name or 'an unnamed GPU'}" + (f" ({versions})" if versions else "")
+        return (f"the {triton} interpreter run" if env.triton[:1].isdigit()
+                else "the interpreter run" + (f" ({triton})" if triton else ""))
+    versions = ", ".join(v for v in (_version("Triton", env.triton), _version("torch", env.torch)) if v)
+    return f"the GPU run on {env.device_name or 'an unnamed GPU'}" + (f" ({versions})" if versions else "")
+
+
+def _phrase(record: Record) -> str:
+    who = _who(record)
     if record.outcome == "failed":  # the cause last, said once: the reason may give the exit code itself
         code = f"exit {record.exit_code}"
         cause = (record.reason if record.reason.startswith(code) else f"{code}: {record.reason}") if record.reason \
@@ -344,29 +351,81 @@ def _phrase(record: Record) -> str:
     return f"{who} {outcome} on {record.date}"
 
 
+def _by_design_words(interp: ModeState, gpu: ModeState) -> str:
+    """The two runs in plain words when one stopped by design and the other passed (a PARTIALLY VERIFIED that is
+    no defect): what the interpreter could not run and that the GPU run passed, or which GPU the lesson needs;
+    "" otherwise."""
+    if interp.state == "by-design" and gpu.state == "passed":
+        record = interp.record
+        ran = [c for c in record.checks if c.status == "pass"]
+        passed = "passed" if len(ran) == 1 else "all passed"
+        what = f"ran what the interpreter can ({_count(len(ran), 'check')}, {passed}) and stopped" if ran else "stopped"
+        return (f"By design, not a fault: {_who(record)} {what} on {record.date} before the rest ({record.reason}); "
+                f"{_who(gpu.record)} ran all of it and passed on {gpu.record.date}.")
+    if gpu.state == "by-design" and interp.state == "passed":
+        record = gpu.record
+        return (f"By design, not a fault: {_who(record)} declined on {record.date} ({record.reason}), so no GPU has "
+                f"run the kernels yet; {interp.phrase}.")
+    return ""
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def _version(package: str, version: str) -> str:
     """'Triton 3.6.0', 'Triton not installed', or '' when the record does not say."""
     return f"{package} {version}" if version.strip() else ""
 
 
 def _summary(current: list[Record]) -> str:
-    """'12 checks passed, 3 of 4 targets met (1 within noise) on NVIDIA H200; 9 checks under the interpreter'."""
+    """'12 checks passed, both gates met, 1 of 2 stretch goals met on NVIDIA H200; 9 checks passed under the
+    interpreter'. Gates, goals that do not gate the run and stretch goals are counted apart, so a page never
+    sets a missed stretch goal beside VERIFIED as if it were a missed gate."""
     parts = []
     for r in sorted(current, key=lambda r: (r.mode != "gpu", r.key)):
         passed = sum(c.status == "pass" for c in r.checks)
         failed = sum(c.status == "fail" for c in r.checks)
         where = "under the interpreter" if r.mode == "interpreter" else f"on {r.env.device_name}"
         if r.outcome == "by-design":
-            parts.append(f"declined by design {where}")
+            why = _first_clause(r.reason)
+            done = (f"{_count(passed, 'check')} passed {where}, then it stopped by design" if passed
+                    else f"declined by design {where}")
+            parts.append(done + (f": {why}" if why else ""))
             continue
-        text = f"{passed} checks passed" + (f", {failed} failed" if failed else "")
-        verdicts = [v for b in r.benchmarks for v in (b.verdict, b.stretch_verdict) if v is not None]
-        if verdicts:
-            met = verdicts.count("met")
-            noise = verdicts.count("within noise")
-            text += f", {met} of {len(verdicts)} targets met" + (f" ({noise} within noise)" if noise else "")
+        text = f"{_count(passed, 'check')} passed" + (f", {failed} failed" if failed else "")
+        text += "".join(f", {words}" for words in target_words(r))
         parts.append(f"{text} {where}")
     return "; ".join(parts) or "nothing verified on the current source"
+
+
+def target_words(record: Record) -> list[str]:
+    """The record's verdicts in words, each kind apart, each kind that has any: gates, goals (which do not gate
+    the run), stretch goals: ['both gates met', '0 of 2 stretch goals met']. The summary and the site's folded
+    benchmarks line say the same."""
+    kinds: dict[str, list[str]] = {"gate": [], "goal": [], "stretch goal": []}
+    for b in record.benchmarks:
+        if b.verdict is not None:
+            kinds["gate" if b.gate else "goal"].append(b.verdict)
+        if b.stretch_verdict is not None:
+            kinds["stretch goal"].append(b.stretch_verdict)
+    return [_verdict_words(kind, verdicts) for kind, verdicts in kinds.items() if verdicts]
+
+
+def _verdict_words(kind: str, verdicts: list[str]) -> str:
+    """'the gate met', 'both gates met', 'all 4 gates met', '1 of 3 stretch goals met (1 within noise)'."""
+    n, met, noise = len(verdicts), verdicts.count("met"), verdicts.count("within noise")
+    if n == 1:
+        return f"the {kind} {verdicts[0]}"
+    if met == n:
+        return f"both {kind}s met" if n == 2 else f"all {n} {kind}s met"
+    return f"{met} of {n} {kind}s met" + (f" ({noise} within noise)" if noise else "")
+
+
+def _first_clause(reason: str, limit: int = 120) -> str:
+    """A reason's first clause (up to its first parenthesis or semicolon), for a one-line summary."""
+    clause = reason.split(";")[0].split(" (")[0].strip().rstrip(".")
+    return clause if len(clause) <= limit else clause[:limit].rsplit(" ", 1)[0] + " ..."
 
 
 

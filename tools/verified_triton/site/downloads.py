@@ -24,9 +24,10 @@ import zipfile
 from pathlib import Path
 
 from verified_triton.core.lessons import Lesson
+from verified_triton.core.limits import LIMITS
 from verified_triton.core.numfmt import seconds
 from verified_triton.core.paths import ROOT
-from verified_triton.core.safefs import UnsafePathError, same_bytes, write_bytes
+from verified_triton.core.safefs import UnsafePathError, read_bytes, same_bytes, write_bytes
 from verified_triton.site import directives, sources
 from verified_triton.site import notebook as notebooks
 from verified_triton.site.door import PlainMd, markdown_text, plain_code, terminal
@@ -92,13 +93,18 @@ def readme(lesson: Lesson, site: directives.Site) -> PlainMd:
         lines += [PlainMd("- {}: {}, {}, Triton {}, torch {}, Python {}, {}, {}").format(
             r.mode, r.machine, r.date, r.triton, r.torch, r.python, seconds(r.wall_s), r.outcome) for r in req.runs]
         lines.append(blank)
+    lines += [PlainMd("## Licence"), blank,
+              PlainMd("The code in this folder is under the MIT licence (`LICENSE`, beside this file). The course's "
+                      "prose and figures, on its site, are under CC BY 4.0, Creative Commons Attribution 4.0 "
+                      "International (`LICENSE-docs` in the course's repository)."), blank]
     return PlainMd("\n").join(lines) + PlainMd("\n")
 
 
 def archive(lesson: Lesson, site: directives.Site) -> bytes:
-    """A zip with one folder, <lesson>/, that runs as it is."""
+    """A zip with one folder, <lesson>/, that runs as it is, with the code's licence."""
     files = sources.lesson_files(lesson, site.code_dir)
     files["README.md"] = readme(lesson, site).encode()
+    files["LICENSE"] = read_bytes(ROOT / "LICENSE", LIMITS.source_file, ROOT)
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as zf:
         for name in sorted(files):

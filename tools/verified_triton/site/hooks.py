@@ -4,7 +4,9 @@ The hook is thin; each job lives elsewhere:
 - the Lessons section of the navigation comes from lesson.toml (`order`), never from mkdocs.yml;
 - every lesson source is published as a download and a full-source page (sources.py);
 - every usable record and the figures it names are published, read through the schema and safefs;
-- `::NAME ARGS` lines are expanded by the directive registry (tools/verified_triton/site/directives/).
+- `::NAME ARGS` lines are expanded by the directive registry (tools/verified_triton/site/directives/);
+- the search index holds maths as plain text (`on_post_build`: `2S^2D`, not `\\(2S^2D\\)`), while the page keeps
+  the LaTeX KaTeX typesets.
 Any error (a bad directive, a missing file or region, unusable evidence, a link
 under code/ or evidence/) fails the build with the page's FILE:LINE or the file's path;
 under `mkdocs serve` it shows in the browser instead, until the next good build (overlay.py).
@@ -17,6 +19,8 @@ core/terminal.py's filter, so an escape sequence in lesson.toml or a record is p
 from __future__ import annotations
 
 import functools
+import html
+import json
 import logging
 import os
 import re
@@ -371,3 +375,70 @@ def _front_matter_lines(page, markdown: str) -> int:
     except (OSError, TypeError):
         return 0
     return max(0, source.count("\n") - markdown.count("\n"))
+
+
+# -- search: maths as plain text ---------------------------------------------------------------------
+
+# Material's search indexes each section's HTML as it is, and arithmatex writes maths as \\( ... \\) and
+# \\[ ... \\] for KaTeX: 104 of 302 entries showed a reader raw LaTeX. After the build, each span of the index
+# (outside code, where \\( can be a regular expression) is written as the plain text a reader would type.
+INDEX_MATH = re.compile(r"\\\((?P<inline>.+?)\\\)|\\\[(?P<display>.+?)\\\]", re.S)
+INDEX_CODE = re.compile(r"(<pre\b.*?</pre>|<code\b.*?</code>)", re.S)
+OPERATOR = re.compile(r"\s*([=×·≤≥≈≠<>←→⟹∈⊕∘])\s*")  # a relation or an operator, spaced as it is read
+
+
+@functools.cache
+def _latex_to_text():
+    """pylatexenc's LaTeX-to-text converter, knowing the few macros the lessons use that it reads otherwise
+    (\\tfrac as a fraction; \\mathtt and kin as their letters, not Unicode's mathematical alphabets, which a
+    search for BLOCK_N would not find)."""
+    from pylatexenc import latex2text, latexwalker, macrospec
+
+    letters = ("mathtt", "mathrm", "mathbf", "mathit", "mathsf", "texttt", "text", "operatorname")
+    walker = latexwalker.get_default_latex_context_db()
+    walker.add_context_category("verified-triton", prepend=True, macros=[
+        *(macrospec.MacroSpec(name, "{") for name in letters),
+        *(macrospec.MacroSpec(name, "{{") for name in ("tfrac", "dfrac"))])
+    texts = latex2text.get_default_latex_context_db()
+    fraction = texts.get_macro_spec("frac").simplify_repl
+    texts.add_context_category("verified-triton", prepend=True, macros=[
+        *(latex2text.MacroTextSpec(name, "%(1)s") for name in letters),
+        *(latex2text.MacroTextSpec(name, fraction) for name in ("tfrac", "dfrac"))])
+    return walker, latex2text.LatexNodes2Text(latex_context=texts, math_mode="text")
+
+
+def plain_math(latex_html: str) -> str:
+    """One span of maths, as the index holds it (HTML-escaped LaTeX), as plain text, HTML-escaped again."""
+    from pylatexenc import latexwalker
+
+    walker_db, to_text = _latex_to_text()
+    latex = html.unescape(latex_html)
+    try:
+        nodes = latexwalker.LatexWalker(latex, latex_context=walker_db, tolerant_parsing=True).get_latex_nodes()[0]
+        plain = to_text.nodelist_to_text(nodes)
+    except Exception:  # whatever the converter makes of odd maths, the build goes on:
+        # its letters, without the markup
+        plain = re.sub(r"\\([A-Za-z]+)|[{}]", lambda m: m.group(1) or "", latex)
+    plain = OPERATOR.sub(r" \1 ", plain)  # LaTeX drops the space after \le: '1/2 ≤ x', not '1/2 ≤x'
+    return html.escape(" ".join(plain.split()), quote=False)
+
+
+def searchable(text: str) -> str:
+    """An index entry's HTML with its maths (outside code) as plain text."""
+    parts = INDEX_CODE.split(text)
+    for i in range(0, len(parts), 2):  # the pieces between code
+        parts[i] = INDEX_MATH.sub(lambda m: plain_math(m.group("inline") or m.group("display")), parts[i])
+    return "".join(parts)
+
+
+def on_post_build(config) -> None:
+    """The search index's maths as plain text (Material's search plugin wrote it before this hook runs)."""
+    index = Path(config["site_dir"]) / "search" / "search_index.json"
+    if not index.is_file():
+        return
+    data = json.loads(index.read_text(encoding="utf-8"))
+    for entry in data.get("docs", []):
+        for key in ("title", "text"):
+            if isinstance(entry.get(key), str) and "\\" in entry[key]:
+                entry[key] = searchable(entry[key])
+    index.write_text(json.dumps(data, ensure_ascii=False, separators=(",", ":")), encoding="utf-8")

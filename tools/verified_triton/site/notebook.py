@@ -552,7 +552,7 @@ def plan(lesson: Lesson, site: directives.Site, docs_dir: Path) -> list[Cell]:
                 raise
             except Exception as exc:
                 raise directives.PageError(number, exc) from None
-        elif name == "step" and len(args) == 1:
+        elif name == "step" and args:  # `::step NAME` or `::step NAME folded`: the notebook runs the step either way
             planner.step(args[0], number)
             kept = ""
         if kept is None:

@@ -46,9 +46,10 @@ class SnippetError(Exception):
 class Region:
     path: str
     name: str
-    start: int  # first line of the region's text, 1-based
-    end: int  # last line of the region's text, 1-based (start - 1 when empty)
-    text: str  # dedented, newline-terminated lines
+    start: int  # first line of the region's text, 1-based (blank lines after the marker left out)
+    end: int  # last line of the region's text, 1-based (blank lines before the end marker left out;
+    #           start - 1 when empty)
+    text: str  # dedented, newline-terminated lines, from start to end
 
 
 def parse_regions(text: str, path: str | Path = "<string>") -> dict[str, Region]:
@@ -66,6 +67,7 @@ def _parsed(text: str, path: str) -> tuple[tuple[str, Region], ...]:
     if lines[-1] == "":
         lines.pop()  # the empty piece after the final newline is not a line
     regions: dict[str, Region] = {}
+    markers: dict[str, int] = {}  # the line of each region's `# snippet:` marker
     open_name: str | None = None
     open_line = 0
     for number, line in enumerate(lines, start=1):
@@ -87,15 +89,16 @@ def _parsed(text: str, path: str) -> tuple[tuple[str, Region], ...]:
                 raise SnippetError(
                     path, number,
                     f"duplicate region '{name}' (first defined at line "
-                    f"{regions[name].start - 1})")
+                    f"{markers[name]})")
             open_name, open_line = name, number
         elif END.match(line):
             if open_name is None:
                 raise SnippetError(path, number, "'# end snippet' without a matching '# snippet: NAME'")
-            body = lines[open_line:number - 1]
+            first, last = _text_lines(lines, open_line + 1, number - 1)
             regions[open_name] = Region(
-                path=str(path), name=open_name, start=open_line + 1,
-                end=number - 1, text=_dedent(body))
+                path=str(path), name=open_name, start=first,
+                end=last, text=_dedent(lines[first - 1:last]))
+            markers[open_name] = open_line
             open_name = None
         elif MARKER_LIKE.match(line):
             raise SnippetError(
@@ -105,6 +108,17 @@ def _parsed(text: str, path: str) -> tuple[tuple[str, Region], ...]:
     if open_name is not None:
         raise SnippetError(path, open_line, f"region '{open_name}' is never closed with '# end snippet'")
     return tuple(regions.items())
+
+
+def _text_lines(lines: list[str], first: int, last: int) -> tuple[int, int]:
+    """The region's lines first..last (1-based) without the blank lines at either end: the page shows
+    neither (the highlighter drops them), so neither the caption's range nor the line numbers count
+    them. (first, first - 1) when every line is blank."""
+    while first <= last and not lines[first - 1].strip():
+        first += 1
+    while last >= first and not lines[last - 1].strip():
+        last -= 1
+    return first, last
 
 
 def _refuse_invisible(line: str, path: str | Path, number: int) -> None:

@@ -6,7 +6,8 @@ A directive is a line of its own in a page, outside fenced code:
 
 Each module in this package registers its directives with `@directive`,
 giving the name, whether it needs the page's lesson (front matter
-`lesson: NAME`), its arguments and a one-line help. The hook expands pages
+`lesson: NAME`), its arguments, the optional words it takes after them
+(`flags`: `::table NAME folded`) and a one-line help. The hook expands pages
 through `expand`, the unknown-directive error lists the registry, the
 `::directives` table is built from it, and so is the authors' table that
 docs/writing-a-lesson.md carries as plain Markdown (reference.py; a test keeps
@@ -90,10 +91,11 @@ class Directive:
     render: Callable[..., Md]
     notebook: Callable[..., Md] | None = None  # the form for a notebook; None: left out of notebooks
     body: bool = False  # takes the lines indented under it (4 spaces more) as `body=`, the author's text
+    flags: tuple[str, ...] = ()  # optional words after the arguments, each at most once, given as `flags=`
 
     @property
     def usage(self) -> str:
-        return " ".join([f"::{self.name}", *self.args])
+        return " ".join([f"::{self.name}", *self.args, *(f"[{flag}]" for flag in self.flags)])
 
 
 REGISTRY: dict[str, Directive] = {}
@@ -101,16 +103,19 @@ REGISTRY: dict[str, Directive] = {}
 PAGE_CHECKS: list[Callable[[Page], str]] = []
 
 
-def directive(name: str, help: str, args: tuple[str, ...] = (), needs_lesson: bool = True, body: bool = False):
+def directive(name: str, help: str, args: tuple[str, ...] = (), needs_lesson: bool = True, body: bool = False,
+              flags: tuple[str, ...] = ()):
     """Register `render(page, *args) -> Md` (with the page's LessonStatus as page.lesson).
 
     With body=True the lines indented under the directive line are the author's text for it, given as
-    `render(page, *args, body=TEXT)` (dedented; "" when there are none).
+    `render(page, *args, body=TEXT)` (dedented; "" when there are none). With `flags`, the words among them
+    that follow the arguments on the line are given as `render(..., flags=frozenset(WORDS))` (the site's
+    form only: a notebook shows everything, unfolded).
     """
     def register(fn: Callable[..., Md]) -> Callable[..., Md]:
         if name in REGISTRY:
             raise RuntimeError(f"directive ::{name} registered twice")
-        REGISTRY[name] = Directive(name, needs_lesson, args, help, fn, body=body)
+        REGISTRY[name] = Directive(name, needs_lesson, args, help, fn, body=body, flags=flags)
         return fn
     return register
 
@@ -131,18 +136,26 @@ def notebook_form(name: str):
 
 def resolve(name: str, args_text: str, has_lesson: bool) -> tuple[Directive, list[str]]:
     """The directive a `::` line names and its arguments, or DirectiveError saying why the build refuses the
-    line (an unknown name, the wrong number of arguments, no lesson named): for expand and site/preflight.py."""
+    line (an unknown name, the wrong number of arguments, a word it takes no flag of, no lesson named): for
+    expand and site/preflight.py. The flags are `flags_of(...)`."""
     found = REGISTRY.get(name)
     if found is None:
         known = ", ".join(f"::{k}" for k in sorted(REGISTRY))
         raise DirectiveError(f"unknown directive '::{name}' (known: {known})")
-    args = args_text.split()
-    if len(args) != len(found.args):
-        raise DirectiveError(f"'::{name}' takes {len(found.args) or 'no'} argument(s): {found.usage}; "
+    words = args_text.split()
+    args, extra = words[:len(found.args)], words[len(found.args):]
+    if len(args) != len(found.args) or any(w not in found.flags for w in extra) or len(set(extra)) != len(extra):
+        flags = f" then, if wanted, {' and '.join(found.flags)}" if found.flags else ""
+        raise DirectiveError(f"'::{name}' takes {len(found.args) or 'no'} argument(s){flags}: {found.usage}; "
                              f"got {args_text!r}")
     if found.needs_lesson and not has_lesson:
         raise DirectiveError(f"'::{name}' needs the page's front matter to name its lesson (lesson: NAME)")
     return found, args
+
+
+def flags_of(found: Directive, args_text: str) -> frozenset[str]:
+    """The flags a directive line gives (the words after its arguments; resolve() has checked them)."""
+    return frozenset(args_text.split()[len(found.args):])
 
 
 def expand(name: str, args_text: str, page: Page, body: str | None = None) -> Md:
@@ -154,6 +167,8 @@ def expand(name: str, args_text: str, page: Page, body: str | None = None) -> Md
         out = found.notebook(page, *args, **extra)
         require(out, Md, f"the notebook form of ::{name}")
         return out
+    if found.flags:
+        extra["flags"] = flags_of(found, args_text)
     out = found.render(page, *args, **extra)
     require(out, Md, f"::{name}")
     # code and evidence with pymdownx.snippets' markers escaped, so a recorded `--8<-- "file"` line shows as

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from verified_triton.core.kit import OPTIONAL_SKIP, Benchmark
 from verified_triton.judge.evidence import HistoryPoint, Record
-from verified_triton.judge.status import LessonStatus
+from verified_triton.judge.status import LessonStatus, target_words
 from verified_triton.site.directives import Page, directive, notebook_form
 from verified_triton.site.directives.common import STALE_MARK, gpu_first, stale_note, where
 from verified_triton.site.door import Md, raw_html_text, text, url
@@ -76,8 +76,33 @@ def rounds(record: Record) -> str:
     return "/".join(str(c) for c in counts) + (" paired round" if counts == [1] else " paired rounds")
 
 
-@directive("benchmarks", "the lesson's recorded benchmarks: ratio with its interval, and each target's verdict")
-def benchmarks(page: Page) -> Md:
+@directive("benchmarks", "the lesson's recorded benchmarks: ratio with its interval, each target's verdict "
+           "(folded: a line of verdicts)", flags=("folded",))
+def benchmarks(page: Page, flags: frozenset[str] = frozenset()) -> Md:
+    shown = benchmarks_markdown(page)
+    records = [r for r in gpu_first(page.lesson) if r.benchmarks]
+    if "folded" not in flags or not records:
+        return shown
+    return Md("{}\n\n{}").format(verdict_line(page.lesson, records),
+                                   admonition("abstract", "The benchmarks: kernel, baseline, ratio and target",
+                                              shown, folded=True))
+
+
+def verdict_line(st: LessonStatus, records: list[Record]) -> Md:
+    """'**2 benchmarks** on NVIDIA H200: both gates met, 0 of 2 stretch goals met.' (no figure: the page shows
+    its results once, in the table or the figure it chose)."""
+    parts = []
+    for r in records:
+        n = len(r.benchmarks)
+        words = target_words(r) or ["no targets: informational"]
+        older = "" if st.is_current(r) else f" ({STALE_MARK})"
+        parts.append(Md("**{} {}** on {}{}: {}").format(n, "benchmark" if n == 1 else "benchmarks",
+                                                      r.env.device_name if r.mode == "gpu" else "the interpreter",
+                                                      older, ", ".join(words)))
+    return Md("; ").join(parts) + Md(".")
+
+
+def benchmarks_markdown(page: Page) -> Md:
     st = page.lesson
     out = []
     for record in gpu_first(st):
@@ -245,5 +270,5 @@ def ratio_chart(bars: list[tuple[str, Benchmark]], clip: float = 2.0) -> Md:
 
 @notebook_form("benchmarks")
 def benchmarks_notebook(page: Page) -> Md:
-    md = benchmarks(page).replace(Md(":material-check: "), Md("✓ "))
+    md = benchmarks_markdown(page).replace(Md(":material-check: "), Md("✓ "))
     return md.replace(Md('!!! vt-stale "{}"').format(STALE_MARK), Md("**{}**").format(STALE_MARK))

@@ -1,4 +1,8 @@
-"""::output — what each recorded run printed, in tabs (the GPU run first), with machine and date."""
+"""::output — what each recorded run printed, in tabs (the GPU run first), with machine and date.
+
+`::output folded` puts the tabs one click away, under "What each run printed" (a page whose steps show
+their own output needs the whole log only on purpose).
+"""
 
 from __future__ import annotations
 
@@ -6,6 +10,7 @@ from verified_triton.core.numfmt import seconds
 from verified_triton.site.directives import Page, directive
 from verified_triton.site.directives.common import gpu_first, mode_label, stale_note
 from verified_triton.site.door import Md, clean_output, code_block, indent, text, url
+from verified_triton.site.render import admonition
 
 # Recorded output is evidence, not prose: kept out of the search index (it filled it with logs). The mark
 # sits on the code block itself: Material's indexer compares elements by tag, so an excluded <div> stops
@@ -62,8 +67,16 @@ def filtered_warnings(record) -> Md:
               "\n\n{}").format(total, Md("\n").join(items))
 
 
-@directive("output", "what each recorded run printed, in tabs, GPU first, with machine, versions and date")
-def output(page: Page) -> Md:
+@directive("output", "what each recorded run printed, in tabs, GPU first, with machine, versions and date "
+           "(folded: one click away)", flags=("folded",))
+def output(page: Page, flags: frozenset[str] = frozenset()) -> Md:
+    shown = output_markdown(page)
+    if "folded" not in flags or not page.lesson.records:
+        return shown
+    return admonition("abstract", "What each run printed: its machine, versions and output", shown, folded=True)
+
+
+def output_markdown(page: Page) -> Md:
     st = page.lesson
     records = gpu_first(st)
     if not records:

@@ -4,6 +4,10 @@ The step is read from the lesson's main() (`with lesson.step(NAME):` or `if less
 name main() does not have fails the build at the page's FILE:LINE, naming the steps it has. Each record
 shows the step's own output in a tab (the GPU first, as `::output` does); a step the interpreter skips
 says why; a run recorded before the kit kept output per step says so and points to the whole log.
+
+`::step NAME folded` is the reading path's form: one line, what the step's checks came to in each run
+("19 checks passed in this step on NVIDIA H200 and 15 under the interpreter"), its failed checks named, and
+what it printed folded under it.
 """
 
 from __future__ import annotations
@@ -12,14 +16,50 @@ from verified_triton.judge.evidence import Record
 from verified_triton.judge.status import LessonStatus
 from verified_triton.site import lesson_source
 from verified_triton.site.directives import DirectiveError, Page, directive
-from verified_triton.site.directives.common import gpu_first, mode_label, stale_note, where
+from verified_triton.site.directives.common import STALE_MARK, gpu_first, mode_label, stale_note, where
 from verified_triton.site.directives.output import OUTPUT_ATTRS
 from verified_triton.site.door import Md, clean_output, code, code_block, indent, text
+from verified_triton.site.render import admonition
 
 
-@directive("step", "what one named step of main() printed in each recorded run, in tabs, under the section "
-                   "that shows its code", args=("NAME",))
-def step(page: Page, name: str) -> Md:
+@directive("step", "what one named step of main() printed in each recorded run, in tabs (folded: its "
+                   "checks' counts)", args=("NAME",),
+           flags=("folded",))
+def step(page: Page, name: str, flags: frozenset[str] = frozenset()) -> Md:
+    shown = step_markdown(page, name)
+    records = gpu_first(page.lesson)
+    if "folded" not in flags or not records:
+        return shown
+    line = step_line(page.lesson, records, name)
+    title = Md("What the step {} printed, in each run").format(code(name))
+    return Md("{}\n\n{}").format(line, admonition("abstract", title, shown, folded=True)) if line else \
+        admonition("abstract", title, shown, folded=True)
+
+
+def step_line(st: LessonStatus, records: list[Record], name: str) -> Md:
+    """What the step's checks came to in each run, its failures named; "" when it made no checks."""
+    parts, failed = [], []
+    for r in records:
+        mine = [c for c in r.checks if c.step == name]
+        if not mine:
+            continue
+        passed = sum(c.status == "pass" for c in mine)
+        count = str(passed) if passed == len(mine) else f"{passed} of {len(mine)}"
+        where = "under the interpreter" if r.mode == "interpreter" else f"on {r.env.device_name}"
+        older = "" if st.is_current(r) else f" ({STALE_MARK})"
+        if not parts:
+            count = Md("**{} {} passed** in this step").format(count, "check" if len(mine) == 1 else "checks")
+        parts.append(Md("{} {}{}").format(count, where, older))
+        failed += [c.name for c in mine if c.status == "fail" and c.name not in failed]
+    if not parts:
+        return Md("")
+    line = Md(", ").join(parts[:-1]) + (Md(" and ") if len(parts) > 1 else Md("")) + parts[-1] + Md(".")
+    if failed:
+        line += Md(" Failed: {}.").format(Md(", ").join(code(n) for n in failed))
+    return line
+
+
+def step_markdown(page: Page, name: str) -> Md:
     st = page.lesson
     try:
         lesson_source.read(st.lesson, page.site.code_dir).step(name)

@@ -1,11 +1,20 @@
-"""::table NAME — one table a run recorded with lesson.table(NAME, ...), from the best record that has it."""
+"""::table NAME — one table a run recorded with lesson.table(NAME, ...), from the best record that has it.
+
+Shown open by default, as every page has it; `::table NAME folded` folds it under a title made of its
+caption's first clause, for a sweep or a per-run table the reader opens on purpose (a title of the
+author's own: put the line, indented, under Material's `??? note "Title"`).
+"""
 
 from __future__ import annotations
+
+import re
 
 from verified_triton.site.directives import DirectiveError, Page, directive, notebook_form
 from verified_triton.site.directives.common import STALE_MARK, gpu_first, mode_label, stale_note
 from verified_triton.site.door import Md, text
 from verified_triton.site.render import SECOND_COPY, admonition, bounded_rows, number
+
+TITLE_CHARS = 80  # a folded table's title, at most (the caption is shown in full under the table)
 
 
 def cell(value) -> Md:
@@ -14,8 +23,26 @@ def cell(value) -> Md:
     return Md("") if value is None else text(value)
 
 
-@directive("table", "one table a run recorded with lesson.table(NAME, ...)", args=("NAME",))
-def table(page: Page, name: str) -> Md:
+@directive("table", "one table a run recorded with lesson.table(NAME, ...) (folded: titled from its caption)",
+           args=("NAME",), flags=("folded",))
+def table(page: Page, name: str, flags: frozenset[str] = frozenset()) -> Md:
+    shown = table_markdown(page, name)
+    if "folded" not in flags or not page.lesson.records:
+        return shown
+    return admonition("abstract", fold_title(page, name), shown, folded=True)
+
+
+def fold_title(page: Page, name: str) -> str:
+    """'Table: ' and the first clause of the table's caption (before a ';', a '(' or a sentence's end), or of
+    its name when it has none."""
+    caption = next((t.caption for r in gpu_first(page.lesson) for t in r.tables if t.name == name and t.caption), "")
+    clause = re.split(r";|\(|\. |:\s", " ".join(caption.split()), maxsplit=1)[0].strip(" .,") or name
+    if len(clause) > TITLE_CHARS:
+        clause = clause[:TITLE_CHARS].rsplit(" ", 1)[0] + " …"
+    return f"Table: {clause}"
+
+
+def table_markdown(page: Page, name: str) -> Md:
     st = page.lesson
     for record in gpu_first(st):
         for t in record.tables:
@@ -43,7 +70,7 @@ def table(page: Page, name: str) -> Md:
 @notebook_form("table")
 def table_notebook(page: Page, name: str) -> Md:
     try:
-        md = table(page, name)
+        md = table_markdown(page, name)
     except DirectiveError:
         return Md("")
     return md.replace(Md('!!! vt-stale "{}"').format(STALE_MARK), Md("**{}**").format(STALE_MARK))

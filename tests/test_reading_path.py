@@ -83,6 +83,17 @@ def test_a_shown_region_holds_no_harness(lesson):
                        f"??? note \"{MEASURES_FOLD}\":\n" + "\n".join(found))
 
 
+@pytest.mark.parametrize("lesson", LESSONS, ids=lambda lesson: lesson.name)
+def test_a_lessons_figures_take_the_kits_text_size(lesson):
+    """The kit sizes a figure's text to read on a phone (lessonkit.plot_text); a lesson's own fontsize=8
+    drew 5-px legends there."""
+    found = [f"{path.relative_to(REPO)}:{number}: {line.strip()}"
+             for path in sorted((REPO / "code" / lesson.name).glob("*.py"))
+             for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+             if re.search(r"\b(fontsize|labelsize)\s*=", line.split("#", 1)[0])]
+    assert not found, "text sizes set by hand:\n" + "\n".join(found)
+
+
 def test_harness_is_found_in_code_not_in_prose():
     region = ('def paths(a):\n    """The ways the lesson compares."""  # the lesson\n    return a\n'
               "ms = bench_interleaved(fns)\nlesson.check('x', ok)\n")

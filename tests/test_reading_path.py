@@ -13,8 +13,8 @@ from __future__ import annotations
 import io
 import re
 import subprocess
-import tokenize
 import sys
+import tokenize
 from html.parser import HTMLParser
 from pathlib import Path
 

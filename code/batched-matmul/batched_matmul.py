@@ -606,13 +606,14 @@ def sweep_and_plot(lesson: Lesson, device: str, tiled: dict, persistent: dict,
         ax.set_xscale("log", base=2)
         ax.set_xticks(batches, [str(x) for x in batches])
         ax.set_xlabel(f"batch (products of {size} x {size} x {size})")
-        ax.set_ylabel("TFLOP/s (FP16 in, FP32 accumulate)")
+        ax.set_ylabel("TFLOP/s")
         ax.set_ylim(bottom=0)
         ax.set_title(f"Batched FP16 matmul on {gpu}")
         fig.legend(loc="outside lower center", ncols=2)
 
     lesson.plot("batch-sweep", f"TFLOP/s against batch size, each product {size}^3 "
-                "in FP16: how many products it takes to fill the GPU.", draw,
+                "(FP16 in, FP32 accumulate): how many products it takes to fill the "
+                "GPU.", draw,
                 size=(7.0, 5.0))
 
 

@@ -474,7 +474,7 @@ def plot_sweep(lesson: Lesson, sizes: list, curves: dict) -> None:
               "seed": ("^", "seed kernel")}
 
     def draw(fig):
-        left, right = fig.subplots(1, 2, width_ratios=[3, 2])
+        left, right = fig.subplots(2, 1, sharex=True)  # stacked: a phone's column
         for name, values in curves.items():
             marker, label = styles[name]
             left.plot(sizes, values, marker=marker, label=label)
@@ -485,17 +485,19 @@ def plot_sweep(lesson: Lesson, sizes: list, curves: dict) -> None:
         for ax in (left, right):
             ax.set_xscale("log", base=2)
             ax.set_xticks(sizes, [str(s) for s in sizes])
-            ax.set_xlabel("M = N = K")
-        left.set_ylabel("TFLOP/s (fp16 in, fp32 accumulate)")
-        left.legend()
+        right.set_xlabel("M = N = K")
+        left.set_ylabel("TFLOP/s")
+        fig.legend(*left.get_legend_handles_labels(), loc="outside lower center",
+                   ncols=2)
         left.set_ylim(bottom=0)
         right.axhline(1.0, color="grey", linewidth=1, linestyle="--")
-        right.set_ylabel("TFLOP/s / cuBLAS TFLOP/s")
+        right.set_ylabel("ratio to cuBLAS")
         right.set_ylim(bottom=0, top=max(1.2, 1.1 * right.get_ylim()[1]))
 
     lesson.plot("tflops-vs-size",
-                "TFLOP/s of the seed and recommended kernels and cuBLAS at square "
-                "sizes (left), and each kernel's ratio to cuBLAS (right)", draw)
+                "TFLOP/s (fp16 in, fp32 accumulate) of the seed and recommended "
+                "kernels and cuBLAS at square sizes (top), and each kernel's ratio "
+                "to cuBLAS (bottom)", draw, size=(7.0, 7.4))
 
 
 def try_this(lesson: Lesson, device: str) -> None:

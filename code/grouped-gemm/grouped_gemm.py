@@ -548,15 +548,16 @@ def sweep_and_plot(lesson: Lesson, device: str, config: dict, programs: int) -> 
             ax.set_xticks(counts, [str(c) for c in counts])
         right.set_xlabel("number of groups")
         left.set_yscale("log")
-        left.set_ylabel("microseconds per call")
-        left.legend()
+        left.set_ylabel("µs per call")
+        fig.legend(loc="outside lower center", ncols=2)
         right.plot(counts, [r[3] for r in rows], "o-", color="tab:green")
         right.axhline(1.0, color="gray", linewidth=0.8)
-        right.set_ylabel("speed-up of the grouped launch")
+        right.set_ylabel("speed-up")
         right.set_ylim(bottom=0)
 
-    lesson.plot("groups-sweep", "Time per call (top) and speed-up (bottom) against "
-                "the number of groups (fp16, M, N, K in [256, 1024])", draw,
+    lesson.plot("groups-sweep", "Time per call (top) and speed-up of the grouped "
+                "launch (bottom) against the number of groups (fp16, M, N, K in "
+                "[256, 1024])", draw,
                 size=(7.0, 7.0))
 
 

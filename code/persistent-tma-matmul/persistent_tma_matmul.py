@@ -423,14 +423,15 @@ def plot_sweep(lesson, rates, ratios):
             ax.set_xscale("log", base=2)
             ax.set_xticks(xs, [str(n) for n in xs])
             ax.set_xlabel("M = N = K")
-        left.set_ylabel("TFLOP/s (fp16 in, fp32 accumulate)")
+        left.set_ylabel("TFLOP/s")
         left.set_ylim(bottom=0)
         fig.legend(*left.get_legend_handles_labels(), loc="outside lower center",
                    ncols=2)
         right.set_ylabel("kernel / cuBLAS")
 
     lesson.plot("sweep",
-                "Top: TFLOP/s of the three steps and cuBLAS. Bottom, from 2048^3 up: "
+                "Top: TFLOP/s (fp16 in, fp32 accumulate) of the three steps and "
+                "cuBLAS. Bottom, from 2048^3 up: "
                 "each step's ratio to cuBLAS, the median of the per-round ratios "
                 "with its 95 % interval (at 2048^3, the range of 3 rounds)", draw,
                 size=(7.0, 7.6))

@@ -583,12 +583,13 @@ def sweep_and_plot(lesson: Lesson, device: str) -> None:
         ax.set_xscale("log", base=2)
         ax.set_xticks(ts, [str(t) for t in ts])
         ax.set_xlabel(f"tokens ({H} heads x {D}, {str(dtype).removeprefix('torch.')})")
-        ax.set_ylabel("GB/s (bytes the fused kernel must move)")
+        ax.set_ylabel("GB/s")
         ax.set_ylim(bottom=0)
         fig.legend(loc="outside lower center", ncols=2)
 
     lesson.plot("gbps-by-tokens",
-                "RMSNorm + RoPE bandwidth by token count: fused, eager, copy", draw,
+                "RMSNorm + RoPE bandwidth by token count: fused, eager, copy; GB/s "
+                "counts the bytes the fused kernel must move", draw,
                 size=(7.0, 5.0))
 
 

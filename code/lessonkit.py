@@ -1052,25 +1052,31 @@ class Lesson:
         """Draw a figure twice, for the light and the dark page, and save both.
 
         `draw(fig)` adds axes to a fresh matplotlib figure and plots on them;
-        the kit sets the colours, the size and the file names.
+        the kit sets the colours, the text size (legible on a phone whatever
+        `size` is: see PLOT_TEXT) and the file names, and starts every bar
+        chart's value axis at zero, so bar lengths compare honestly.
         """
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
 
+        style = {**PLOT_STYLE, **plot_text(size[0])}
         if self.untimed:  # draw() runs once; untimed data is never rendered
-            fig = plt.figure(figsize=size)
-            draw(fig)
-            plt.close(fig)
+            with plt.rc_context(style):
+                fig = plt.figure(figsize=size)
+                draw(fig)
+                _bars_from_zero(fig)
+                plt.close(fig)
             print(f"  figure {_name(name)}: drawn, not saved (an untimed run)")
             return
         self._figure_dir.mkdir(parents=True, exist_ok=True)
         files = {}
         for theme, suffix in (("light", ""), ("dark", "-dark")):
-            with plt.rc_context({**PLOT_STYLE, **PLOT_THEMES[theme]}):
+            with plt.rc_context({**style, **PLOT_THEMES[theme]}):
                 fig = plt.figure(figsize=size, layout="constrained")
                 draw(fig)
+                _bars_from_zero(fig)
                 files[theme] = f"{_name(name)}{suffix}.png"
                 fig.savefig(self._figure_dir / files[theme], dpi=120)
                 plt.close(fig)
@@ -1252,14 +1258,47 @@ class _Tee:
 
 # Figures: one style, two colour schemes (Material's default and slate pages).
 PLOT_STYLE = {
-    "font.size": 10,
-    "axes.titlesize": 10,
-    "legend.fontsize": 9,
     "axes.grid": True,
     "grid.linewidth": 0.6,
     "axes.spines.top": False,
     "axes.spines.right": False,
 }
+# A page shows every figure at the width of its column, whatever the figure's
+# size in inches: about 900 px on a wide screen, 340 px on a phone. So the text
+# is sized to the figure's width, to be PLOT_TEXT["phone_px"] pixels or more on
+# a phone (and about 2.6 times that on a wide screen).
+PLOT_TEXT = {"phone_column_px": 340, "phone_px": 10}
+
+
+def plot_text(width_in: float) -> dict:
+    """Matplotlib's text sizes for a figure `width_in` inches wide: every title,
+    label, tick and legend at the size that reads on a phone."""
+    points = PLOT_TEXT["phone_px"] * 72 * width_in / PLOT_TEXT["phone_column_px"]
+    keys = ("font.size", "axes.titlesize", "axes.labelsize", "xtick.labelsize",
+            "ytick.labelsize", "legend.fontsize", "legend.title_fontsize",
+            "figure.titlesize")
+    return dict.fromkeys(keys, round(points, 1))
+
+
+def _bars_from_zero(fig) -> None:
+    """A bar's length is its value: on a linear axis, bars start at zero."""
+    from matplotlib.container import BarContainer
+
+    for ax in fig.axes:
+        bars = [c for c in ax.containers if isinstance(c, BarContainer)]
+        if not bars:
+            continue
+        across = bars[0].orientation == "horizontal"  # barh: the values run along x
+        scale, limits, set_limits = (
+            (ax.get_xscale(), ax.get_xlim(), ax.set_xlim)
+            if across
+            else (ax.get_yscale(), ax.get_ylim(), ax.set_ylim)
+        )
+        low, high = sorted(limits)
+        if scale == "linear" and low > 0:
+            set_limits(0, high) if limits[0] < limits[1] else set_limits(high, 0)
+
+
 PLOT_THEMES = {
     "light": {
         "figure.facecolor": "#ffffff",

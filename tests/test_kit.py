@@ -292,3 +292,58 @@ def test_a_part_skipped_in_a_loop_is_recorded_once(smoke, tmp_path):
     for _ in range(3):
         assert smoke.not_on_interpreter("PTX counts", "the interpreter compiles no PTX")
     assert smoke.results.skipped_parts == [kit.SkippedPart("PTX counts", "the interpreter compiles no PTX")]
+
+
+# -- figures (issue 32 item 5) ---------------------------------------------------------------
+
+def recording_lesson(monkeypatch, tmp_path):
+    monkeypatch.delenv(kit.INTERPRET_ENV, raising=False)
+    monkeypatch.setenv(kit.RESULTS_ENV, str(tmp_path / "results.json"))
+    monkeypatch.setenv(kit.FIGURES_ENV, str(tmp_path / "figures"))
+    monkeypatch.chdir(tmp_path)
+    return kit.kit.Lesson("figure-test")
+
+
+@pytest.mark.parametrize("size", [(7.0, 3.6), (5.0, 3.0), (11.0, 4.0)])
+def test_a_figures_text_reads_on_a_phone_whatever_its_size(monkeypatch, tmp_path, size):
+    """A figure is shown at the column's width (about 340 px on a phone): every legend, tick, label and title
+    must come out at 10 px or more there. Before: 9 pt legends on a 7-inch figure, 6 px on a phone."""
+    figures = []
+
+    def draw(fig):
+        ax = fig.subplots()
+        ax.plot([1, 2], [3, 4], label="a line")
+        ax.set_title("a title")
+        ax.set_xlabel("x")
+        ax.legend()
+        figures.append(fig)
+
+    recording_lesson(monkeypatch, tmp_path).plot("fig", "a figure", draw, size=size)
+    assert len(figures) == 2  # light and dark
+    for fig in figures:
+        ax = fig.axes[0]
+        texts = [*ax.get_legend().get_texts(), ax.title, ax.xaxis.label, *ax.get_xticklabels()]
+        phone_px = {t.get_text(): t.get_fontsize() / 72 * 340 / size[0] for t in texts}
+        assert min(phone_px.values()) >= 10 - 0.1, phone_px
+
+
+def test_bars_start_at_zero_whatever_limits_the_drawing_set(monkeypatch, tmp_path):
+    """gluon-basics' bandwidth bars started at 3,850 GB/s, so a 7 % gap looked like a factor of three."""
+    figures = []
+
+    def draw(fig):
+        up, across, logged = fig.subplots(1, 3)
+        up.bar(["kernel", "copy"], [3900, 4200])
+        up.set_ylim(3850, 4250)
+        across.barh(["kernel", "copy"], [0.93, 1.0])
+        across.set_xlim(0.9, 1.01)
+        logged.bar(["a", "b"], [10, 1000])
+        logged.set_yscale("log")
+        figures.append(fig)
+
+    recording_lesson(monkeypatch, tmp_path).plot("bars", "bars", draw)
+    for fig in figures:
+        up, across, logged = fig.axes
+        assert up.get_ylim() == (0, 4250) and across.get_xlim() == (0, 1.01)
+        assert logged.get_ylim()[0] > 0  # a log axis has no zero: left as drawn
+    assert (tmp_path / "figures" / "bars.png").is_file()

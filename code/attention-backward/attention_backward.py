@@ -511,28 +511,29 @@ def check_case(lesson, B, H, S, D, causal, device, seed, methods=METHODS):
             lesson.close(f"{name}-{method}-{label}", got, ref, TOL, atol, why)
 
 
+# snippet: checks
+# (B, H, S, D) of the checks: both head dimensions, each run causal and full
+# with both ways of computing dQ, and sequence lengths that are no multiple
+# of any block (nor of 16), so every tail mask does work. B * H > 1: a row
+# read from the wrong head would show.
+CHECK_CASES = {
+    "interpreter": [(1, 2, 40, 64), (1, 2, 37, 128)],
+    "gpu": [(1, 2, 1000, 64), (2, 2, 1000, 128), (1, 2, 256, 128)],
+}
+# end snippet
+
+
 def check_correctness(lesson: Lesson, device: str) -> None:
     lesson.not_on_interpreter(
         "dQ added by TMA reduce (the atomic method's GPU path)",
         "Triton's interpreter has no tensor-descriptor atomic_add; under it the "
         "atomic method adds dQ with the threads' own atomic adds (DQ_BY=\"threads\")",
     )
-    # snippet: checks
-    # Both head dimensions, causal and full, both ways of computing dQ, and
-    # sequence lengths that are no multiple of any block (nor of 16), so
-    # every tail mask does work. B * H > 1: a row read from the wrong head
-    # would show.
-    if lesson.interpret:
-        cases = [(1, 2, 40, 64, METHODS), (1, 2, 37, 128, METHODS)]
-    else:  # on the GPU, the methods the benchmark runs
-        cases = [(1, 2, 1000, 64, METHODS), (2, 2, 1000, 128, METHODS),
-                 (1, 2, 256, 128, METHODS)]
     seed = 0
-    for B, H, S, D, methods in cases:
+    for B, H, S, D in CHECK_CASES["interpreter" if lesson.interpret else "gpu"]:
         for causal in (False, True):
-            check_case(lesson, B, H, S, D, causal, device, seed, methods)
+            check_case(lesson, B, H, S, D, causal, device, seed, METHODS)
             seed += 1
-    # end snippet
 
 
 def try_this(lesson: Lesson, device: str) -> None:
@@ -607,10 +608,12 @@ def sdpa_backend(q, k, v, causal) -> str:
         return f"unknown ({type(err).__name__})"
 
 
-def bench_inputs(lesson, device, D, causal, methods):
-    """q, k, v, dO at the benchmark shape, and a backward closure per method
-    (ours through autograd, as SDPA's), sharing the same inputs."""
-    B, H, S = lesson.size(gpu=(B_, H_, S_), smoke=(1, 2, 128))
+# snippet: benchmark
+def bench_inputs(shape, device, D, causal, methods):
+    """q, k, v, dO of `shape` (B, H, S), and a backward closure per method
+    (ours through autograd, as SDPA's), sharing the same inputs. The forward
+    runs once, here, outside the timing: only the backward is timed."""
+    B, H, S = shape
     q, k, v, do = make_inputs(B, H, S, D, device, 1234 + D)
     q, k, v = (t.requires_grad_() for t in (q, k, v))
     sdpa = torch.nn.functional.scaled_dot_product_attention
@@ -628,6 +631,9 @@ def bench_inputs(lesson, device, D, causal, methods):
     fns = {name: (lambda o=o: torch.autograd.grad(o, (q, k, v), do, retain_graph=True))
            for name, o in outs.items()}
     return (q, k, v, do), fns
+
+
+# end snippet
 
 
 def show_compiled_code(lesson: Lesson) -> None:
@@ -672,14 +678,12 @@ def benchmark(lesson: Lesson, device: str) -> None:
                                "matmuls per (key block, query block): 7 for two "
                                "kernels, 5 for the atomic method, whose adds stay "
                                "hidden", 0.15, quantity="value", unit="×")
-            # snippet: benchmark
-            # B=4, H=16, S=4096, fp16: ours (forward done once, outside the
-            # timing) against torch SDPA's backward, both through autograd on
-            # the same q, k, v and dO, taking turns round after round.
-            (q, k, v, do), fns = bench_inputs(lesson, device, D, causal, methods)
+            # B=4, H=16, S=4096, fp16: ours against torch SDPA's backward, both
+            # through autograd on the same q, k, v and dO, taking turns.
+            shape = lesson.size(gpu=(B_, H_, S_), smoke=(1, 2, 128))
+            (q, k, v, do), fns = bench_inputs(shape, device, D, causal, methods)
             flop = backward_flops(B_, H_, S_, D, causal)
             ms = bench_interleaved(fns, rounds=10)
-            # end snippet
             if compare:
                 lesson.measured("atomic-vs-two-kernel-full-d128", statistics.median(
                     t / a for t, a in zip(ms["two-kernel"], ms["atomic"], strict=True)))
@@ -744,13 +748,14 @@ def plot(lesson: Lesson, bars: dict) -> None:
             have = [(j, c) for j, c in enumerate(cases) if (*c, name) in bars]
             ax.bar([j + (i - 1) * width for j, _ in have],
                    [bars[(*c, name)] for _, c in have], width, label=label)
-        ax.set_xticks(range(len(cases)), [f"D={D}, {kind}" for D, kind in cases])
-        ax.set_ylabel("TFLOP/s (2.5x forward FLOPs)")
+        ax.set_xticks(range(len(cases)), [f"D={D}\n{kind}" for D, kind in cases])
+        ax.set_ylabel("TFLOP/s")
         ax.set_title(f"Attention backward, B={B_}, H={H_}, S={S_}, fp16")
-        ax.legend(loc="lower right")
+        fig.legend(loc="outside lower center", ncols=3)
 
     lesson.plot("backward-tflops", "Backward TFLOP/s of each method next to torch "
-                "SDPA's backward, same run", draw)
+                "SDPA's backward, same run (FLOPs counted as 2.5 times the "
+                "forward's)", draw, size=(7.0, 4.6))
 
 
 def main() -> int:

@@ -171,25 +171,28 @@ def check(lesson, name, a, b, cfg=None, **launch):
     return lesson.close(name, c, want, rtol, atol, why)
 
 
+# snippet: every-config
+# Before any timing: every config in the list must compute the right
+# answer, on a shape that is a multiple of none of the tiles. A config
+# that is fast but wrong would otherwise win silently. Under the
+# interpreter this is all the lesson can do (it cannot time anything,
+# and it ignores num_warps and num_stages, so there it checks the tiling
+# of each config, with its real block sizes). On the GPU, M, N and K are
+# multiples of 16, like the tuned shapes, so this runs the very binaries
+# the autotuner times.
+EVERY_CONFIG_SHAPES = {
+    "interpreter": [(200, 136, 72), (330, 520, 130)],
+    "gpu": [(784, 656, 400)],
+}
+# end snippet
+
+
 def check_every_config(lesson: Lesson, device: str) -> None:
-    # snippet: every-config
-    # Before any timing: every config in the list must compute the right
-    # answer, on a shape that is a multiple of none of the tiles. A config
-    # that is fast but wrong would otherwise win silently. Under the
-    # interpreter this is all the lesson can do (it cannot time anything,
-    # and it ignores num_warps and num_stages, so there it checks the tiling
-    # of each config, with its real block sizes). On the GPU, M, N and K are
-    # multiples of 16, like the tuned shapes, so this runs the very binaries
-    # the autotuner times.
-    if lesson.interpret:
-        shapes = [(200, 136, 72), (330, 520, 130)]
-    else:
-        shapes = [(784, 656, 400)]
+    shapes = EVERY_CONFIG_SHAPES["interpreter" if lesson.interpret else "gpu"]
     for seed, (M, N, K) in enumerate(shapes):
         a, b = random_pair(M, N, K, device, seed)
         for cfg in CONFIGS:
             check(lesson, f"config-{describe(cfg)}-{M}x{N}x{K}", a, b, cfg)
-    # end snippet
 
 
 # The five shapes, and the one the benchmark gates on.
@@ -220,6 +223,7 @@ def tune_and_benchmark(lesson: Lesson, device: str) -> None:
         timings = getattr(matmul_kernel_tuned, "configs_timings", None) or {}
         spread[M, N, K] = {describe(c): t[0] if isinstance(t, (list, tuple)) else t
                            for c, t in timings.items()}
+        # end snippet
         check(lesson, f"tuned-{M}x{N}x{K}", a, b)  # the tuned kernel's answer
         # Later calls: a cache lookup, then the winner. It and cuBLAS take
         # turns: fifteen rounds at the target shape, three (a table) elsewhere.
@@ -237,7 +241,6 @@ def tune_and_benchmark(lesson: Lesson, device: str) -> None:
                                 "cublas": partial(torch.matmul, a, b)},
                                rounds=15 if target else 3,
                                warm_s=0.5 if target else 0.1)
-        # end snippet
         flop = 2 * M * N * K
         if target:
             lesson.benchmark("autotuned-vs-cublas-4096",
@@ -291,23 +294,23 @@ def plot_heatmap(lesson: Lesson, names: list, tflops: dict) -> None:
 
     def draw(fig):
         ax = fig.subplots()
-        image = ax.imshow(ratio, cmap="viridis", vmin=low, vmax=1.0, aspect="auto")
+        # Every cell carries its number, so the colour needs no colour bar.
+        ax.imshow(ratio, cmap="viridis", vmin=low, vmax=1.0, aspect="auto")
         ax.set_xticks(range(len(shapes)),
-                      [f"{m}x{n}\nK={k}" for m, n, k in shapes])
+                      [f"{m}\nx{n}\nK={k}" for m, n, k in shapes])
         ax.set_yticks(range(len(names)), names)
         ax.set_xlabel("shape: M x N, and K")
         ax.grid(False)
         for i, row in enumerate(ratio):
             for j, value in enumerate(row):
                 text = "n/a" if math.isnan(value) else f"{value:.2f}"
-                ax.text(j, i, text, ha="center", va="center", fontsize=9,
+                ax.text(j, i, text, ha="center", va="center",
                         color="black" if value > (low + 1.0) / 2 else "white")
-        fig.colorbar(image, ax=ax, label="TFLOP/s / best config's TFLOP/s")
 
     lesson.plot("config-heatmap",
                 "Every config at every shape, as a fraction of the best config at that "
                 "shape (1.00: the autotuner's pick), from the autotuner's own timings",
-                draw)
+                draw, size=(7.0, 6.4))
 
 
 # == Try this ==================================================================

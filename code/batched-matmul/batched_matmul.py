@@ -327,9 +327,9 @@ def operands(batch, M, N, K, device, layout):
     return a, b
 
 
-def check(lesson, name, run, a, b, **kwargs):
-    """run(a, b) against float64 torch.bmm of the same fp16 inputs, output
-    poisoned with NaN."""
+def result_and_bound(run, a, b, **kwargs):
+    """run(a, b) into an output poisoned with NaN, float64 torch.bmm of the same
+    fp16 inputs, and the bound: (got, want, rtol, atol, why)."""
     want = torch.bmm(a.to(torch.float64), b.to(torch.float64))
     K = a.shape[2]
     rtol, why = scaled_rtol(FP16_RTOL, F32_EPS, K)
@@ -341,7 +341,14 @@ def check(lesson, name, run, a, b, **kwargs):
         tma = tma_compatible(a, b, out)
         why += "; " + ("TMA path" if tma else "not TMA-compatible: step 1 kernel")
     run(a, b, out=out, **kwargs)
-    return lesson.close(name, out, want, rtol, atol, why)
+    return out, want, rtol, atol, why
+
+
+# end snippet
+
+
+def check(lesson, name, run, a, b, **kwargs):
+    return lesson.close(name, *result_and_bound(run, a, b, **kwargs))
 
 
 def checks(lesson, device, shapes, run=bmm, prefix="", layouts=LAYOUTS, **kwargs):
@@ -350,9 +357,6 @@ def checks(lesson, device, shapes, run=bmm, prefix="", layouts=LAYOUTS, **kwargs
             a, b = operands(batch, M, N, K, device, layout)
             name = f"{prefix}{layout}-{batch}x{M}x{N}x{K}"
             check(lesson, name, run, a, b, **kwargs)
-
-
-# end snippet
 
 
 def check_tiled(lesson: Lesson, device: str) -> None:
@@ -481,11 +485,11 @@ def show_compiled_code(lesson: Lesson, device: str, tiled: dict, persistent: dic
 def benchmark(lesson: Lesson, device: str, tiled: dict, persistent: dict):
     """The target: batch 64 of 1024^3 in FP16, both steps against torch.bmm,
     and one launch against a loop of 64 launches."""
+    batch, size = lesson.size(gpu=(64, 1024), smoke=(2, 64))
     # snippet: host-loop
     # The same 64 products as 64 launches of the single-matrix case (batch
     # 1 views of the same tensors): each launch has only the tiles of one
     # 1024x1024 C, too few to fill the GPU, and pays its own launch.
-    batch, size = lesson.size(gpu=(64, 1024), smoke=(2, 64))
     a, b = target_operands(batch, device, size)
     c = torch.empty_like(a)
 
@@ -496,11 +500,16 @@ def benchmark(lesson: Lesson, device: str, tiled: dict, persistent: dict):
     # end snippet
 
     # snippet: benchmark
-    # Both steps, torch.bmm (cuBLAS's batched GEMM) and the host loop take
-    # turns, round after round, so clock drift under load treats them alike.
+    # Both steps, torch.bmm (cuBLAS's batched GEMM) and the host loop race.
     # Each product is 2 * 1024^3 FLOP (a multiply and an add per term).
     flop = 2.0 * batch * size**3
-    # Predictions, before the rounds. Step 2 is the previous lesson's
+    contenders = {
+        "persistent": lambda: bmm_persistent(a, b, config=persistent),
+        "tiled": lambda: bmm(a, b, out=c, config=tiled),
+        "torch.bmm": lambda: torch.bmm(a, b),
+        "host loop": host_loop,
+    }
+    # The model of the predictions. Step 2 is the previous lesson's
     # persistent kernel, which matched cuBLAS on one matrix, with the batch as
     # one more index of its tile loop. Step 1 pays, per tile, the pipeline's
     # fill and epilogue (about 3 K steps) and idles in a part-empty last wave.
@@ -510,6 +519,8 @@ def benchmark(lesson: Lesson, device: str, tiled: dict, persistent: dict):
                   * triton.cdiv(size, tiled["BLOCK_N"]))
     steps, waves = size // tiled["BLOCK_K"], batch * per_matrix / sms
     loop_waves = batch * math.ceil(per_matrix / sms)
+    # end snippet
+    # snippet: measure
     lesson.predict("bmm-vs-torch-64x1024", 1.0, "the persistent kernel that matched "
                    "cuBLAS on one matrix; the batch is one more tile index", 0.05)
     lesson.predict("tiled-bmm-vs-torch-64x1024",
@@ -519,12 +530,8 @@ def benchmark(lesson: Lesson, device: str, tiled: dict, persistent: dict):
     lesson.predict("one-launch-vs-host-loop-64x1024", loop_waves / math.ceil(waves),
                    f"GPU time in waves: {loop_waves} for 64 launches of one matrix, "
                    f"{math.ceil(waves)} for one launch", 0.25)
-    ms = bench_interleaved({
-        "persistent": lambda: bmm_persistent(a, b, config=persistent),
-        "tiled": lambda: bmm(a, b, out=c, config=tiled),
-        "torch.bmm": lambda: torch.bmm(a, b),
-        "host loop": host_loop,
-    }, method="events")  # per call, launches included: the host loop's cost
+    # Each call timed on its own, launches included: the host loop's cost.
+    ms = bench_interleaved(contenders, method="events")
     # end snippet
     step1 = config_name(GPU_CONFIGS, tiled)
     step2 = config_name(PERSISTENT_GPU_CONFIGS, persistent)
@@ -598,14 +605,16 @@ def sweep_and_plot(lesson: Lesson, device: str, tiled: dict, persistent: dict,
             ax.plot(batches, [sweep[x][key] for x in batches], style, label=name)
         ax.set_xscale("log", base=2)
         ax.set_xticks(batches, [str(x) for x in batches])
-        ax.set_xlabel("batch (products of 1024 x 1024 x 1024)")
-        ax.set_ylabel("TFLOP/s (FP16 in, FP32 accumulate)")
+        ax.set_xlabel(f"batch (products of {size} x {size} x {size})")
+        ax.set_ylabel("TFLOP/s")
         ax.set_ylim(bottom=0)
         ax.set_title(f"Batched FP16 matmul on {gpu}")
-        ax.legend(loc="upper left")
+        fig.legend(loc="outside lower center", ncols=2)
 
-    lesson.plot("batch-sweep", "TFLOP/s against batch size: one 1024^3 product "
-                "cannot fill the GPU; 64 can.", draw)
+    lesson.plot("batch-sweep", f"TFLOP/s against batch size, each product {size}^3 "
+                "(FP16 in, FP32 accumulate): how many products it takes to fill the "
+                "GPU.", draw,
+                size=(7.0, 5.0))
 
 
 def try_this(lesson: Lesson, device: str) -> None:

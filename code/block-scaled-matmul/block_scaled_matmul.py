@@ -364,22 +364,21 @@ def record_compile_facts(lesson: Lesson) -> None:
 
 
 def benchmark(lesson: Lesson, device: str) -> None:
+    size = lesson.size(gpu=8192, smoke=256)
     # snippet: benchmark
     # 8192^3: 2 * 8192^3 FLOP per call. The baseline is torch.matmul in
     # bfloat16 (cuBLAS): what MXFP8 buys over the usual 16-bit format.
-    size = lesson.size(gpu=8192, smoke=256)
     a_q, a_s = quantize_mxfp8(varied_blocks(size, size, seed=30, device=device))
     bt_q, b_s = quantize_mxfp8(varied_blocks(size, size, seed=31, device=device))
     a16 = torch.randn(size, size, device=device, dtype=torch.bfloat16)
     b16 = torch.randn(size, size, device=device, dtype=torch.bfloat16)
-    ms = bench_interleaved(
-        {
-            "mxfp8": lambda: mx_matmul(a_q, a_s, bt_q, b_s),
-            "bf16": lambda: torch.matmul(a16, b16),
-        }
-    )
+    contenders = {
+        "mxfp8": lambda: mx_matmul(a_q, a_s, bt_q, b_s),
+        "bf16": lambda: torch.matmul(a16, b16),
+    }
     flop = 2 * size**3
     # end snippet
+    ms = bench_interleaved(contenders)
     lesson.benchmark(
         "mxfp8-vs-bf16-cublas-8192",
         "MXFP8 tl.dot_scaled vs bf16 torch.matmul, 8192^3",

@@ -302,21 +302,25 @@ def check_one(lesson, n_rows, V, dtype, device, block=None, seed=0):
     )
 
 
+# snippet: checks
+# (rows, V, dtype, block) of the checks: vocabularies that are not multiples
+# of the block (3000 = 2 blocks of 1024 + 952), one shorter than a single
+# block (77), and the block chosen by the launcher (None). Rows mix real
+# targets with ignore_index.
+CHECK_CASES = {
+    "interpreter": [(32, 3000, torch.float32, 1024), (32, 3000, torch.float16, 1024),
+                    (16, 77, torch.float16, None), (8, 5000, torch.float16, None)],
+    "gpu": [(64, 3000, torch.float16, 1024), (257, 50257, torch.float16, None),
+            (257, 50257, torch.bfloat16, None), (64, 131072, torch.bfloat16, 4096),
+            (300, 100_000, torch.bfloat16, None)],
+}
+# end snippet
+
+
 def check_correctness(lesson: Lesson, device: str) -> None:
-    # snippet: checks
-    # Vocabularies that are not multiples of the block (3000 = 2 blocks of
-    # 1024 + 952), one shorter than a single block (77), and the block
-    # chosen by the launcher. Rows mix real targets with ignore_index.
-    if lesson.interpret:
-        cases = [(32, 3000, torch.float32, 1024), (32, 3000, torch.float16, 1024),
-                 (16, 77, torch.float16, None), (8, 5000, torch.float16, None)]
-    else:
-        cases = [(64, 3000, torch.float16, 1024), (257, 50257, torch.float16, None),
-                 (257, 50257, torch.bfloat16, None), (64, 131072, torch.bfloat16, 4096),
-                 (300, 100_000, torch.bfloat16, None)]
+    cases = CHECK_CASES["interpreter" if lesson.interpret else "gpu"]
     for seed, (n_rows, V, dtype, block) in enumerate(cases):
         check_one(lesson, n_rows, V, dtype, device, block, seed)
-    # end snippet
     lesson.not_on_interpreter(
         "bfloat16 logits", "the interpreter has no bfloat16; fp16 and fp32 stand in"
     )
@@ -502,14 +506,14 @@ def measure_peak(fn) -> float:
 
 
 def benchmark(lesson: Lesson, device: str):
+    n_rows, V = lesson.size(gpu=(8192, 131072), smoke=(64, 3000))
+    dtype = lesson.size(gpu=torch.bfloat16, smoke=torch.float32)  # CPU: no bf16
     # snippet: benchmark
     # 8192 tokens x 131072 words in bf16: 2 GiB of logits. The fused kernel
     # destroys its input, so every call of either side starts by restoring
     # the same logits from a pristine copy (2 GiB read + 2 GiB written).
     # Both sides pay that copy; the copy alone is timed too, so it can be
     # subtracted round by round.
-    n_rows, V = lesson.size(gpu=(8192, 131072), smoke=(64, 3000))
-    dtype = lesson.size(gpu=torch.bfloat16, smoke=torch.float32)  # CPU: no bf16
     x0, t = make_inputs(n_rows, V, dtype, device, seed=1)
     work = torch.empty_like(x0)
     leaf = torch.empty_like(x0).requires_grad_()
@@ -527,11 +531,14 @@ def benchmark(lesson: Lesson, device: str):
         leaf.grad = None  # a fresh gradient tensor, as in a training step
         F.cross_entropy(leaf, t).backward()
 
-    # Predictions from the bytes, before the rounds, in passes over the
-    # logits: PyTorch at least 6, the kernel 3 (two reads, one write), the
-    # restore 2. At one bandwidth, time is proportional to passes; the
-    # kernel's own time is 3 passes at a copy's rate (4.3 TB/s on an H200).
+    contenders = {"fused": fused, "torch": torch_ce, "copy": restore}
+    # The model, in passes over the logits: PyTorch at least 6, the kernel 3
+    # (two reads, one write), the restore 2. At one bandwidth, time is
+    # proportional to passes; the kernel's own time is 3 passes at a copy's
+    # rate (4.3 TB/s on an H200).
     by_torch, by_fused, by_copy = 6, 3, 2
+    # end snippet
+    # snippet: measure
     size = x0.numel() * x0.element_size()
     lesson.predict("fused-vs-torch-8192x131072-bf16",
                    (by_torch + by_copy) / (by_fused + by_copy),
@@ -543,8 +550,7 @@ def benchmark(lesson: Lesson, device: str):
     lesson.predict("fused-ms-net-of-copy", by_fused * size / 4.3e9,
                    "3 passes over 2 GiB of logits at 4.3 TB/s, an H200's copy rate",
                    0.15, of="fused-vs-torch-net-of-copy", quantity="kernel")
-    ms = bench_interleaved({"fused": fused, "torch": torch_ce, "copy": restore})
-    # end snippet
+    ms = bench_interleaved(contenders)
     lesson.benchmark(
         "fused-vs-torch-8192x131072-bf16",
         "loss + gradient vs F.cross_entropy + backward, 8192x131072 bf16, "
@@ -567,6 +573,7 @@ def benchmark(lesson: Lesson, device: str):
         baseline_name="F.cross_entropy(logits, target).backward()",
         note="informational: (copy + X) - copy, round by round",
     )
+    # end snippet
 
     # snippet: memory
     # Peak memory above the inputs (logits and targets already allocated).
@@ -624,9 +631,9 @@ def compare_with_liger(lesson: Lesson, x0, t, work) -> None:
         work.copy_(x0)
         liger_cross_entropy_(ce, work, t, n_valid)
 
-    ms = bench_interleaved({"fused": fused, "liger": liger,
-                            "copy": lambda: work.copy_(x0)})
+    contenders = {"fused": fused, "liger": liger, "copy": lambda: work.copy_(x0)}
     # end snippet
+    ms = bench_interleaved(contenders)
     # What is timed must be right: Liger's loss next to ours (checked
     # against float64 above), its gradient on 64 rows against float64.
     work.copy_(x0)
@@ -725,26 +732,29 @@ def sweep_and_plot(lesson: Lesson, device: str) -> None:
         leaf.grad = None
         peaks["torch"].append(measure_peak(partial(backward_of, leaf, t)) / 2**30)
 
+    kind = f"{n_rows} rows of {str(dtype).removeprefix('torch.')} logits"
+
     def draw(fig):
-        left, right = fig.subplots(1, 2)
-        left.plot(vocab, curves["torch"], "s-", label="F.cross_entropy + backward")
-        left.plot(vocab, curves["fused"], "o-", label="fused, in place")
-        left.plot(vocab, curves["copy"], "--", color="gray", label="the restore copy")
-        left.set_xscale("log", base=2)
-        left.set_xlabel("vocabulary size V (8192 rows, bf16)")
-        left.set_ylabel("ms per call (restore included)")
-        left.legend()
-        right.plot(vocab, peaks["torch"], "s-", label="F.cross_entropy + backward")
-        right.plot(vocab, peaks["fused"], "o-", label="fused, in place")
-        right.set_xscale("log", base=2)
-        right.set_xlabel("vocabulary size V")
-        right.set_ylabel("peak memory above inputs (GiB)")
-        right.legend()
+        top, bottom = fig.subplots(2, 1, sharex=True)
+        for ax, values, unit in ((top, curves, "ms per call (restore included)"),
+                                 (bottom, peaks, "peak above inputs (GiB)")):
+            ax.plot(vocab, values["torch"], "s-", label="F.cross_entropy + backward")
+            ax.plot(vocab, values["fused"], "o-", label="fused, in place")
+            if "copy" in values:
+                ax.plot(vocab, values["copy"], "--", color="gray",
+                        label="the restore copy")
+            ax.set_xscale("log", base=2)
+            ax.set_xticks(vocab, [str(v) for v in vocab])
+            ax.set_ylim(bottom=0)
+            ax.set_ylabel(unit)
+        bottom.set_xlabel("vocabulary size V")
+        fig.legend(*top.get_legend_handles_labels(), loc="outside lower center",
+                   ncols=2)
 
     lesson.plot(
         "vocab-sweep",
-        "Time and peak memory against the vocabulary size, 8192 rows of bf16 logits",
-        draw,
+        f"Time (top) and peak memory (bottom) against the vocabulary size, {kind}",
+        draw, size=(7.0, 7.5),
     )
 
 

@@ -131,16 +131,45 @@ def scale32(p: float, device: str) -> torch.Tensor:
 KERNELS = {"rand": False, "rand4x": True}  # name -> `four`
 
 
+# snippet: statistics
+def kept_fraction(out, p):
+    """The fraction of `out` kept, what a sound generator keeps, and sigma.
+
+    A sound generator keeps each element independently with probability
+    q = 1 - p, so the kept count K of n elements is Binomial(n, q): its
+    fraction K/n has standard deviation sigma = sqrt(p q / n). The checks
+    allow 5 sigma. For a fixed seed the result is deterministic (it passes
+    or fails the same way every run); the bound says how far a fraction
+    could stray by chance for *some* seed: beyond 5 sigma with probability
+    6e-7.
+    """
+    n, q = out.numel(), 1.0 - p
+    return (out != 0).double().mean().item(), q, math.sqrt(p * q / n)
+
+
+# end snippet
+
+
+# snippet: seeds
+def seed_facts(x, four, p=0.5):
+    """The same seed gives the same output, bit for bit. Another seed gives
+    an independent mask: two independent masks agree where both keep or both
+    drop, a fraction a = q^2 + p^2, with standard deviation
+    sqrt(a (1 - a) / n); again within 5 sigma. Returns (same bits, the
+    fraction two seeds agree on, a, sigma)."""
+    first = dropout(x, p, SEED, four=four)
+    again = dropout(x, p, SEED, four=four)
+    other = dropout(x, p, SEED + 1, four=four)
+    agree = ((first != 0) == (other != 0)).double().mean().item()
+    a = p * p + (1 - p) * (1 - p)
+    return torch.equal(first, again), agree, a, math.sqrt(a * (1 - a) / x.numel())
+
+
+# end snippet
+
+
 def check_statistics(lesson: Lesson, device: str) -> None:
     """The kept fraction, the exact scaling, and what a seed decides."""
-    # snippet: statistics
-    # A sound generator keeps each element independently with probability
-    # q = 1 - p, so the kept count K of n elements is Binomial(n, q): its
-    # fraction K/n has standard deviation sigma = sqrt(p q / n). We allow
-    # 5 sigma. For a fixed seed the result is deterministic (it passes or
-    # fails the same way every run); the bound says how far a fraction
-    # could stray by chance for *some* seed: beyond 5 sigma with
-    # probability 6e-7.
     n = 1 << 24 if device == "cuda" else 1 << 16
     torch.manual_seed(0)
     x = torch.randn(n, device=device)
@@ -150,16 +179,14 @@ def check_statistics(lesson: Lesson, device: str) -> None:
     for name, four in KERNELS.items():
         for p in (0.1, 0.5, 0.8):
             out = dropout(x, p, SEED, four=four)
-            keep = out != 0
-            q, frac = 1.0 - p, keep.double().mean().item()
-            sigma = math.sqrt(p * q / n)
+            frac, q, sigma = kept_fraction(out, p)
             lesson.check(
                 f"kept-fraction-{name}-p{p}",
                 abs(frac - q) <= 5 * sigma,
                 f"n={n}: kept {frac:.5f}, expected {q:.2f}, "
                 f"|diff| = {abs(frac - q) / sigma:.2f} sigma <= 5 sigma",
             )
-            # end snippet
+            keep = out != 0
             s = scale32(p, device)
             exact = torch.equal(out[keep], x[keep] * s) and bool(
                 (out[~keep] == 0).all()
@@ -169,31 +196,17 @@ def check_statistics(lesson: Lesson, device: str) -> None:
                 exact,
                 "kept values == x * float32(1/(1-p)) bit for bit; dropped == 0",
             )
-
-        # snippet: seeds
-        # The same seed gives the same output, bit for bit. Another seed
-        # gives an independent mask: two independent masks agree where both
-        # keep or both drop, a fraction a = q^2 + p^2, with standard
-        # deviation sqrt(a (1 - a) / n); again within 5 sigma.
-        p = 0.5
-        first = dropout(x, p, SEED, four=four)
-        again = dropout(x, p, SEED, four=four)
-        other = dropout(x, p, SEED + 1, four=four)
+        same, agree, a, sigma = seed_facts(x, four)
         lesson.check(
-            f"same-seed-bit-identical-{name}",
-            torch.equal(first, again),
+            f"same-seed-bit-identical-{name}", same,
             "two runs with seed 1234: torch.equal",
         )
-        agree = ((first != 0) == (other != 0)).double().mean().item()
-        a = p * p + (1 - p) * (1 - p)
-        sigma = math.sqrt(a * (1 - a) / n)
         lesson.check(
             f"other-seed-independent-mask-{name}",
             agree < 1.0 and abs(agree - a) <= 5 * sigma,
             f"seeds 1234 and 1235 agree on {agree:.5f} of the mask, "
             f"independent masks {a:.2f} (5 sigma = {5 * sigma:.1e})",
         )
-        # end snippet
 
 
 def check_backward(lesson: Lesson, device: str) -> None:
@@ -375,6 +388,7 @@ def compiled_code_facts(lesson: Lesson) -> None:
 
 
 def benchmark(lesson: Lesson, device: str) -> None:
+    n, p = lesson.size(gpu=1 << 27, smoke=4096), 0.1
     # snippet: benchmark
     # 2^27 float32 values (512 MiB), p = 0.1. Bytes per element, counted:
     #   Triton, either kernel:        read x 4 + write out 4             =  8
@@ -384,29 +398,27 @@ def benchmark(lesson: Lesson, device: str) -> None:
     #   torch's backward:             read dy 4 + mask 1 + write dx 4    =  9
     # torch's forward returns only `out`, but it writes the bool mask
     # anyway (native_dropout computes both), so it moves 9 bytes.
-    n, p = lesson.size(gpu=1 << 27, smoke=4096), 0.1
     torch.manual_seed(3)
     x = torch.randn(n, device=device)
     dy = torch.randn(n, device=device)
     scale = 1.0 / (1.0 - p)
     _, mask = torch.ops.aten.native_dropout(x, p, True)
+    contenders = {
+        "rand4x": lambda: dropout(x, p, SEED),
+        "rand": lambda: dropout(x, p, SEED, four=False),
+        "torch": lambda: F.dropout(x, p, training=True),
+        "eager": lambda: x * (torch.rand_like(x) > p) * scale,
+        "torch-backward": lambda: torch.ops.aten.native_dropout_backward(
+            dy, mask, scale
+        ),
+    }
+    # end snippet
     # The prediction from those counts: memory-bound at one bandwidth, the
     # tl.rand4x kernel takes 8/9 of PyTorch's time.
     lesson.predict("dropout-rand4x-vs-torch-2^27-fp32", 9 / 8,
                    "bytes per element at one bandwidth: PyTorch's 9 (with the "
                    "mask) over the kernel's 8", 0.15)
-    ms = bench_interleaved(
-        {
-            "rand4x": lambda: dropout(x, p, SEED),
-            "rand": lambda: dropout(x, p, SEED, four=False),
-            "torch": lambda: F.dropout(x, p, training=True),
-            "eager": lambda: x * (torch.rand_like(x) > p) * scale,
-            "torch-backward": lambda: torch.ops.aten.native_dropout_backward(
-                dy, mask, scale
-            ),
-        }
-    )
-    # end snippet
+    ms = bench_interleaved(contenders)
     note = "time per call: torch also writes a 1-byte mask per element"
     lesson.benchmark(
         "dropout-rand4x-vs-torch-2^27-fp32",
@@ -526,13 +538,15 @@ def sweep_and_plot(lesson: Lesson, device: str) -> None:
         ax.set_xscale("log", base=2)
         ax.set_xlabel("elements (fp32)")
         ax.set_ylabel("GB/s, each counting its own bytes")
-        ax.legend()
+        ax.set_ylim(bottom=0)
+        fig.legend(loc="outside lower center", ncols=1)
 
     lesson.plot(
         "bandwidth-vs-size",
         "Dropout bandwidth against vector length, each approach counting "
         "the bytes it moves",
         draw,
+        size=(7.0, 5.4),
     )
 
 

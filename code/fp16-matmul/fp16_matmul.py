@@ -67,6 +67,27 @@ def tile_coordinates(pid, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
 # end snippet
 
 
+@triton.jit
+def tile_order_kernel(pid_m_ptr, pid_n_ptr, M, N, BLOCK_M: tl.constexpr,
+                      BLOCK_N: tl.constexpr, GROUP_SIZE_M: tl.constexpr):
+    """Each program stores the tile tile_coordinates gives it: the order, as data."""
+    pid = tl.program_id(0)
+    pid_m, pid_n = tile_coordinates(pid, M, N, BLOCK_M, BLOCK_N, GROUP_SIZE_M)
+    tl.store(pid_m_ptr + pid, pid_m)
+    tl.store(pid_n_ptr + pid, pid_n)
+
+
+def tile_order(tiles_m, tiles_n, group_size_m, device):
+    """[(pid_m, pid_n) of program 0, of program 1, ...] on a tiles_m x tiles_n
+    grid of 128 x 128 tiles, from the kernels' own tile_coordinates."""
+    pid_m = torch.empty(tiles_m * tiles_n, dtype=torch.int32, device=device)
+    pid_n = torch.empty_like(pid_m)
+    tile_order_kernel[(tiles_m * tiles_n,)](pid_m, pid_n, tiles_m * 128,
+                                            tiles_n * 128, BLOCK_M=128, BLOCK_N=128,
+                                            GROUP_SIZE_M=group_size_m)
+    return list(zip(pid_m.tolist(), pid_n.tolist(), strict=True))
+
+
 # snippet: seed-kernel
 @triton.jit
 def matmul_kernel_seed(
@@ -231,10 +252,70 @@ def check_roofline(lesson: Lesson) -> None:
     # compute-bound: then both kernels chase the same tensor-core ceiling
     # and the ratio measures the kernel, not the memory system.
     ai = arithmetic_intensity(4096, 4096, 4096)
-    lesson.check("workload-is-compute-bound", ai > H200_RIDGE,
+    compute_bound = ai > H200_RIDGE
+    # end snippet
+    lesson.check("workload-is-compute-bound", compute_bound,
                  f"4096^3 fp16: {ai:.0f} FLOP/byte vs H200 ridge "
                  f"{H200_RIDGE:.0f} FLOP/byte")
-    # end snippet
+
+
+def show_tile_order(lesson: Lesson, device: str) -> None:
+    """The order tile_coordinates gives the programs, row-major (GROUP_SIZE_M = 1)
+    and grouped (8), on a grid small enough to draw; and what the first programs
+    to run together read between them."""
+    tiles_m, tiles_n, together = 12, 16, 32
+    orders = {group: tile_order(tiles_m, tiles_n, group, device) for group in (1, 8)}
+    every_tile = sorted((m, n) for m in range(tiles_m) for n in range(tiles_n))
+    reads = {}
+    for group, order in orders.items():
+        lesson.check(f"tile-order-group-{group}-covers-every-tile-once",
+                     sorted(order) == every_tile,
+                     f"{tiles_m} x {tiles_n} tiles, GROUP_SIZE_M = {group}")
+        first = order[:together]
+        rows, cols = len({m for m, _ in first}), len({n for _, n in first})
+        reads[group] = (rows, cols)
+        print(f"  GROUP_SIZE_M = {group}: programs 0-{together - 1} compute tiles in "
+              f"{rows} rows and {cols} columns of C, so they read {rows} row blocks "
+              f"of A and {cols} column blocks of B: {rows + cols} blocks")
+    lesson.check("grouped-order-reads-fewer-blocks",
+                 sum(reads[8]) < sum(reads[1]),
+                 f"the first {together} programs read {sum(reads[8])} blocks grouped, "
+                 f"{sum(reads[1])} row-major")
+    plot_tile_order(lesson, orders, tiles_m, tiles_n, together, reads)
+
+
+def plot_tile_order(lesson: Lesson, orders, tiles_m, tiles_n, together, reads):
+    def draw(fig):
+        axes = fig.subplots(2, 1)
+        for ax, (group, order) in zip(axes, orders.items(), strict=True):
+            launch = [[0] * tiles_n for _ in range(tiles_m)]
+            for pid, (m, n) in enumerate(order):
+                launch[m][n] = pid
+            ax.imshow(launch, cmap="viridis")
+            first = order[:together]  # the path of the first programs, in order
+            ax.plot([n for _, n in first], [m for m, _ in first], color="white",
+                    linewidth=1.5, marker="o", markersize=4)
+            rows, cols = reads[group]
+            ax.set_title(f"GROUP_SIZE_M = {group}: programs 0-{together - 1} read "
+                         f"{rows} + {cols} = {rows + cols} blocks")
+            ax.set_xticks([0, tiles_n - 1])
+            ax.set_yticks([0, tiles_m - 1])
+            ax.set_xlabel("pid_n (column of tiles)")
+            ax.set_ylabel("pid_m")
+            ax.grid(False)
+            # Thin borders between the tiles, in the page's background colour.
+            ax.set_xticks([x - 0.5 for x in range(1, tiles_n)], minor=True)
+            ax.set_yticks([y - 0.5 for y in range(1, tiles_m)], minor=True)
+            ax.grid(which="minor", color=ax.get_facecolor(), linewidth=1)
+            ax.tick_params(which="minor", length=0)
+
+    lesson.plot("tile-order",
+                f"Which program computes which tile of a {tiles_m} x {tiles_n} grid, "
+                "as tile_coordinates orders them: colour is the program id, dark "
+                f"first; the white path joins programs 0 to {together - 1}, which "
+                "start together. Row-major order at the top, grouped at the bottom; "
+                "each title counts the blocks of A and B those programs read.",
+                draw, size=(7.0, 9.0))
 
 
 def check_correctness(lesson: Lesson, device: str) -> None:
@@ -298,11 +379,11 @@ def show_compiled_code(lesson: Lesson, device: str) -> None:
 
 
 def benchmark(lesson: Lesson, device: str) -> None:
+    torch.manual_seed(0)
+    size = lesson.size(gpu=4096, smoke=256)
     # snippet: benchmark
     # Random FP16 inputs; cuBLAS (torch.matmul) is timed in the same run.
     # TFLOP/s = 2*M*N*K / time: each of the M*N outputs is K multiply-adds.
-    torch.manual_seed(0)
-    size = lesson.size(gpu=4096, smoke=256)
     a = random_fp16(size, size, device)
     b = random_fp16(size, size, device)
     flop = 2 * size**3
@@ -314,25 +395,27 @@ def benchmark(lesson: Lesson, device: str) -> None:
     tiles = (size // RECOMMENDED["BLOCK_M"]) * (size // RECOMMENDED["BLOCK_N"])
     steps = size // RECOMMENDED["BLOCK_K"]
     waves = tiles / sms
-    lesson.predict(
-        "recommended-vs-cublas-4096",
-        steps / (steps + 3) * waves / math.ceil(waves),
-        f"cuBLAS's rate, less 3 of {steps + 3} K steps per tile (fill, epilogue) "
-        f"and the idle part of {waves:.2f} waves of {sms} SMs",
-        0.10,
-    )
-    # All five take turns in each of ten rounds, so that clock drift under
-    # sustained load does not favour whichever is timed first. The last two
-    # swap the kernels' configurations: is the difference the code or the tile?
-    ms = bench_interleaved({
+    predicted = steps / (steps + 3) * waves / math.ceil(waves)
+    # Five contenders. The last two swap the kernels' configurations: is the
+    # difference the code or the tile?
+    contenders = {
         "cublas": lambda: torch.matmul(a, b),
         "recommended": lambda: matmul(a, b, matmul_kernel, RECOMMENDED),
         "seed": lambda: matmul(a, b, matmul_kernel_seed, SEED),
         "recommended, seed config": lambda: matmul(a, b, matmul_kernel, SEED),
         "seed, recommended config": lambda: matmul(a, b, matmul_kernel_seed,
                                                    RECOMMENDED),
-    }, rounds=10)
+    }
     # end snippet
+    # snippet: measure
+    lesson.predict(
+        "recommended-vs-cublas-4096", predicted,
+        f"cuBLAS's rate, less 3 of {steps + 3} K steps per tile (fill, epilogue) "
+        f"and the idle part of {waves:.2f} waves of {sms} SMs",
+        0.10,
+    )
+    # All five take turns in each of ten rounds.
+    ms = bench_interleaved(contenders, rounds=10)
     lesson.benchmark("recommended-vs-cublas-4096",
                      "recommended kernel vs cuBLAS, 4096^3 fp16", ms, "recommended",
                      "cublas", unit="TFLOP/s", work=flop,
@@ -342,6 +425,7 @@ def benchmark(lesson: Lesson, device: str) -> None:
                      "seed", "cublas", unit="TFLOP/s", work=flop,
                      baseline_name="cuBLAS (torch.matmul)",
                      note="informational: the notebook's kernel")
+    # end snippet
 
     # Code or configuration? Each kernel with each configuration, from the
     # same rounds: TFLOP/s of the median time, and the median per-round ratio.
@@ -361,9 +445,9 @@ def benchmark(lesson: Lesson, device: str) -> None:
 
 
 def sweep_and_plot(lesson: Lesson, device: str) -> None:
+    sizes = lesson.size(gpu=[512, 1024, 2048, 4096, 8192], smoke=[64, 128])
     # snippet: sweep
     # A table and a figure, not a target: one do_bench median per point.
-    sizes = lesson.size(gpu=[512, 1024, 2048, 4096, 8192], smoke=[64, 128])
     curves = {"seed": [], "recommended": [], "cuBLAS": []}
     for size in sizes:
         a = random_fp16(size, size, device)
@@ -390,7 +474,7 @@ def plot_sweep(lesson: Lesson, sizes: list, curves: dict) -> None:
               "seed": ("^", "seed kernel")}
 
     def draw(fig):
-        left, right = fig.subplots(1, 2, width_ratios=[3, 2])
+        left, right = fig.subplots(2, 1, sharex=True)  # stacked: a phone's column
         for name, values in curves.items():
             marker, label = styles[name]
             left.plot(sizes, values, marker=marker, label=label)
@@ -401,16 +485,19 @@ def plot_sweep(lesson: Lesson, sizes: list, curves: dict) -> None:
         for ax in (left, right):
             ax.set_xscale("log", base=2)
             ax.set_xticks(sizes, [str(s) for s in sizes])
-            ax.set_xlabel("M = N = K")
-        left.set_ylabel("TFLOP/s (fp16 in, fp32 accumulate)")
-        left.legend()
+        right.set_xlabel("M = N = K")
+        left.set_ylabel("TFLOP/s")
+        fig.legend(*left.get_legend_handles_labels(), loc="outside lower center",
+                   ncols=2)
+        left.set_ylim(bottom=0)
         right.axhline(1.0, color="grey", linewidth=1, linestyle="--")
-        right.set_ylabel("TFLOP/s / cuBLAS TFLOP/s")
-        right.set_ylim(0, 1.2)
+        right.set_ylabel("ratio to cuBLAS")
+        right.set_ylim(bottom=0, top=max(1.2, 1.1 * right.get_ylim()[1]))
 
     lesson.plot("tflops-vs-size",
-                "TFLOP/s of the seed and recommended kernels and cuBLAS at square "
-                "sizes (left), and each kernel's ratio to cuBLAS (right)", draw)
+                "TFLOP/s (fp16 in, fp32 accumulate) of the seed and recommended "
+                "kernels and cuBLAS at square sizes (top), and each kernel's ratio "
+                "to cuBLAS (bottom)", draw, size=(7.0, 7.4))
 
 
 def try_this(lesson: Lesson, device: str) -> None:
@@ -451,6 +538,8 @@ def main() -> int:
     device = lesson.device()
     with lesson.step("roofline"):
         check_roofline(lesson)
+    with lesson.step("tile-order"):
+        show_tile_order(lesson, device)
     if lesson.step("compiled-code", needs_gpu="the interpreter compiles no PTX",
                    smoke=False):
         show_compiled_code(lesson, device)

@@ -260,8 +260,8 @@ def rel_errors(got: torch.Tensor, want64: torch.Tensor) -> tuple[float, float]:
 
 
 # snippet: predict-error
-def check_error_prediction(lesson: Lesson, a, bt, got, label: str) -> None:
-    """Is C's error what rounding the inputs to e4m3 predicts, no more?"""
+def predicted_and_measured_error(a, bt, got) -> tuple[float, float]:
+    """C's error as rounding the inputs to e4m3 predicts it, and as measured."""
 
     def eps(x):
         # ||dequant(x) - x|| / ||x||: the inputs' rounding, each element
@@ -276,6 +276,15 @@ def check_error_prediction(lesson: Lesson, a, bt, got, label: str) -> None:
     # the fp16 inputs, before quantization
     exact = a.to(torch.float64) @ bt.to(torch.float64).T
     measured = rel_errors(got, exact)[1]
+    return predicted, measured
+
+
+# end snippet
+
+
+def check_error_prediction(lesson: Lesson, a, bt, got, label: str) -> None:
+    """Is C's error what rounding the inputs to e4m3 predicts, no more?"""
+    predicted, measured = predicted_and_measured_error(a, bt, got)
     lesson.check(
         f"error-is-quantization-error-{label}", 0.9 < measured / predicted < 1.1,
         f"rms err / rms C = {measured:.4g} against the fp16 inputs; predicted from "
@@ -284,11 +293,10 @@ def check_error_prediction(lesson: Lesson, a, bt, got, label: str) -> None:
     )
 
 
-# end snippet
-
-
 # snippet: check-quantizer
-def check_quantizer(lesson: Lesson, x: torch.Tensor, label: str) -> None:
+def quantizer_error(x: torch.Tensor) -> tuple[float, float, bool]:
+    """The worst error of a round trip through e4m3 in units of its bound, the
+    largest |q|, and whether every dequantized value is finite."""
     q, scale = quantize_e4m3(x)
     back = dequantize64(q, scale)
     x64 = x.to(torch.float64)
@@ -298,16 +306,21 @@ def check_quantizer(lesson: Lesson, x: torch.Tensor, label: str) -> None:
     bound = torch.clamp(x64.abs() * 2.0**-4, min=2.0**-10 * float(scale))
     worst = float(((back - x64).abs() / bound).max())
     peak = float(q.to(torch.float32).abs().max())
-    ok = worst <= 1.0 and peak == E4M3_MAX and bool(torch.isfinite(back).all())
+    return worst, peak, bool(torch.isfinite(back).all())
+
+
+# end snippet
+
+
+def check_quantizer(lesson: Lesson, x: torch.Tensor, label: str) -> None:
+    worst, peak, finite = quantizer_error(x)
+    ok = worst <= 1.0 and peak == E4M3_MAX and finite
     lesson.check(
         f"quantizer-{label}", ok,
         f"max |dequantized - x| / bound = {worst:.3f} (bound: 2^-4 |x|, or "
         f"2^-10 scale where e4m3 is subnormal); largest |q| = {peak:g} "
         f"(want {E4M3_MAX:g})",
     )
-
-
-# end snippet
 
 
 def check_quantizers(lesson: Lesson, device: str) -> None:
@@ -324,39 +337,49 @@ def check_quantizers(lesson: Lesson, device: str) -> None:
         check_quantizer(lesson, x, "fp16-randn")
 
 
+# snippet: interpreter-standin
+# The kernel names no input dtype, so the same code runs under the
+# interpreter on fp16 operands: the quantized values kept in fp16 (every e4m3
+# value is exactly an fp16 value) with the same scales. That exercises the
+# descriptors, the ragged edges, the persistent walk (3 programs over up to
+# 20 tiles), both epilogues, the promotion branch and the scale multiply.
+STANDIN_CASES = [((77, 40, 56), False, False), ((130, 96, 200), True, False),
+                 ((33, 136, 24), False, True)]
+
+
+def standin_case(M, N, K, split, promote, seed):
+    """One stand-in case: (got, want, rtol, why)."""
+    torch.manual_seed(10 + seed)
+    a = torch.randn(M, K, dtype=torch.float16)
+    bt = torch.randn(N, K, dtype=torch.float16) * 3
+    qa, sa = quantize_e4m3(a)
+    qb, sb = quantize_e4m3(bt)
+    a16, bt16 = qa.to(torch.float16), qb.to(torch.float16)
+    cfg = Config(32, 32, 32, 2, 4, 2, split_epilogue=split, promote_acc=promote)
+    # poison: an unwritten element cannot pass
+    c = torch.full((M, N), float("nan"), dtype=torch.float16)
+    scaled_matmul(a16, bt16, sa, sb, cfg, num_sms=3, out=c)
+    want = dequantize64(a16, sa) @ dequantize64(bt16, sb).T
+    # fp16 products are exact in fp32 and the interpreter accumulates in
+    # fp32: only accumulation order and the fp16 output round.
+    rtol, why = scaled_rtol(FP16_OUT, 2.0**-24, K)
+    return c, want, rtol, why
+
+
+# end snippet
+
+
 def check_standin(lesson: Lesson) -> None:
     """Under the interpreter: the kernel on fp16 stand-ins for the fp8 values."""
     lesson.not_on_interpreter(
         "fp8 e4m3 inputs",
         "Triton's interpreter runs on numpy, which has no float8 types",
     )
-    # snippet: interpreter-standin
-    # The kernel names no input dtype, so the same code runs here on fp16
-    # operands: the quantized values kept in fp16 (every e4m3 value is
-    # exactly an fp16 value) with the same scales. That exercises the
-    # descriptors, the ragged edges, the persistent walk (3 programs over up
-    # to 20 tiles), both epilogues, the promotion branch and the scale multiply.
-    cases = [((77, 40, 56), False, False), ((130, 96, 200), True, False),
-             ((33, 136, 24), False, True)]
-    for seed, ((M, N, K), split, promote) in enumerate(cases):
-        torch.manual_seed(10 + seed)
-        a = torch.randn(M, K, dtype=torch.float16)
-        bt = torch.randn(N, K, dtype=torch.float16) * 3
-        qa, sa = quantize_e4m3(a)
-        qb, sb = quantize_e4m3(bt)
-        a16, bt16 = qa.to(torch.float16), qb.to(torch.float16)
-        cfg = Config(32, 32, 32, 2, 4, 2, split_epilogue=split, promote_acc=promote)
-        # poison: an unwritten element cannot pass
-        c = torch.full((M, N), float("nan"), dtype=torch.float16)
-        scaled_matmul(a16, bt16, sa, sb, cfg, num_sms=3, out=c)
-        want = dequantize64(a16, sa) @ dequantize64(bt16, sb).T
-        # fp16 products are exact in fp32 and the interpreter accumulates in
-        # fp32: only accumulation order and the fp16 output round.
-        rtol, why = scaled_rtol(FP16_OUT, 2.0**-24, K)
+    for seed, ((M, N, K), split, promote) in enumerate(STANDIN_CASES):
+        c, want, rtol, why = standin_case(M, N, K, split, promote, seed)
         name = f"kernel-fp16-standin-{M}x{N}x{K}"
         name += ("-split" if split else "") + ("-promote" if promote else "")
         lesson.close(name, c, want, rtol, rtol * float(want.abs().max()), why)
-    # end snippet
 
     # The quantization error of C, predicted from the inputs alone, on a
     # product long enough (K = 512) for the statistics to settle.
@@ -411,45 +434,52 @@ def pick_config(lesson: Lesson) -> Config:
     return best
 
 
+# snippet: gpu-checks
+def gpu_comparisons(M, N, K, best, seed):
+    """Both accumulation modes on real e4m3 inputs into poison, against two
+    references: (name, got, reference, rtol, why, max|want|) for each."""
+    torch.manual_seed(100 + seed)
+    a1 = torch.randn(M, K, device="cuda", dtype=torch.float16)
+    bt1 = torch.randn(N, K, device="cuda", dtype=torch.float16)
+    q1, s1 = quantize_e4m3(a1)
+    q2, s2 = quantize_e4m3(bt1)
+    # The exact product of what the kernels are given: the dequantized
+    # fp8 values, multiplied in float64. What remains is accumulation.
+    want = dequantize64(q1, s1) @ dequantize64(q2, s2).T
+    amax = float(want.abs().max())
+    # cuBLAS on the same fp8 inputs and scales, with and without fast
+    # accumulation. _scaled_mm wants its second operand column-major:
+    # q2.t() is (K, N) with K contiguous, a view of the same bytes.
+    cublas = {
+        fast: torch._scaled_mm(q1, q2.t(), scale_a=s1, scale_b=s2,
+                               out_dtype=torch.float16, use_fast_accum=fast)
+        for fast in (False, True)
+    }
+    modes = [("fast", best, rtol_fast(K), cublas[True]),
+             ("promoted", PROMOTED_CONFIG,
+              rtol_promoted(K, PROMOTED_CONFIG.block_k), cublas[False])]
+    out = []
+    for name, cfg, (rtol, why), ref in modes:
+        c = torch.full((M, N), float("nan"), device="cuda", dtype=torch.float16)
+        scaled_matmul(q1, q2, s1, s2, cfg, out=c)  # into poison
+        out.append((f"{name}-vs-fp64-{M}x{N}x{K}", c, want, rtol, why, amax))
+        # Two accumulations in different orders: the difference is bounded
+        # by the kernel's bound plus one more fp16 rounding and cuBLAS's own.
+        out.append((f"{name}-vs-scaled-mm-{M}x{N}x{K}", c, ref.double(),
+                    rtol + FP16_OUT, f"cuBLAS with use_fast_accum={name == 'fast'}; "
+                    "rtol = kernel bound + 2^-10", amax))
+    return out
+
+
+# end snippet
+
+
 def check_gpu(lesson: Lesson, best: Config) -> None:
     """Both accumulation modes on real e4m3 inputs, against two references."""
     n = 4096
-    # snippet: gpu-checks
     for seed, (M, N, K) in enumerate([(n, n, n), (1008, 1040, 784)]):
-        torch.manual_seed(100 + seed)
-        a1 = torch.randn(M, K, device="cuda", dtype=torch.float16)
-        bt1 = torch.randn(N, K, device="cuda", dtype=torch.float16)
-        q1, s1 = quantize_e4m3(a1)
-        q2, s2 = quantize_e4m3(bt1)
-        # The exact product of what the kernels are given: the dequantized
-        # fp8 values, multiplied in float64. What remains is accumulation.
-        want = dequantize64(q1, s1) @ dequantize64(q2, s2).T
-        amax = float(want.abs().max())
-        # cuBLAS on the same fp8 inputs and scales, with and without fast
-        # accumulation. _scaled_mm wants its second operand column-major:
-        # q2.t() is (K, N) with K contiguous, a view of the same bytes.
-        cublas = {
-            fast: torch._scaled_mm(q1, q2.t(), scale_a=s1, scale_b=s2,
-                                   out_dtype=torch.float16, use_fast_accum=fast)
-            for fast in (False, True)
-        }
-        modes = [("fast", best, rtol_fast(K), cublas[True]),
-                 ("promoted", PROMOTED_CONFIG,
-                  rtol_promoted(K, PROMOTED_CONFIG.block_k), cublas[False])]
-        for name, cfg, (rtol, why), ref in modes:
-            c = torch.full((M, N), float("nan"), device="cuda", dtype=torch.float16)
-            scaled_matmul(q1, q2, s1, s2, cfg, out=c)  # into poison
-            lesson.close(f"{name}-vs-fp64-{M}x{N}x{K}", c, want, rtol, rtol * amax, why)
-            # Two accumulations in different orders: the difference is bounded
-            # by the kernel's bound plus one more fp16 rounding and cuBLAS's own.
-            rtol2 = rtol + FP16_OUT
-            lesson.close(
-                f"{name}-vs-scaled-mm-{M}x{N}x{K}", c, ref.double(), rtol2,
-                rtol2 * amax,
-                f"cuBLAS with use_fast_accum={name == 'fast'}; "
-                "rtol = kernel bound + 2^-10",
-            )
-    # end snippet
+        for name, got, want, rtol, why, amax in gpu_comparisons(M, N, K, best, seed):
+            lesson.close(name, got, want, rtol, rtol * amax, why)
 
 
 # snippet: paths
@@ -539,7 +569,7 @@ def accuracy(lesson: Lesson, best: Config) -> None:
 def benchmark(lesson: Lesson, best: Config) -> None:
     n = 4096
     operands = target_operands(n)
-    # snippet: benchmark
+    # snippet: measure
     # The five paths on the same inputs, taking turns round after round so
     # that clock drift hits them alike. Quantization is not timed. 2 * n^3
     # FLOP per call. Predicted first: like for like, the same tensor-core
@@ -631,12 +661,11 @@ def error_vs_k(lesson: Lesson, best: Config) -> None:
         ax.set_xticks(ks, [str(k) for k in ks])
         ax.set_xlabel("K (length of each dot product)")
         ax.set_ylabel("rms error / rms C")
-        ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncols=2,
-                  frameon=False)
+        fig.legend(loc="outside lower center", ncols=1)
 
     lesson.plot("error-vs-k", "Error of the fp8 kernel against K: the accumulation "
                 "modes against the exact product of the fp8 values, and the whole "
-                "error against the fp16 inputs.", draw)
+                "error against the fp16 inputs.", draw, size=(7.0, 5.6))
 
 
 E5M2_MAX = 57344.0  # largest finite float8_e5m2: 1.75 * 2**15

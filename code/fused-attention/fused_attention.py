@@ -455,7 +455,7 @@ def check_case(lesson, name, B, H, S, D, causal, device, seed, fn=attention, **c
 
 
 # snippet: tail-check
-def check_tail(lesson, name, S, D, causal, device, seed, fn=attention, **cfg):
+def tail_inputs(S, D, device, seed):
     """A sequence tail that punishes any key past S, read or merely unmasked.
 
     q, k, v are views of the first S rows of longer buffers, so memory past
@@ -471,7 +471,14 @@ def check_tail(lesson, name, S, D, causal, device, seed, fn=attention, **cfg):
     v = torch.randn(shape, device=device)
     k[:, :, S:] = 4.0
     v[:, :, S:] = 100.0
-    q, k, v = (t.half()[:, :, :S] for t in (q, k, v))
+    return [t.half()[:, :, :S] for t in (q, k, v)]
+
+
+# end snippet
+
+
+def check_tail(lesson, name, S, D, causal, device, seed, fn=attention, **cfg):
+    q, k, v = tail_inputs(S, D, device, seed)
     want = reference(q, k, v, causal)
     got = torch.full_like(q, float("nan"))
     got.copy_(fn(q, k, v, causal, **cfg))
@@ -481,69 +488,79 @@ def check_tail(lesson, name, S, D, causal, device, seed, fn=attention, **cfg):
                  "all real scores < 0")
 
 
-# end snippet
-
-
 def masks():
     return (("full", False), ("causal", True))
 
 
+# snippet: checks
+# The pointer kernel's cases, (B, H, S, D), each run non-causal and causal.
+# Small shapes under the interpreter; S = 100 and 200 are not multiples of
+# the blocks, so the query-tail and key-tail masks both do work. On the GPU,
+# H = 32 and S = 1024 make every size a multiple of 16, as at the benchmark
+# shape, so that case runs the very kernel the race times. "diagonal" runs
+# the causal diagonal stage with several key blocks per query block
+# (BLOCK_M > BLOCK_N); the tails are check_tail's poisoned inputs.
+POINTER_CHECKS = {
+    "interpreter": {
+        "cases": [(1, 2, 128, 64), (1, 1, 100, 64), (2, 1, 200, 32)],
+        "blocks": {"block_m": 32, "block_n": 32},
+        "diagonal": {"block_m": 64, "block_n": 32},
+    },
+    "gpu": {
+        "cases": [(1, 2, 128, 64), (1, 2, 200, 64), (2, 2, 1000, 128),
+                  (1, 32, 1024, 128)],
+        "blocks": {"block_m": 128, "block_n": 64},
+        "diagonal": {"block_m": 128, "block_n": 32, "num_warps": 4},
+    },
+}
+# end snippet
+
+
 def check_pointer_kernel(lesson: Lesson, device: str) -> None:
-    # snippet: checks
-    # Small shapes under the interpreter; S = 100 and 200 are not multiples
-    # of the blocks, so the query-tail and key-tail masks both do work.
-    if lesson.interpret:
-        small = {"block_m": 32, "block_n": 32}
-        cases = [(1, 2, 128, 64), (1, 1, 100, 64), (2, 1, 200, 32)]
-    else:
-        small = {"block_m": 128, "block_n": 64}
-        # H = 32 and S = 1024: every size a multiple of 16, as at the benchmark
-        # shape, so this case runs the very kernel the race times.
-        cases = [(1, 2, 128, 64), (1, 2, 200, 64), (2, 2, 1000, 128),
-                 (1, 32, 1024, 128)]
+    plan = POINTER_CHECKS["interpreter" if lesson.interpret else "gpu"]
     seed = 0
-    for B, H, S, D in cases:
+    for B, H, S, D in plan["cases"]:
         for kind, causal in masks():
             check_case(lesson, f"{kind}-b{B}-h{H}-s{S}-d{D}", B, H, S, D, causal,
-                       device, seed, **small)
+                       device, seed, **plan["blocks"])
             seed += 1
-    # The diagonal stage with several key blocks per query block
-    # (BLOCK_M > BLOCK_N).
-    if lesson.interpret:
-        cfg = {"block_m": 64, "block_n": 32}
-    else:
-        cfg = {"block_m": 128, "block_n": 32, "num_warps": 4}
-    check_case(lesson, "causal-bm-gt-bn-s100", 1, 1, 100, 64, True, device, seed, **cfg)
-    # Tails where a key past the end cannot hide (see check_tail).
+    check_case(lesson, "causal-bm-gt-bn-s100", 1, 1, 100, 64, True, device, seed,
+               **plan["diagonal"])
     for kind, causal in masks():
         check_tail(lesson, f"{kind}-tail-poison-s100", 100, 64, causal, device,
-                   seed + 1, **small)
-    # end snippet
+                   seed + 1, **plan["blocks"])
+
+
+# snippet: tma-checks
+# The TMA kernel through the same kinds of case. BLOCK_M = 2 * BLOCK_N,
+# so the causal diagonal spans two key blocks. Every case has B * H > 1
+# and most a ragged S, so a copy that ran past S into the next head's
+# rows would show; in the tail checks the memory past row S holds poison,
+# so the descriptor's shape, not the end of the buffer, must stop a copy.
+TMA_CHECKS = {
+    "interpreter": {
+        "cases": [(1, 2, 128, 64), (2, 2, 100, 32)],
+        "blocks": {"block_m": 64, "block_n": 32},
+    },
+    "gpu": {
+        "cases": [(1, 2, 128, 64), (2, 2, 1000, 128), (1, 32, 1024, 128)],
+        "blocks": {"block_m": 128, "block_n": 64, "num_warps": 8, "num_stages": 3},
+    },
+}
+# end snippet
 
 
 def check_tma_kernel(lesson: Lesson, device: str) -> None:
-    # snippet: tma-checks
-    # The TMA kernel through the same kinds of case. BLOCK_M = 2 * BLOCK_N,
-    # so the causal diagonal spans two key blocks. Every case has B * H > 1
-    # and most a ragged S, so a copy that ran past S into the next head's
-    # rows would show; in the tail checks the memory past row S holds poison,
-    # so the descriptor's shape, not the end of the buffer, must stop a copy.
-    if lesson.interpret:
-        tma_cfg = {"block_m": 64, "block_n": 32}
-        tma_cases = [(1, 2, 128, 64), (2, 2, 100, 32)]
-    else:
-        tma_cfg = {"block_m": 128, "block_n": 64, "num_warps": 8, "num_stages": 3}
-        tma_cases = [(1, 2, 128, 64), (2, 2, 1000, 128), (1, 32, 1024, 128)]
+    plan = TMA_CHECKS["interpreter" if lesson.interpret else "gpu"]
     seed = 12
-    for B, H, S, D in tma_cases:
+    for B, H, S, D in plan["cases"]:
         for kind, causal in masks():
             check_case(lesson, f"tma-{kind}-b{B}-h{H}-s{S}-d{D}", B, H, S, D, causal,
-                       device, seed, fn=attention_tma, **tma_cfg)
+                       device, seed, fn=attention_tma, **plan["blocks"])
             seed += 1
     for kind, causal in masks():
         check_tail(lesson, f"tma-{kind}-tail-poison-s100", 100, 64, causal, device,
-                   seed, fn=attention_tma, **tma_cfg)
-    # end snippet
+                   seed, fn=attention_tma, **plan["blocks"])
 
 
 # The shape of a large-model prefill: batch 4, 32 heads, 4096 tokens, head
@@ -587,8 +604,10 @@ def show_compiled_code(lesson: Lesson) -> None:
         ["kernel", "registers / thread", "spilled registers", "shared memory KiB",
          "cp.async", "TMA copies", "wgmma"],
         rows,
-        "The two kernels compiled for the same tile (128x128, D = 128, 8 warps, "
-        "3 stages, non-causal); instruction counts are static, in the PTX.",
+        f"The two kernels compiled for the same tile ({tile['BLOCK_M']}x"
+        f"{tile['BLOCK_N']}, D = {D}, {tile['num_warps']} warps, "
+        f"{tile['num_stages']} stages, non-causal); instruction counts are static, "
+        "in the PTX.",
     )
 
 
@@ -677,14 +696,15 @@ def benchmark(lesson: Lesson, device: str, best: dict) -> None:
         s = (q @ k.transpose(-1, -2)) * (1.0 / math.sqrt(D))
         return torch.softmax(s, dim=-1) @ v
 
-    ms = {}
+    contenders = {}
     for kind, causal in masks():
-        fns = {"triton": lambda c=causal, cfg=best[kind]: cfg(q, k, v, c),
-               "SDPA": lambda c=causal: sdpa(q, k, v, is_causal=c)}
+        contenders[kind] = {
+            "triton": lambda c=causal, cfg=best[kind]: cfg(q, k, v, c),
+            "SDPA": lambda c=causal: sdpa(q, k, v, is_causal=c)}
         if not causal:
-            fns["unfused"] = unfused
-        ms[kind] = bench_interleaved(fns)
+            contenders[kind]["unfused"] = unfused
     # end snippet
+    ms = {kind: bench_interleaved(fns) for kind, fns in contenders.items()}
     for kind, causal in masks():
         flop = attention_flops(B, H, S, D, causal)
         lesson.benchmark(
@@ -706,34 +726,48 @@ def benchmark(lesson: Lesson, device: str, best: dict) -> None:
             )
 
 
-def plot_race(lesson: Lesson, race: dict) -> None:
+def plot_race(lesson: Lesson, race: dict, best: dict) -> None:
     """Each configuration's speed as a fraction of SDPA's, full and causal side
-    by side, with the lesson's two targets."""
+    by side, with the lesson's two targets; the title names the winners."""
     configs = [c for c in GPU_CONFIGS if all(c in race[kind] for kind, _ in masks())]
 
     def ratio(kind, cfg):
         return race[kind].median("SDPA") / race[kind].median(cfg)
 
+    winners = {best[kind].label() for kind, _ in masks()}
+    title = (f"fastest, both masks: {winners.pop()}" if len(winners) == 1 else
+             "\n".join(f"fastest, {kind}: {best[kind].label()}"
+                       for kind, _ in masks()))
+
     def draw(fig):
         ax = fig.subplots()
-        width = 0.38
-        xs = range(len(configs))
+        height = 0.38
+        ys = range(len(configs))
         for i, (kind, _) in enumerate(masks()):
-            ax.bar([x + (i - 0.5) * width for x in xs],
-                   [ratio(kind, c) for c in configs], width, label=kind)
-        for y, style, text in ((1.0, "-", "SDPA"), (0.9, "--", "stretch 0.9"),
+            bars = ax.barh([y + (i - 0.5) * height for y in ys],
+                           [ratio(kind, c) for c in configs], height, label=kind)
+            if best[kind] in configs:  # the winner, outlined
+                bars[configs.index(best[kind])].set_edgecolor(ax.yaxis.label.get_color())
+                bars[configs.index(best[kind])].set_linewidth(2)
+        right = max(1.15, 1.1 * max(ratio(kind, c) for kind, _ in masks()
+                                    for c in configs))
+        for x, style, text in ((1.0, "-", "SDPA"), (0.9, "--", "stretch 0.9"),
                                (0.6, ":", "gate 0.6")):
-            ax.axhline(y, color="gray", linestyle=style, linewidth=1, label=text)
-        ax.set_xticks(list(xs), [f"{c.kernel}\n{c.block_m}x{c.block_n}\n"
-                                 f"{c.num_stages} stages" for c in configs])
-        ax.set_ylim(0, 1.3)
-        ax.set_ylabel("speed relative to SDPA")
-        ax.set_title(f"B={B}, H={H}, S={S}, D={D}, fp16, 8 warps")
-        ax.legend(loc="upper center", ncols=5)
+            ax.axvline(x, color="gray", linestyle=style, linewidth=1, label=text)
+        ax.set_yticks(list(ys), [f"{c.kernel} {c.block_m}x{c.block_n}, "
+                                 f"{c.num_warps}w {c.num_stages}s" for c in configs])
+        ax.invert_yaxis()  # the first configuration on top
+        ax.set_xlim(0, right)
+        ax.set_xlabel("speed / SDPA's (SDPA = 1)")
+        fig.suptitle(f"B={B}, H={H}, S={S}, D={D}, fp16\n{title}")
+        handles, labels = ax.get_legend_handles_labels()  # lines first: bars first
+        fig.legend(handles[3:] + handles[:3], labels[3:] + labels[:3],
+                   loc="outside lower center", ncols=3)
 
     lesson.plot("tflops-by-config", "Each kernel and configuration as a fraction of "
-                "SDPA's speed in the same run, non-causal and causal; dotted: the "
-                "gate (0.6), dashed: the stretch goal (0.9).", draw)
+                "SDPA's speed in the same run, non-causal and causal (w: warps, s: "
+                "pipeline stages); the outlined bar of each mask is the fastest, "
+                "which goes on to the benchmark.", draw, size=(7.0, 5.6))
 
 
 def try_this(lesson: Lesson, device: str) -> None:
@@ -791,7 +825,7 @@ def main() -> int:
         race = race_configs(lesson, device)
         best = fastest(race)
         check_benchmark_shape(lesson, device, best)
-        plot_race(lesson, race)
+        plot_race(lesson, race, best)
     if lesson.step("benchmark", needs_gpu="timings need a GPU"):
         benchmark(lesson, device, best)
     with lesson.step("exercises"):

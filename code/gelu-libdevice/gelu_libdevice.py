@@ -272,25 +272,27 @@ def check_accuracy(lesson: Lesson, device: str):
     # change ~2 * 2^-24) moves the output by up to 2 * cond(x) ulps. Add 16
     # for the rest: CUDA documents erfcf at 4 ulps, expf at 2 and the
     # division div.full.f32 at 2, each up to twice that in the result's
-    # binade, plus the roundings of 1 + e and of the products.
+    # binade, plus the roundings of 1 + e and of the products. Each claim is
+    # (name, holds, what was found).
+    claims = []
     for form in ("erfc", "sigmoid"):
         want, cond = ref[FORMS[form][1]]
         excess = (errors[form] - (2 * cond + 16)).max()
-        lesson.check(
+        claims.append((
             f"ulp-bound-{form}",
             float(excess) <= 0,
             f"ulp error <= 2 * cond(x) + 16 on [-10, 10]; "
             f"max {float(errors[form].max()):.1f} ulp",
-        )
+        ))
     # normcdf carries h / sqrt(2) as two floats and corrects erfc for the
     # low part (its PTX shows it), so argument rounding should not show:
     # CUDA documents normcdff at 5 ulps, so h * normcdf(h) <= 2 * 5 + 1.
     worst = float(errors["normcdf"].max())
-    lesson.check(
+    claims.append((
         "ulp-normcdf-flat",
         worst <= 12,
         f"max {worst:.1f} ulp <= 12 everywhere on [-10, 10]",
-    )
+    ))
     # The textbook forms: fine where 1 + erf (or 1 + tanh) is >= 1, all
     # digits lost where it is about 0: for x < -5.5, erf(x / sqrt 2) rounds
     # to -1 and the float32 result is 0, a relative error of 1, 2^23 ulps.
@@ -299,13 +301,15 @@ def check_accuracy(lesson: Lesson, device: str):
         pos = xs >= 0
         fine = float((errors[form][pos] - (2 * cond[pos] + 16)).max()) <= 0
         lost = float(errors[form][xs < -4].max()) >= 2**22
-        lesson.check(
+        claims.append((
             f"textbook-{form}-cancels-only-for-negative-x",
             fine and lost,
             f"x >= 0: within 2 * cond + 16; x < -4: max "
             f"{float(errors[form][xs < -4].max()):.3g} ulp (>= 2^22)",
-        )
+        ))
     # end snippet
+    for claim in claims:
+        lesson.check(*claim)
 
     # snippet: erf-vs-tanh
     # The tanh approximation is a different function: its distance from
@@ -317,13 +321,14 @@ def check_accuracy(lesson: Lesson, device: str):
     kernels_gap = float(
         (run_gelu(x, "sigmoid").double() - run_gelu(x, "normcdf").double()).abs().max()
     )
+    small_and_the_same = (float(gap.max()) < 5e-4
+                          and abs(kernels_gap - float(gap.max())) < 1e-6)
+    # end snippet
     lesson.check(
-        "tanh-approximation-vs-exact",
-        float(gap.max()) < 5e-4 and abs(kernels_gap - float(gap.max())) < 1e-6,
+        "tanh-approximation-vs-exact", small_and_the_same,
         f"max |gelu_tanh - gelu| = {float(gap.max()):.3e} at x = {at:.3f} "
         f"(float64); between the float32 kernels {kernels_gap:.3e}",
     )
-    # end snippet
     return x, errors, ref
 
 
@@ -495,6 +500,7 @@ def compiled_code_facts(lesson: Lesson) -> None:
 
 
 def benchmark(lesson: Lesson, device: str):
+    M = N = lesson.size(gpu=8192, smoke=256)
     # snippet: benchmark
     # 8192 x 8192 float32 (256 MiB per tensor), random inputs. Bytes per
     # element, counted:
@@ -503,7 +509,6 @@ def benchmark(lesson: Lesson, device: str):
     #                       * y: read 4 + 4, write 4                   = 28
     # (b is 32 KiB, read from cache; it is counted once.) Both are timed
     # as GB/s of the fused form's bytes, so the ratio is a ratio of times.
-    M = N = lesson.size(gpu=8192, smoke=256)
     torch.manual_seed(7)
     x = torch.randn(M, N, device=device)
     y = torch.randn(M, N, device=device)
@@ -511,6 +516,8 @@ def benchmark(lesson: Lesson, device: str):
     fns = {form: (lambda f=form: geglu(x, b, y, f)) for form in ("none", *FORMS)}
     fns["torch"] = lambda: F.gelu(x + b) * y
     fns["torch-tanh"] = lambda: F.gelu(x + b, approximate="tanh") * y
+    # end snippet
+    # snippet: measure
     # The prediction from those counts: both sides memory-bound at one rate,
     # so the fused form takes 12/28 of eager's time.
     lesson.predict("geglu-normcdf-vs-torch-8192x8192-fp32", 28 / 12,
@@ -674,7 +681,7 @@ def plot_ulps(lesson: Lesson, x, errors, ref) -> None:
         return np.maximum(out, 1e-2)  # log axis: show exact results at 1e-2
 
     def draw(fig):
-        axes = fig.subplots(1, 2, sharey=True)
+        axes = fig.subplots(2, 1, sharex=True, sharey=True)
         for ax, function, forms in (
             (axes[0], "exact", ("erf", "erfc", "normcdf")),
             (axes[1], "tanh", ("tanh", "sigmoid")),
@@ -682,18 +689,20 @@ def plot_ulps(lesson: Lesson, x, errors, ref) -> None:
             for form in forms:
                 ax.plot(centers, binned_max(errors[form].cpu().numpy()), label=form)
             bound = (2 * ref[function][1] + 16).cpu().numpy()
-            ax.plot(centers, binned_max(bound), "k--", lw=1, label="2 cond + 16")
+            ax.plot(centers, binned_max(bound), "--", color="gray", lw=1,
+                    label="2 cond + 16")
             ax.set_yscale("log")
-            ax.set_xlabel("x")
             ax.set_title("exact GELU" if function == "exact" else "tanh approximation")
-            ax.legend(fontsize=8)
-        axes[0].set_ylabel("ulp error (max in bin)")
+            ax.set_ylabel("ulp error")
+            ax.legend(loc="upper right", ncols=2)
+        axes[1].set_xlabel("x (ulp error: the largest in each bin)")
 
     lesson.plot(
         "ulp-error",
         "ulp error of each float32 form of GELU along x, against float64, "
         "with the conditioning bound (exact results drawn at 0.01)",
         draw,
+        size=(7.0, 7.0),
     )
 
 

@@ -246,30 +246,34 @@ def ragged_shapes(count: int, seed: int = 2024, lo: int = 256, hi: int = 1024):
 # end snippet
 
 
+# snippet: checks
+# Ragged groups (M, N, K): M of 1, 33, 100; N and K that are not multiples of
+# the tile; an empty group (M = 0), which owns no tiles. Fewer programs than
+# tiles, so every program walks several groups. Then K = 17 and N = 13 break
+# the alignment promise: rows no longer start on 16 bytes, and the launch
+# takes the general path (ALIGNED=False).
+ALIGNED_SHAPES = {
+    "interpreter": [(40, 24, 72), (100, 64, 40), (1, 8, 16), (0, 16, 8),
+                    (64, 64, 64), (33, 200, 8)],
+    "gpu": [(40, 24, 72), (1000, 1016, 984), (1, 8, 16), (0, 16, 8),
+            (4096, 512, 1024), (33, 200, 8), (129, 1032, 4104)],
+}
+UNALIGNED_SHAPES = [(20, 13, 17), (5, 30, 9), (70, 40, 48)]
+# end snippet
+
+
 def check_correctness(lesson: Lesson, device: str) -> None:
-    # snippet: checks
-    # Ragged groups: M of 1, 33, 100; N and K that are not multiples of the
-    # tile; an empty group (M = 0), which owns no tiles. Fewer programs
-    # than tiles, so every program walks several groups.
-    if lesson.interpret:
-        shapes = [(40, 24, 72), (100, 64, 40), (1, 8, 16), (0, 16, 8),
-                  (64, 64, 64), (33, 200, 8)]
-    else:
-        shapes = [(40, 24, 72), (1000, 1016, 984), (1, 8, 16), (0, 16, 8),
-                  (4096, 512, 1024), (33, 200, 8), (129, 1032, 4104)]
+    shapes = ALIGNED_SHAPES["interpreter" if lesson.interpret else "gpu"]
     groups = make_groups(shapes, device, seed=1)
     table = grouped(groups)
     lesson.check("fast-path-taken", aligned(table), "all groups aligned",
                  why="groups whose rows start on 16 bytes take the fast path")
     check_groups(lesson, "aligned", groups)
-    # K = 17 and N = 13 break the promise: rows no longer start on 16
-    # bytes, and the launch takes the general path (ALIGNED=False).
-    groups = make_groups([(20, 13, 17), (5, 30, 9), (70, 40, 48)], device, seed=2)
+    groups = make_groups(UNALIGNED_SHAPES, device, seed=2)
     table = grouped(groups)
     lesson.check("general-path-taken", not aligned(table), "K=17, N=13: unaligned",
                  why="one unaligned group sends the launch down the general path")
     check_groups(lesson, "unaligned", groups)
-    # end snippet
     if lesson.interpret:
         # The GPU's own tiles once (warps and stages mean nothing here):
         # 1000 rows make eight 128-row tiles, the last one wrapping.
@@ -416,22 +420,24 @@ def race_configs(lesson: Lesson, device: str) -> tuple[dict, int]:
 
 
 def benchmark(lesson: Lesson, device: str, config: dict, programs: int) -> None:
+    shapes = lesson.size(gpu=ragged_shapes(16), smoke=ragged_shapes(4, lo=8, hi=48))
     # snippet: benchmark
     # 16 groups, M, N, K drawn from [256, 1024] with a fixed seed: one launch
     # against a Python loop of 16 torch.matmul calls (cuBLAS), same inputs,
     # same preallocated outputs. FLOPs: 2 * M * N * K per group.
-    shapes = lesson.size(gpu=ragged_shapes(16), smoke=ragged_shapes(4, lo=8, hi=48))
     groups = make_groups(shapes, device, seed=10)
     table = problem_table(groups).to(device)
     flop = sum(2.0 * M * N * K for M, N, K in shapes)
-    ms = bench_interleaved({
+    contenders = {
         "grouped": lambda: grouped_matmul(table, torch.float16, config, programs,
                                           True),
         "loop": loop_of_matmuls(groups),
         # The same launch, paying for a fresh table (host list, one copy).
         "grouped + table": lambda: grouped(groups, config, programs),
-    }, method="events")  # per call, launches included: what a Python loop costs
+    }
     # end snippet
+    # Per call, launches included: what a Python loop costs.
+    ms = bench_interleaved(contenders, method="events")
     lesson.benchmark(
         "grouped-vs-loop-16", "one grouped launch vs a loop of 16 torch.matmul",
         ms, "grouped", "loop", unit="TFLOP/s", work=flop,
@@ -453,12 +459,12 @@ def benchmark(lesson: Lesson, device: str, config: dict, programs: int) -> None:
 
 
 def moe_benchmark(lesson: Lesson, device: str, config: dict, programs: int) -> None:
-    # snippet: moe-benchmark
-    # The shape torch._grouped_mm was made for: 16 experts sharing K and N,
-    # a ragged number of tokens each. bf16, the dtype of its fast path.
     E, K, N = lesson.size(gpu=(16, 1024, 2048), smoke=(4, 32, 16))
     lo, hi = lesson.size(gpu=(256, 1024), smoke=(1, 9))  # tokens per expert
     dtype = lesson.size(gpu=torch.bfloat16, smoke=torch.float16)  # no bf16 on a CPU
+    # snippet: moe-benchmark
+    # The shape torch._grouped_mm was made for: 16 experts sharing K and N,
+    # a ragged number of tokens each. bf16, the dtype of its fast path.
     rng = random.Random(11)
     sizes = [rng.randint(lo, hi) for _ in range(E)]
     T, starts = sum(sizes), [sum(sizes[:e]) for e in range(E)]
@@ -534,23 +540,25 @@ def sweep_and_plot(lesson: Lesson, device: str, config: dict, programs: int) -> 
                  "seed 2024); medians of 5 rounds taking turns.")
 
     def draw(fig):
-        left, right = fig.subplots(1, 2)
+        left, right = fig.subplots(2, 1, sharex=True)  # stacked: a phone's column
         left.plot(counts, us["grouped"], "o-", label="one grouped launch")
         left.plot(counts, us["loop"], "s--", label="loop of torch.matmul")
         for ax in (left, right):
             ax.set_xscale("log", base=2)
             ax.set_xticks(counts, [str(c) for c in counts])
-            ax.set_xlabel("number of groups")
+        right.set_xlabel("number of groups")
         left.set_yscale("log")
-        left.set_ylabel("microseconds per call")
-        left.legend()
+        left.set_ylabel("µs per call")
+        fig.legend(loc="outside lower center", ncols=2)
         right.plot(counts, [r[3] for r in rows], "o-", color="tab:green")
         right.axhline(1.0, color="gray", linewidth=0.8)
-        right.set_ylabel("speed-up of the grouped launch")
+        right.set_ylabel("speed-up")
         right.set_ylim(bottom=0)
 
-    lesson.plot("groups-sweep", "Time per call and speed-up against the number of "
-                "groups (fp16, M, N, K in [256, 1024])", draw)
+    lesson.plot("groups-sweep", "Time per call (top) and speed-up of the grouped "
+                "launch (bottom) against the number of groups (fp16, M, N, K in "
+                "[256, 1024])", draw,
+                size=(7.0, 7.0))
 
 
 def main() -> int:

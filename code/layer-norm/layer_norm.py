@@ -294,41 +294,46 @@ def nan_like(t, dtype=None):
 
 
 # snippet: checks
-def check_shape(lesson, M, N, device, seed, eps=1e-5):
-    x, w, b, dy = make_inputs(M, N, device, seed)
+def results_and_bounds(x, w, b, dy, eps=1e-5):
+    """Both passes into outputs poisoned with NaN (a row the kernels skip
+    fails), each output beside its float64 reference and its bound: (name,
+    got, want, (rtol, why), the scale atol is rtol times)."""
+    M, N = x.shape
     y_ref, mean_ref, rstd_ref, dx_ref, dw_ref, db_ref = reference64(x, w, b, dy, eps)
-    tag = f"{M}x{N}"
-
-    def close(name, got, want, rtol_why):
-        rtol, why = rtol_why
-        lesson.close(f"{name}-{tag}", got, want, rtol, rtol * float(want.abs().max()),
-                     why)
-
-    # Forward, into outputs poisoned with NaN: a row the kernel skips fails.
-    stats = torch.full((M,), float("nan"), device=device)
-    out = (nan_like(x), stats, stats.clone())
-    y, mean, rstd = layer_norm_fwd(x, w, b, eps, out=out)
-    # y is computed in FP32 and rounded once to FP16: half an FP16 ulp,
-    # 2^-11 relative. We allow one ulp (2^-10), or the length-scaled FP32
-    # bound if that is larger; atol scales with the largest |y|.
-    close("forward-y", y, y_ref, scaled_rtol(2**-10, 2**-24, N))
-    # mean and rstd stay FP32: only the sums' rounding, 4*eps32*sqrt(N).
-    # (mean's atol scales with max|x|, since the mean of a row can be ~0.)
-    rtol, why = scaled_rtol(1e-6, 2**-24, N)
-    lesson.close(f"forward-mean-{tag}", mean, mean_ref, rtol,
-                 rtol * float(x.abs().max()), why)
-    close("forward-rstd", rstd, rstd_ref, (rtol, why))
-
-    # Backward, from the kernel's own mean and rstd, into poisoned outputs.
+    stats = torch.full((M,), float("nan"), device=x.device)
+    y, mean, rstd = layer_norm_fwd(x, w, b, eps, out=(nan_like(x), stats,
+                                                      stats.clone()))
+    # Backward, from the kernel's own mean and rstd.
     dx, dw, db = layer_norm_bwd(dy, x, w, mean, rstd,
                                 out=(nan_like(x), nan_like(w), nan_like(w)))
-    close("backward-dx", dx, dx_ref, scaled_rtol(2**-10, 2**-24, N))
+    # y and dx are computed in FP32 and rounded once to FP16: half an FP16
+    # ulp, 2^-11 relative. We allow one ulp (2^-10), or the length-scaled
+    # FP32 bound if that is larger; atol scales with the largest value.
+    rounded_once = scaled_rtol(2**-10, 2**-24, N)
+    # mean and rstd stay FP32: only the sums' rounding, 4*eps32*sqrt(N).
+    # (mean's atol scales with max|x|, since the mean of a row can be ~0.)
+    sums = scaled_rtol(1e-6, 2**-24, N)
     # dw and db add up M rows in FP32 before one rounding to FP16.
-    close("backward-dw", dw, dw_ref, scaled_rtol(2**-10, 2**-24, M))
-    close("backward-db", db, db_ref, scaled_rtol(2**-10, 2**-24, M))
+    over_rows = scaled_rtol(2**-10, 2**-24, M)
+    largest = lambda t: float(t.abs().max())  # noqa: E731
+    return [
+        ("forward-y", y, y_ref, rounded_once, largest(y_ref)),
+        ("forward-mean", mean, mean_ref, sums, largest(x)),
+        ("forward-rstd", rstd, rstd_ref, sums, largest(rstd_ref)),
+        ("backward-dx", dx, dx_ref, rounded_once, largest(dx_ref)),
+        ("backward-dw", dw, dw_ref, over_rows, largest(dw_ref)),
+        ("backward-db", db, db_ref, over_rows, largest(db_ref)),
+    ]
 
 
 # end snippet
+
+
+def check_shape(lesson, M, N, device, seed, eps=1e-5):
+    x, w, b, dy = make_inputs(M, N, device, seed)
+    for name, got, want, (rtol, why), scale in results_and_bounds(x, w, b, dy, eps):
+        lesson.close(f"{name}-{M}x{N}", got, want, rtol, rtol * scale, why)
+
 
 
 def check_against_torch(lesson, device, eps=1e-5):
@@ -665,14 +670,14 @@ def sweep_and_plot(lesson: Lesson, device: str, measured: dict, copy_gbps: float
         ax.axhline(copy_gbps, color="gray", linestyle=":", label="copy of x")
         ax.set_xscale("log", base=2)
         ax.set_xticks(widths, [str(n) for n in widths])
-        ax.set_xlabel("row width N (FP16, M x N = 2^25 elements)")
+        ax.set_xlabel(f"row width N (FP16, M x N = {elements:,} elements)")
         ax.set_ylabel("GB/s")
         ax.set_ylim(bottom=0)
-        ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncols=3,
-                  frameon=False)
+        fig.legend(loc="outside lower center", ncols=2)
 
     lesson.plot("gbps-vs-width", "Bandwidth of the forward and backward passes by "
-                "row width, against torch and a plain copy of the same bytes", draw)
+                "row width, against torch and a plain copy of the same bytes", draw,
+                size=(7.0, 5.2))
 
     # snippet: sweep
     # How much do several rows per program buy at N = 1024? Same kernel,

@@ -273,17 +273,26 @@ def steps(num_sms):
             "persistent-tma": partial(matmul_persistent_tma, num_sms=num_sms)}
 
 
+# snippet: checks
+def step_results(M, N, K, device, blocks, num_sms):
+    """Each step's C of random fp16 inputs, into poison, beside the float64
+    product and its bound: {step: (got, want, rtol, atol, why)}."""
+    torch.manual_seed(M * 7 + N * 3 + K)
+    a = torch.randn((M, K), device=device, dtype=torch.float16)
+    b = torch.randn((K, N), device=device, dtype=torch.float16)
+    want, rtol, atol, why = reference(a, b)
+    return {name: (run(a, b, out=nan_output(M, N, device), blocks=blocks), want,
+                   rtol, atol, why)
+            for name, run in steps(num_sms).items()}
+
+
+# end snippet
+
+
 def check_correctness(lesson, device, shapes, blocks, num_sms):
-    # snippet: checks
     for M, N, K in shapes:
-        torch.manual_seed(M * 7 + N * 3 + K)
-        a = torch.randn((M, K), device=device, dtype=torch.float16)
-        b = torch.randn((K, N), device=device, dtype=torch.float16)
-        want, rtol, atol, why = reference(a, b)
-        for name, run in steps(num_sms).items():
-            c = run(a, b, out=nan_output(M, N, device), blocks=blocks)
-            lesson.close(f"{name}-{M}x{N}x{K}", c, want, rtol, atol, why)
-    # end snippet
+        for name, result in step_results(M, N, K, device, blocks, num_sms).items():
+            lesson.close(f"{name}-{M}x{N}x{K}", *result)
 
 
 def show_compiled_code(lesson, device, num_sms):
@@ -307,20 +316,26 @@ def show_compiled_code(lesson, device, num_sms):
                  "in the PTX, not executions)")
 
 
-# snippet: measure
-def measure(n, device, num_sms, rounds):
-    """The three steps and cuBLAS at M = N = K = n, taking turns in `rounds`."""
-    # Random fp16 inputs (never zeros: the tensor cores draw less power on
-    # zeros and clock higher). cuBLAS is torch.matmul.
+# snippet: contenders
+def contenders(n, device, num_sms):
+    """The three steps and cuBLAS at M = N = K = n, on the same random fp16
+    inputs (never zeros: the tensor cores draw less power on zeros and clock
+    higher). cuBLAS is torch.matmul."""
     a = torch.randn((n, n), device=device, dtype=torch.float16)
     b = torch.randn((n, n), device=device, dtype=torch.float16)
-    return bench_interleaved({
+    return {
         "tiled": lambda: matmul_tiled(a, b),
         "tma": lambda: matmul_tma(a, b),
         "persistent-tma": lambda: matmul_persistent_tma(a, b, num_sms),
         "cublas": lambda: torch.matmul(a, b),
-    }, rounds=rounds, warm_s=0.5 if rounds > 3 else 0.2)
+    }
 # end snippet
+
+
+def measure(n, device, num_sms, rounds):
+    """The four taking turns in `rounds`."""
+    return bench_interleaved(contenders(n, device, num_sms), rounds=rounds,
+                             warm_s=0.5 if rounds > 3 else 0.2)
 
 
 def benchmark_and_sweep(lesson, device, num_sms):
@@ -390,7 +405,7 @@ def plot_sweep(lesson, rates, ratios):
     markers = {"tiled": "o", "tma": "s", "persistent-tma": "^", "cublas": "D"}
 
     def draw(fig):
-        left, right = fig.subplots(1, 2)
+        left, right = fig.subplots(2, 1)  # stacked: a phone's column
         for name, label in labels.items():
             left.plot(sizes, [rates[n][name] for n in sizes], marker=markers[name],
                       label=label, linestyle="--" if name == "cublas" else "-")
@@ -408,14 +423,18 @@ def plot_sweep(lesson, rates, ratios):
             ax.set_xscale("log", base=2)
             ax.set_xticks(xs, [str(n) for n in xs])
             ax.set_xlabel("M = N = K")
-        left.set_ylabel("TFLOP/s (fp16 in, fp32 accumulate)")
-        left.legend(fontsize=8)
-        right.set_ylabel("kernel / cuBLAS, per-round median")
+        left.set_ylabel("TFLOP/s")
+        left.set_ylim(bottom=0)
+        fig.legend(*left.get_legend_handles_labels(), loc="outside lower center",
+                   ncols=2)
+        right.set_ylabel("kernel / cuBLAS")
 
     lesson.plot("sweep",
-                "Left: TFLOP/s of the three steps and cuBLAS. Right, from 2048^3 up: "
+                "Top: TFLOP/s (fp16 in, fp32 accumulate) of the three steps and "
+                "cuBLAS. Bottom, from 2048^3 up: "
                 "each step's ratio to cuBLAS, the median of the per-round ratios "
-                "with its 95 % interval (at 2048^3, the range of 3 rounds)", draw)
+                "with its 95 % interval (at 2048^3, the range of 3 rounds)", draw,
+                size=(7.0, 7.6))
 
 
 # -- try this ----------------------------------------------------------------------

@@ -193,27 +193,50 @@ def make_rows(M: int, N: int, device: str, seed: int) -> torch.Tensor:
 
 
 # snippet: checks
+def reduction_results(x):
+    """The row sum into poison, with the float64 sum and its bound; and
+    whether the max of rows of negative numbers is exact."""
+    M, N = x.shape
+    want = x.double().sum(dim=1)
+    out = torch.full((M,), float("nan"), device=x.device)  # poison
+    row_reduce(x, "sum", out=out)
+    # N rounded float32 additions: rtol grows like sqrt(N). atol = rtol:
+    # the values are O(1), so a sum near zero is judged on that scale.
+    rtol, why = scaled_rtol(1e-5, F32_EPS, N)
+    # Rows of negative numbers: a 0 in the padding would be their max.
+    neg = -(x.abs() + 0.25)
+    top = torch.full((M,), float("nan"), device=x.device)
+    row_reduce(neg, "max", out=top)
+    # A maximum picks one of its inputs: no rounding, bit-exact.
+    return (out, want, rtol, why), torch.equal(top, neg.amax(dim=1))
+
+
+def scan_results(x, config=None):
+    """The row cumsum into poison, with the float64 cumsum and its bound; and
+    whether tl.cumsum gives the same bits."""
+    N = x.shape[1]
+    want = x.double().cumsum(dim=1)
+    y = torch.full_like(x, float("nan"))  # poison
+    row_cumsum(x, out=y, config=config)
+    # The last prefix sum adds all N terms: the same length rule.
+    rtol, why = scaled_rtol(1e-5, F32_EPS, N)
+    # tl.cumsum is associative_scan with an add: the same bits.
+    y2 = row_cumsum(x, config=config, use_cumsum=True)
+    return (y, want, rtol, why), torch.equal(y, y2)
+
+
+# end snippet
+
+
 def check_reductions(lesson: Lesson, device: str) -> None:
     shapes = [(37, 1000), (5, 3000), (64, 256), (3, 1)]  # ragged, long, exact
     if device == "cuda":
         shapes += [(4099, 4096), (300, 70_000)]
     for seed, (M, N) in enumerate(shapes):
-        x = make_rows(M, N, device, seed)
-        want = x.double().sum(dim=1)
-        out = torch.full((M,), float("nan"), device=device)  # poison
-        row_reduce(x, "sum", out=out)
-        # N rounded float32 additions: rtol grows like sqrt(N). atol = rtol:
-        # the values are O(1), so a sum near zero is judged on that scale.
-        rtol, why = scaled_rtol(1e-5, F32_EPS, N)
+        (out, want, rtol, why), exact_max = reduction_results(
+            make_rows(M, N, device, seed))
         lesson.close(f"sum-{M}x{N}", out, want, rtol, rtol, why)
-
-        # Rows of negative numbers: a 0 in the padding would be their max.
-        neg = -(x.abs() + 0.25)
-        out = torch.full((M,), float("nan"), device=device)
-        row_reduce(neg, "max", out=out)
-        # A maximum picks one of its inputs: no rounding, bit-exact.
-        lesson.check(f"max-negative-rows-{M}x{N}",
-                     torch.equal(out, neg.amax(dim=1)), "bit-exact vs torch.amax")
+        lesson.check(f"max-negative-rows-{M}x{N}", exact_max, "bit-exact vs torch.amax")
 
 
 def check_scans(lesson: Lesson, device: str) -> None:
@@ -227,20 +250,11 @@ def check_scans(lesson: Lesson, device: str) -> None:
         shapes += [(4099, 4096, None), (300, 70_000, None)]
     for seed, (M, N, config) in enumerate(shapes):
         x = make_rows(M, N, device, 100 + seed)
-        want = x.double().cumsum(dim=1)
-        y = torch.full_like(x, float("nan"))  # poison
-        row_cumsum(x, out=y, config=config)
-        # The last prefix sum adds all N terms: the same length rule.
-        rtol, why = scaled_rtol(1e-5, F32_EPS, N)
+        (y, want, rtol, why), same_bits = scan_results(x, config)
         tag = f"{M}x{N}" + ("" if config is None else f"-block{config[1]}")
         lesson.close(f"cumsum-{tag}", y, want, rtol, rtol, why)
-        # tl.cumsum is associative_scan with an add: the same bits.
-        y2 = row_cumsum(x, config=config, use_cumsum=True)
-        lesson.check(f"tl-cumsum-same-bits-{tag}", torch.equal(y, y2),
+        lesson.check(f"tl-cumsum-same-bits-{tag}", same_bits,
                      "tl.cumsum == associative_scan(x, 1, add), bit for bit")
-
-
-# end snippet
 
 
 # snippet: solution-zero-pad
@@ -349,15 +363,26 @@ def show_compiled_code(lesson: Lesson, device: str) -> None:
 
 
 def benchmark(lesson: Lesson, device: str) -> None:
+    M, N = lesson.size(gpu=(32768, 4096), smoke=(8, 1000))
     # snippet: benchmark
     # 32768 rows of 4096 float32 values: 512 MiB, ten times the H200's
     # L2, and do_bench flushes the L2 between calls, so every call streams
     # from DRAM. Bytes that must move: the cumsum reads x once and writes
     # y once (8 bytes per element); the sum reads x once and writes one
     # float per row. A device-to-device copy of x moves the cumsum's bytes.
-    M, N = lesson.size(gpu=(32768, 4096), smoke=(8, 1000))
     x = make_rows(M, N, device, 2)
     y, dst = torch.empty_like(x), torch.empty_like(x)
+    contenders = {
+        "cumsum": lambda: row_cumsum(x, out=y),
+        "torch_cumsum": lambda: torch.cumsum(x, dim=1),
+        "sum": lambda: row_reduce(x, "sum"),
+        "torch_sum": lambda: torch.sum(x, dim=1),
+        "copy": lambda: dst.copy_(x),
+    }
+    bytes_scan = 2 * M * N * 4
+    bytes_sum = M * N * 4 + M * 4
+    # end snippet
+    # snippet: measure
     # Predictions: both kernels are memory-bound, so each moves its bytes at
     # the rate its yardstick moves the same bytes: a copy for the cumsum,
     # torch.sum's one read of the matrix for the sum.
@@ -367,16 +392,8 @@ def benchmark(lesson: Lesson, device: str) -> None:
     lesson.predict(f"sum-vs-torch-{shape}", 1.0,
                    "memory-bound like torch.sum: one read of the matrix at the "
                    "same rate", 0.10)
-    ms = bench_interleaved({
-        "cumsum": lambda: row_cumsum(x, out=y),
-        "torch_cumsum": lambda: torch.cumsum(x, dim=1),
-        "sum": lambda: row_reduce(x, "sum"),
-        "torch_sum": lambda: torch.sum(x, dim=1),
-        "copy": lambda: dst.copy_(x),
-    }, method="events")  # in a CUDA graph, a 512 MiB copy runs on the copy engine
-    bytes_scan = 2 * M * N * 4
-    bytes_sum = M * N * 4 + M * 4
-    # end snippet
+    # Per call: in a CUDA graph, a 512 MiB copy runs on the copy engine.
+    ms = bench_interleaved(contenders, method="events")
     lesson.benchmark(f"cumsum-vs-torch-{shape}", f"row cumsum vs torch, {M} x {N}",
                      ms, "cumsum", "torch_cumsum", unit="GB/s", work=bytes_scan,
                      baseline_name="torch.cumsum(x, dim=1)", threshold=1.0,
@@ -390,6 +407,7 @@ def benchmark(lesson: Lesson, device: str) -> None:
                      ms, "sum", "torch_sum", unit="GB/s", work=bytes_sum,
                      baseline_name="torch.sum(x, dim=1)", threshold=0.8,
                      stretch=1.0)
+    # end snippet
 
 
 def race_tiles(lesson: Lesson, device: str) -> None:
@@ -452,14 +470,14 @@ def sweep_and_plot(lesson: Lesson, device: str) -> None:
                    label="copy of the same bytes")
         ax.set_xscale("log", base=2)
         ax.set_xticks(ns, [str(n) for n in ns])
-        ax.set_xlabel("row width N (float32 values; rows x N = 2^27)")
+        ax.set_xlabel(f"row width N (float32; rows x N = {x0.numel():,})")
         ax.set_ylabel("GB/s (read x + write y)")
         ax.set_ylim(bottom=0)
-        ax.legend(loc="best")
+        fig.legend(loc="outside lower center", ncols=2)
 
     lesson.plot("cumsum-by-width",
                 "Row cumsum bandwidth by row width, Triton vs torch, same bytes",
-                draw)
+                draw, size=(7.0, 5.0))
 
 
 def main() -> int:

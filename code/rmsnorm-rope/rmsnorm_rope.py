@@ -277,17 +277,35 @@ def check_close(lesson, name, got, want, dtype):
 
 
 # snippet: checks
+# (tokens, heads, head_dim, dtype): token counts that are not multiples of
+# the rows per program, head counts that do not divide it, and head_dim 96,
+# whose halves (48) are not a power of two, so the column masks have work to
+# do. The GPU adds bf16 (the interpreter has none) and larger shapes.
+CHECK_CASES = [(37, 8, 128, torch.float16), (5, 5, 96, torch.float16),
+               (1, 32, 64, torch.float32), (19, 3, 128, torch.float32)]
+GPU_CHECK_CASES = [(1000, 32, 128, torch.float16), (4097, 8, 128, torch.bfloat16),
+                   (333, 5, 96, torch.bfloat16), (1, 32, 128, torch.bfloat16)]
+
+
+def views_of_qkv(T, Hq, Hkv, D, dtype, device) -> dict:
+    """q and k as views of one fused qkv projection: rows of q are not
+    contiguous (the token stride is (Hq + 2 Hkv) * D), which is why the kernel
+    takes strides."""
+    g = torch.Generator().manual_seed(99)
+    qkv = torch.randn(T, (Hq + 2 * Hkv) * D, generator=g).to(device, dtype)
+    return {"q": qkv[:, : Hq * D].view(T, Hq, D),
+            "k": qkv[:, Hq * D : (Hq + Hkv) * D].view(T, Hkv, D)}
+
+
+# end snippet
+
+
 def check_correctness(lesson: Lesson, device: str) -> None:
-    # Token counts that are not multiples of the rows per program, head
-    # counts that do not divide it, and head_dim 96, whose halves (48) are
-    # not a power of two, so the column masks have work to do.
-    cases = [(37, 8, 128, torch.float16), (5, 5, 96, torch.float16),
-             (1, 32, 64, torch.float32), (19, 3, 128, torch.float32)]
+    cases = list(CHECK_CASES)
     if not lesson.not_on_interpreter(
             "bfloat16 inputs", "the interpreter has no bfloat16; the GPU run "
             "checks bf16 (and larger shapes), the interpreter fp16 and fp32"):
-        cases += [(1000, 32, 128, torch.float16), (4097, 8, 128, torch.bfloat16),
-                  (333, 5, 96, torch.bfloat16), (1, 32, 128, torch.bfloat16)]
+        cases += GPU_CHECK_CASES
     tables = {}
     for seed, (T, H, D, dtype) in enumerate(cases):
         x, w, pos = make_inputs(T, H, D, dtype, device, seed)
@@ -302,25 +320,14 @@ def check_correctness(lesson: Lesson, device: str) -> None:
         # The eager baseline computes the same thing, to the same bound.
         check_close(lesson, f"eager-{tag}", rmsnorm_rope_eager(x, w, cos, sin, pos),
                     want, dtype)
-
-    # q and k as views of one fused qkv projection: rows of q are not
-    # contiguous (the token stride is (Hq + 2 Hkv) * D), which is why the
-    # kernel takes strides.
     T, Hq, Hkv, D = 21, 6, 2, 128
     dtype = torch.float16 if device == "cpu" else torch.bfloat16
-    g = torch.Generator().manual_seed(99)
-    qkv = torch.randn(T, (Hq + 2 * Hkv) * D, generator=g).to(device, dtype)
-    q = qkv[:, : Hq * D].view(T, Hq, D)
-    k = qkv[:, Hq * D : (Hq + Hkv) * D].view(T, Hkv, D)
     _, w, pos = make_inputs(T, 1, D, dtype, device, 98)
     cos, sin = tables[128]
-    for name, t in (("q", q), ("k", k)):
+    for name, t in views_of_qkv(T, Hq, Hkv, D, dtype, device).items():
         out = rmsnorm_rope(t, w, cos, sin, pos)
         check_close(lesson, f"fused-{name}-view-of-qkv", out, reference64(t, w, pos),
                     dtype)
-
-
-# end snippet
 
 
 def check_liger(lesson: Lesson, device: str) -> None:
@@ -411,11 +418,11 @@ def fused_bytes(x, positions) -> int:
 
 
 def benchmark(lesson: Lesson, device: str):
+    T, H, D = lesson.size(gpu=(32768, 32, 128), smoke=(64, 4, 128))
+    dtype = lesson.size(gpu=torch.bfloat16, smoke=torch.float16)  # CPU: no bf16
     # snippet: benchmark
     # A prefill of 8 sequences of 4096 tokens (positions 0..4095 each),
     # 32 query heads of 128, bf16: x is 256 MiB, and the output as much.
-    T, H, D = lesson.size(gpu=(32768, 32, 128), smoke=(64, 4, 128))
-    dtype = lesson.size(gpu=torch.bfloat16, smoke=torch.float16)  # CPU: no bf16
     x, w, _ = make_inputs(T, H, D, dtype, device, 5)
     pos = torch.arange(T, device=device) % 4096
     cos, sin = rope_cache(D, device)
@@ -424,6 +431,8 @@ def benchmark(lesson: Lesson, device: str):
     fns = {"fused": lambda: rmsnorm_rope(*args, out=out),
            "eager": lambda: rmsnorm_rope_eager(*args),
            "copy": lambda: dst.copy_(x)}
+    # end snippet
+    # snippet: measure
     # torch.compile of the same eager function, for one fixed shape.
     # Its compile time counts, so it is measured; a failure is recorded.
     compiled, compile_s = None, 0.0
@@ -573,13 +582,15 @@ def sweep_and_plot(lesson: Lesson, device: str) -> None:
                 label="copy of x (ceiling)")
         ax.set_xscale("log", base=2)
         ax.set_xticks(ts, [str(t) for t in ts])
-        ax.set_xlabel(f"tokens ({H} heads x {D}, bf16)")
-        ax.set_ylabel("GB/s (bytes the fused kernel must move)")
+        ax.set_xlabel(f"tokens ({H} heads x {D}, {str(dtype).removeprefix('torch.')})")
+        ax.set_ylabel("GB/s")
         ax.set_ylim(bottom=0)
-        ax.legend(loc="upper left")
+        fig.legend(loc="outside lower center", ncols=2)
 
     lesson.plot("gbps-by-tokens",
-                "RMSNorm + RoPE bandwidth by token count: fused, eager, copy", draw)
+                "RMSNorm + RoPE bandwidth by token count: fused, eager, copy; GB/s "
+                "counts the bytes the fused kernel must move", draw,
+                size=(7.0, 5.0))
 
 
 def main() -> int:

@@ -443,6 +443,8 @@ def check_matmul(lesson: Lesson, device: str) -> None:
     # times, where the spacing of the two formats alone differs by 2**13.
     err_ieee = max_rel_error(got["ieee"], want)
     err_tf32 = max_rel_error(got["tf32"], want)
+    tf32_less_accurate = err_tf32 >= 10 * err_ieee
+    # end snippet
     summary = f"max error / max|want|: ieee {err_ieee:.3g}, tf32 {err_tf32:.3g}"
     if lesson.interpret:
         # The interpreter runs tl.dot on numpy; whether it honours
@@ -454,9 +456,7 @@ def check_matmul(lesson: Lesson, device: str) -> None:
         lesson.skip("tf32-less-accurate-than-ieee",
                     f"not gated under the interpreter; {summary}; {verdict}")
     else:
-        lesson.check("tf32-less-accurate-than-ieee", err_tf32 >= 10 * err_ieee,
-                     summary)
-    # end snippet
+        lesson.check("tf32-less-accurate-than-ieee", tf32_less_accurate, summary)
 
 
 def check_persistent(lesson: Lesson, device: str) -> None:
@@ -484,19 +484,23 @@ def check_persistent(lesson: Lesson, device: str) -> None:
 # == Part 3a: softmax bandwidth ===============================================
 
 # snippet: softmax-benchmark
-def time_softmax(x: torch.Tensor, programs: int) -> Timings:
-    """Both launches, torch.softmax and a copy, all on the same input.
-
-    The four take turns in each of ten rounds, so clock drift hits them alike.
-    """
+def softmax_contenders(x: torch.Tensor, programs: int) -> dict:
+    """Both launches, torch.softmax and a copy, all on the same input. A
+    softmax reads the matrix once and writes it once: 2 * 4 bytes per element,
+    exactly the traffic of a copy, so the copy is the ceiling."""
     dst = torch.empty_like(x)
-    return bench_interleaved({
+    return {
         "triton, one program per row": lambda: softmax(x),
         f"triton, {programs} programs, strided rows": lambda: softmax(x, programs),
         "torch.softmax": lambda: torch.softmax(x, dim=-1),
         "copy": lambda: dst.copy_(x),
-    }, rounds=10)
+    }
 # end snippet
+
+
+def time_softmax(x: torch.Tensor, programs: int) -> Timings:
+    """The four take turns in each of ten rounds, so clock drift hits them alike."""
+    return bench_interleaved(softmax_contenders(x, programs), rounds=10)
 
 
 def benchmark_softmax(lesson: Lesson, device: str) -> None:
@@ -636,15 +640,15 @@ def plot_softmax(lesson: Lesson, rates: dict) -> None:
             ax.bar(xs, [rates[s][kind] for s in shapes], width,
                    label=labels.get(kind, kind))
         ax.set_xticks(range(len(shapes)),
-                      [s.replace("x", " rows x ") + " cols, fp32" for s in shapes])
+                      [s.replace("x", " rows\nx ") + " columns" for s in shapes])
         ax.set_ylabel("GB/s (one read + one write)")
-        ax.set_title("Row softmax bandwidth, medians of interleaved rounds")
-        ax.margins(y=0.3)  # headroom above the bars for the legend
-        ax.legend(loc="upper center", ncols=2)
+        ax.set_title("Row softmax bandwidth, fp32")
+        fig.legend(loc="outside lower center", ncols=2)
 
     lesson.plot("softmax-bandwidth",
-                "Softmax GB/s: both launches of the Triton kernel, torch.softmax, "
-                "and a device-to-device copy of the same matrix", draw)
+                "Softmax GB/s, medians of the interleaved rounds: both launches of "
+                "the Triton kernel, torch.softmax, and a device-to-device copy of "
+                "the same matrix", draw, size=(7.0, 5.0))
 
 
 # == Part 3b: a sweep of tile shapes ==========================================
@@ -734,18 +738,17 @@ def cublas(a: torch.Tensor, b: torch.Tensor, tf32: bool) -> torch.Tensor:
 # end snippet
 
 
-def time_against_cublas(a, b, b_col, best) -> Timings:
-    # snippet: cublas-benchmark
-    # Eight functions take turns in every round: each precision's best tile
-    # with B row-major and column-major, and cuBLAS on the same tensors,
-    # told per call whether it may use TF32; on Hopper a ninth, the
-    # persistent TMA kernel below.
+# snippet: cublas-benchmark
+def cublas_contenders(a, b, b_col, best) -> dict:
+    """Eight functions: each precision's best tile with B row-major and
+    column-major, and cuBLAS on the same tensors, told per call whether it may
+    use TF32; on Hopper a ninth, the persistent TMA kernel below."""
     ieee, tf32 = best["ieee", "row"], best["tf32", "row"]
     tf32_col = best["tf32", "column"]
     hopper = torch.cuda.get_device_capability() >= (9, 0)
     persistent = ({"triton tf32 persistent TMA, B col":
                    lambda: matmul_persistent_tf32(a, b_col)} if hopper else {})
-    return bench_interleaved({
+    return {
         "triton ieee": lambda: matmul(a, b, ieee, ieee=True),
         "cuBLAS FP32": lambda: cublas(a, b, tf32=False),
         "triton ieee, B col": lambda: matmul(a, b_col, ieee, ieee=True),
@@ -755,8 +758,13 @@ def time_against_cublas(a, b, b_col, best) -> Timings:
         "triton tf32, B col": lambda: matmul(a, b_col, tf32_col, ieee=False),
         "cuBLAS TF32, B col": lambda: cublas(a, b_col, tf32=True),
         **persistent,
-    }, rounds=10)
-    # end snippet
+    }
+# end snippet
+
+
+def time_against_cublas(a, b, b_col, best) -> Timings:
+    """All of them take turns in every round."""
+    return bench_interleaved(cublas_contenders(a, b, b_col, best), rounds=10)
 
 
 def against_cublas(lesson: Lesson, device: str, best: dict) -> None:
@@ -848,11 +856,15 @@ def against_cublas(lesson: Lesson, device: str, best: dict) -> None:
 
 def plot_matmul(lesson: Lesson, results: dict) -> None:
     groups = [("FP32\n(ieee)", "triton ieee", "cuBLAS FP32"),
-              ("TF32,\nB row-major", "triton tf32", "cuBLAS TF32"),
-              ("TF32,\nB column-major", "triton tf32, B col", "cuBLAS TF32, B col")]
+              ("TF32\nB row-major", "triton tf32", "cuBLAS TF32"),
+              ("TF32\nB col-major", "triton tf32, B col", "cuBLAS TF32, B col"),
+              ("TF32 TMA\nB col-major", "triton tf32 persistent TMA, B col",
+               "cuBLAS TF32, B col")]
+    # The persistent TMA kernel runs on Hopper only.
+    groups = [g for g in groups if all(g[1] in tf for tf in results.values())]
 
     def draw(fig):
-        axes = fig.subplots(1, len(results), sharey=True)
+        axes = fig.subplots(len(results), 1, sharex=True)
         for ax, (size, tf) in zip(axes, results.items(), strict=True):
             xs = range(len(groups))
             ours = [tf[kernel] for _, kernel, _ in groups]
@@ -861,15 +873,18 @@ def plot_matmul(lesson: Lesson, results: dict) -> None:
             ax.bar([x + 0.2 for x in xs], theirs, 0.4, label="cuBLAS, same B")
             ax.bar_label(bars, [f"{o / t:.2f}x" for o, t in zip(ours, theirs,
                                                                  strict=True)],
-                         padding=2, fontsize=8)
-            ax.set_xticks(list(xs), [g[0] for g in groups], fontsize=8)
+                         padding=2)
+            ax.set_xticks(list(xs), [g[0] for g in groups])
             ax.set_title(f"{size}^3, FP32 inputs")
-        axes[0].set_ylabel("TFLOP/s")
-        axes[0].legend(loc="upper left", fontsize=8)
+            ax.set_ylabel("TFLOP/s")
+            ax.margins(y=0.15)  # room for the ratio over the tallest bar
+        fig.legend(*axes[0].get_legend_handles_labels(), loc="outside lower center",
+                   ncols=2)
 
     lesson.plot("matmul-throughput",
                 "TFLOP/s of the best Triton tile against cuBLAS with TF32 off and on; "
-                "the label over each Triton bar is its ratio to cuBLAS", draw)
+                "the label over each Triton bar is its ratio to cuBLAS", draw,
+                size=(7.0, 8.0))
 
 
 # == Try this =================================================================

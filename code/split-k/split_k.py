@@ -285,20 +285,25 @@ def make_inputs(M, N, K, device, seed=0):
     return a, b
 
 
+# snippet: checks
+# K = 1000 is not a multiple of BLOCK_K, and 3 and 7 splits do not divide its
+# steps (7 leaves empty slices, which are dropped); N = 200 ends in a partial
+# tile, M = 5 is less than BLOCK_M. The GPU adds the benchmark's shape, with
+# both tiles it times. Stream-K runs with program counts that do not divide
+# the work, so runs end inside tiles. Each case: ((M, N, K), BLOCK_Ns).
+CHECK_PLAN = {
+    "interpreter": {"cases": [((5, 200, 1000), (64,)), ((16, 256, 640), (64,))],
+                    "splits": (1, 3, 7), "stream_programs": (5,)},
+    "gpu": {"cases": [((5, 200, 1000), (64,)), ((16, 4096, 16384), (64, 128))],
+            "splits": (1, 3, 7, 16, 32), "stream_programs": (5, 396)},
+}
+# end snippet
+
+
 def check_correctness(lesson: Lesson, device: str) -> dict:
     tiles = INTERPRETER_TILES if lesson.interpret else GPU_TILES
-    # snippet: checks
-    # K = 1000 is not a multiple of BLOCK_K, and 3 and 7 splits do not
-    # divide its steps (7 leaves empty slices, which are dropped); N = 200
-    # ends in a partial tile, M = 5 is less than BLOCK_M. The GPU adds the
-    # benchmark's shape, with both tiles it times. Stream-K runs with program
-    # counts that do not divide the work, so runs end inside tiles.
-    cases = [((5, 200, 1000), (64,)), ((16, 256, 640), (64,))]
-    split_counts, stream_programs = (1, 3, 7), (5,)
-    if not lesson.interpret:
-        cases = [((5, 200, 1000), (64,)), ((16, 4096, 16384), (64, 128))]
-        split_counts, stream_programs = (1, 3, 7, 16, 32), (5, 396)
-    for seed, ((M, N, K), block_ns) in enumerate(cases):
+    plan = CHECK_PLAN["interpreter" if lesson.interpret else "gpu"]
+    for seed, ((M, N, K), block_ns) in enumerate(plan["cases"]):
         a, b = make_inputs(M, N, K, device, seed)
         want = a.double() @ b.double()  # exact products, float64 sums
         rtol, atol, why = tolerance(K, want)
@@ -306,26 +311,25 @@ def check_correctness(lesson: Lesson, device: str) -> dict:
             tile, name = tiles[bn], f"{M}x{N}x{K}-bn{bn}"
             c = matmul_tiled(a, b, tile)
             lesson.close(f"tiled-{name}", c, want, rtol, atol, why)
-            for splits in split_counts:
+            for splits in plan["splits"]:
                 for combine in ("reduce", "atomic"):
                     c = matmul_split_k(a, b, tile, splits, combine)
                     lesson.close(f"split{splits}-{combine}-{name}", c, want, rtol, atol,
                                  why)
-            for programs in stream_programs:
+            for programs in plan["stream_programs"]:
                 c = matmul_stream_k(a, b, tile, programs)
                 lesson.close(f"stream-k-{programs}-{name}", c, want, rtol, atol, why)
-    # end snippet
     return tiles
 
 
 def check_determinism(lesson: Lesson, device: str, tile: dict) -> None:
+    M, N, K, splits, repeats = (*SHAPE, 16, 8)
+    if lesson.interpret:
+        M, N, K, splits, repeats = 16, 64, 512, 4, 3
     # snippet: determinism
     # The same product several times: the fixed-order reduction must give
     # the same bits every time. The atomic version adds the partial tiles
     # in whatever order the programs finish; on a GPU that order changes.
-    M, N, K, splits, repeats = (*SHAPE, 16, 8)
-    if lesson.interpret:
-        M, N, K, splits, repeats = 16, 64, 512, 4, 3
     a, b = make_inputs(M, N, K, device, seed=11)
     runs = {c: [matmul_split_k(a, b, tile, splits, c) for _ in range(repeats)]
             for c in ("reduce", "atomic")}
@@ -479,9 +483,10 @@ def sweep(lesson: Lesson, a, b, sms: int, resident: dict) -> dict:
         f"{M}x{N}x{K} fp16; cuBLAS {cublas:.1f} TFLOP/s; "
         "waves = programs / (SMs x programs per SM)",
     )
-    # The H200's datasheet bandwidth, 4.8 TB/s, over the bytes of A, B and C:
-    # no kernel that reads B once can beat this.
-    floor_s = 2 * (M * K + K * N + M * N) / 4.8e12
+    # The H200's datasheet bandwidth over the bytes of A, B and C: no kernel
+    # that reads B once can beat this.
+    bandwidth = 4.8e12
+    floor_s = 2 * (M * K + K * N + M * N) / bandwidth
     roof = flop / floor_s / 1e12
 
     def draw(fig):
@@ -490,17 +495,18 @@ def sweep(lesson: Lesson, a, b, sms: int, resident: dict) -> dict:
             style = "o-" if combine == "reduce" else "s--"
             ax.plot(splits_list, values, style, label=f"BLOCK_N = {bn}, {combine}")
         ax.axhline(cublas, color="gray", linestyle="--", label="cuBLAS (torch.matmul)")
-        ax.axhline(roof, color="gray", linestyle=":", label="4.8 TB/s bandwidth roof")
+        ax.axhline(roof, color="gray", linestyle=":",
+                   label=f"{bandwidth / 1e12:g} TB/s roof (datasheet)")
         ax.set_xscale("log", base=2)
         ax.set_xticks(splits_list)
         ax.set_xticklabels([str(s) for s in splits_list])
         ax.set_ylim(bottom=0)
         ax.set_xlabel("splits of K (1 = the tiled kernel's grid)")
         ax.set_ylabel("TFLOP/s (fp16 in, fp32 accumulate)")
-        ax.legend(fontsize=8, ncol=2)
+        fig.legend(loc="outside lower center", ncols=2)
 
     lesson.plot("split-sweep", f"Split-K at {M}x{N}x{K}: TFLOP/s against the split "
-                "count", draw)
+                "count", draw, size=(7.0, 5.8))
     # The best (BLOCK_N, splits, TFLOP/s) of each way of combining.
     best = {}
     for combine in ("reduce", "atomic"):
@@ -526,19 +532,20 @@ def benchmark(lesson: Lesson, a, b, best: dict, sms: int, resident: dict) -> Non
     # The prediction, from the bytes: B is read once at a copy's rate (4.3
     # TB/s on an H200), which caps the rate at FLOPs / that time.
     floor_ms = K * N * b.element_size() / 4.3e9
-    lesson.predict("split-k-tflops-16x4096x16384", flop / floor_ms * 1e-9,
-                   "the bandwidth roof: B's 134 MB read once at 4.3 TB/s, an "
-                   "H200's copy rate", 0.15, of="split-k-vs-cublas-16x4096x16384",
-                   quantity="kernel")
-    ms = bench_interleaved({
+    contenders = {
         "cublas": partial(torch.matmul, a, b),
         "split-k": partial(matmul_split_k, a, b, GPU_TILES[bn], splits, first),
         "split-k-2": partial(matmul_split_k, a, b, GPU_TILES[bn2], splits2, second),
         "stream-k": partial(matmul_stream_k, a, b, GPU_TILES[bn],
                             sms * resident["stream-K", bn]),
         "tiled": partial(matmul_tiled, a, b, GPU_TILES[64]),
-    })
+    }
     # end snippet
+    lesson.predict("split-k-tflops-16x4096x16384", flop / floor_ms * 1e-9,
+                   "the bandwidth roof: B's 134 MB read once at 4.3 TB/s, an "
+                   "H200's copy rate", 0.15, of="split-k-vs-cublas-16x4096x16384",
+                   quantity="kernel")
+    ms = bench_interleaved(contenders)
     common = dict(unit="TFLOP/s", work=flop, baseline_name="cuBLAS (torch.matmul)")
     lesson.benchmark(
         "split-k-vs-cublas-16x4096x16384",

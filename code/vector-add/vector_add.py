@@ -74,16 +74,24 @@ def check_sizes(lesson: Lesson, device: str) -> None:
 
 
 def benchmark(lesson: Lesson, device: str) -> None:
-    # snippet: benchmark
-    # A memory-bound kernel: 3 * 4 bytes move per element (two reads, one
-    # write) and one addition happens. The ceiling is DRAM bandwidth, so we
-    # report GB/s against torch's own `x + y` and against a plain copy,
-    # which moves 2 * 4 bytes per element and is the best any kernel does.
-    # The three take turns, round after round, so clock drift hits all alike.
     n = lesson.size(gpu=1 << 28, smoke=1000)
+    # snippet: contenders
+    # A memory-bound kernel: 3 * 4 bytes move per element (two reads, one
+    # write) and one addition happens. The ceiling is DRAM bandwidth, so the
+    # kernel races torch's own `x + y` and a plain copy, which moves 2 * 4
+    # bytes per element and is the best any kernel does.
     x = torch.rand(n, device=device)
     y = torch.rand(n, device=device)
     dst = torch.empty_like(x)
+    contenders = {
+        "triton": lambda: add(x, y),
+        "torch": lambda: x + y,
+        "copy": lambda: dst.copy_(x),
+    }
+    bytes_add = 3 * n * x.element_size()
+    bytes_copy = 2 * n * x.element_size()
+    # end snippet
+    # snippet: measure
     # The prediction, from the bytes alone: all three are memory-bound, so
     # each moves its bytes at the same rate. Counted in GB/s, the kernel's
     # 12 bytes an element match x + y's 12 and the copy's 8: ratios of 1.
@@ -92,19 +100,10 @@ def benchmark(lesson: Lesson, device: str) -> None:
     lesson.predict("add-vs-copy-2^28-fp32", 1.0,
                    "memory-bound: 12 bytes an element at the rate a copy moves its 8",
                    0.10)
+    # The three take turns, round after round, so clock drift hits all alike.
     # Each call is timed on its own (events): inside a CUDA graph a copy of
     # 1 GiB becomes a copy-engine transfer, slower than any kernel's copy.
-    ms = bench_interleaved(
-        {
-            "triton": lambda: add(x, y),
-            "torch": lambda: x + y,
-            "copy": lambda: dst.copy_(x),
-        },
-        method="events",
-    )
-    bytes_add = 3 * n * x.element_size()
-    bytes_copy = 2 * n * x.element_size()
-    # end snippet
+    ms = bench_interleaved(contenders, method="events")
     lesson.benchmark(
         "add-vs-torch-2^28-fp32",
         "add vs torch x + y, 2^28 fp32",
@@ -116,6 +115,8 @@ def benchmark(lesson: Lesson, device: str) -> None:
         baseline_name="torch x + y",
         threshold=0.95,
     )
+    # The add moves three vectors and the copy two: with work=(kernel's bytes,
+    # baseline's bytes) the ratio compares GB/s, not times.
     lesson.benchmark(
         "add-vs-copy-2^28-fp32",
         "add vs a copy, 2^28 fp32",
@@ -127,6 +128,7 @@ def benchmark(lesson: Lesson, device: str) -> None:
         baseline_name="device-to-device copy",
         threshold=0.85,
     )
+    # end snippet
 
 
 def try_this(lesson: Lesson, device: str) -> None:

@@ -4,8 +4,10 @@ The site is built once (module fixture). Then, for every lesson: the zip from
 site/downloads/ is unpacked into an empty folder and run under the
 interpreter; the notebook from site/notebooks/ validates as nbformat 4 and
 runs top to bottom in a fresh kernel (nbclient, ipykernel) under the
-interpreter; the committed copy Colab opens equals the built one; the
-requirements box states what lesson.toml and the evidence say.
+interpreter with no error output, no traceback and no stray value, a decline
+by design being one sentence (issue 34); the committed copy Colab opens
+equals the built one; the requirements box states what lesson.toml and the
+evidence say. tests/test_notebooks.py reads and renders the notebooks.
 """
 
 from __future__ import annotations
@@ -75,15 +77,15 @@ def test_the_archive_runs_alone_in_an_empty_folder(built, tmp_path, name):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_the_notebook_is_valid_and_runs_top_to_bottom(built, tmp_path, name, monkeypatch):
-    """Title first, a short setup, the kit in a collapsed cell; it runs and reaches the script's checks."""
+    """Title first, a short setup, the kit in a collapsed cell; it runs to its end with no error shown."""
     from nbclient import NotebookClient
-    from nbclient.exceptions import CellExecutionError
 
     nb = nbformat.read(built / "notebooks" / f"{name}.ipynb", as_version=4)
     nbformat.validate(nb)
-    title, setup, kit = nb.cells[:3]
+    title, setup = nb.cells[:2]
     assert title.cell_type == "markdown" and title.source.startswith("# "), "the title comes first"
     assert setup.cell_type == "code" and setup.id == "setup" and len(setup.source.split("\n")) <= 16
+    kit = next(c for c in nb.cells if c.id == "kit")
     assert kit.metadata.get("cellView") == "form" and kit.metadata["jupyter"]["source_hidden"] is True
     assert "lessonkit.py" in kit.source and "lesson.toml" in kit.source
     assert not any("%%writefile" in c.source for c in nb.cells), "no wall of kit code"
@@ -92,20 +94,28 @@ def test_the_notebook_is_valid_and_runs_top_to_bottom(built, tmp_path, name, mon
     client = NotebookClient(nb, timeout=600, kernel_name="python3",
                             resources={"metadata": {"path": str(tmp_path)}})
     lesson = lesson_of(name)
-    record = next((r for r in judge(lesson, REPO / "evidence").current if r.mode == "interpreter"), None)
+    st = judge(lesson, REPO / "evidence")
+    record = next((r for r in st.current if r.mode == "interpreter"), None)
+    ran = st.modes["interpreter"].record  # the newest interpreter run, for this source or an older one
     if not lesson.modes["interpreter"].supported:  # the setup says so; running further is not the point
         nb.cells = nb.cells[:2]
         client.execute()
         assert "the lesson cannot run here, nor under the interpreter" in nb.cells[1].outputs[0]["text"]
         return
-    if record is not None and record.outcome == "by-design":  # declined under the interpreter: the run stops
-        with pytest.raises(CellExecutionError) as stopped:
-            client.execute()
-        assert stopped.value.ename == "SystemExit" and stopped.value.evalue == "3"
-        return
-    client.execute()  # raises CellExecutionError on any failing cell
-    printed = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
-    assert "exit code 0" in printed
+    client.execute()  # raises CellExecutionError on any failing cell: a decline by design is no failure
+    outputs = [(c.id, o) for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
+    shown = "\n".join(o.get("text", "") + str(o.get("data", "")) for _, o in outputs)
+    assert not [o for _, o in outputs if o.output_type == "error"], "an error shown"
+    for what in ("Traceback", "SystemExit", "To exit: use"):
+        assert what not in shown, f"{what!r} shown"
+    assert not kit.outputs, f"the kit cell shows {kit.outputs}"  # no stray value (a write's return value)
+    finish = next(c for c in nb.cells if c.id == "finish")
+    if ran is not None and ran.outcome == "by-design":  # declined under the interpreter: one sentence
+        assert [(o.output_type, o.get("name"), o.get("text")) for o in finish.outputs] == \
+            [("stream", "stderr", f"declined by design: {ran.reason}\n")], finish.outputs
+    else:
+        assert "PASS" in "".join(o.get("text", "") for o in finish.outputs)
+    printed = "".join(o.get("text", "") for _, o in outputs)
     if record is not None:  # the same checks as the script, by name
         reached = set(re.findall(r"^  check (\S+): (?:PASS|FAIL|SKIP)", printed, re.M))
         assert reached == {c.name for c in record.checks}
@@ -151,10 +161,10 @@ def test_the_notebook_alternates_the_pages_prose_with_its_code_in_page_order(bui
 
     lesson = lesson_of(name)
     nb = nbformat.read(built / "notebooks" / f"{name}.ipynb", as_version=4)
-    kinds = [c.cell_type for c in nb.cells]
-    assert all(not (a == b == "markdown") for a, b in zip(kinds, kinds[1:], strict=False)), \
-        "two Markdown cells in a row: prose and code alternate"
-    assert [c.id for c in nb.cells[1:4]] == ["setup", "kit", "imports"]
+    for a, b in zip(nb.cells, nb.cells[1:], strict=False):  # a step's recorded output folds under its cell
+        assert not (a.cell_type == b.cell_type == "markdown") or a.id.startswith("recorded-"), \
+            f"{a.id}, {b.id}: two Markdown cells in a row: prose and code alternate"
+    assert nb.cells[1].id == "setup" and "kit" in [c.id for c in nb.cells]
     page = (REPO / "docs" / lesson.page).read_text(encoding="utf-8")
     prose = [(i, c.source) for i, c in enumerate(nb.cells) if c.cell_type == "markdown"]
     found = []  # the index of the cell that holds each heading of the page
@@ -187,11 +197,18 @@ def test_no_marker_and_no_code_twice(built, name):
     nb = nbformat.read(built / "notebooks" / f"{name}.ipynb", as_version=4)
     for cell in nb.cells:
         assert not [ln for ln in cell.source.split("\n") if MARKER_LIKE.match(ln)], cell.id
-    code = [c.source for c in nb.cells if c.cell_type == "code" and c.id != "kit"]  # the kit is not lesson code
+    cells = [c.source for c in nb.cells if c.cell_type == "code" and c.id != "kit"]  # the kit is not lesson code
+    code = [c for c in cells if not c.startswith("%%module ")]  # the main file's; a module's cells run in it
     source = lesson.main.read_text(encoding="utf-8")
     for definition in re.findall(r"^(?:def|class) (\w+)", source, re.M):
         count = sum(bool(re.search(rf"^(?:def|class) {definition}\b", c, re.M)) for c in code)
         assert count == (0 if definition == "main" else 1), f"{definition} is defined in {count} code cells"
+    for module in (p for p in lesson.source_files() if p.parent == lesson.folder and p.suffix == ".py"
+                   and p != lesson.main):
+        own = [c for c in cells if c.startswith(f"%%module {module.stem}\n")]
+        for definition in re.findall(r"^(?:def|class) (\w+)", module.read_text(encoding="utf-8"), re.M):
+            count = sum(bool(re.search(rf"^(?:def|class) {definition}\b", c, re.M)) for c in own)
+            assert count <= 1, f"{module.name}: {definition} is defined in {count} code cells"
     for step in re.findall(r"lesson\.step\(\s*\"([a-z0-9-]+)\"", source):
         assert sum(f'lesson.step("{step}"' in c for c in code) == 1, step
 
@@ -306,7 +323,7 @@ def test_the_first_cells_say_which_colab_gpus_run_it_and_the_setup_falls_back_in
         assert "any of its GPUs runs it" in line
     elif able:
         assert f"choose {', '.join(able[:-1]) + ' or ' if len(able) > 1 else ''}{able[-1]}" in line
-        assert all(gpu in line for gpu in unable) and "falls back to Triton's interpreter" in line
+        assert all(gpu in line for gpu in unable) and "the kernels run on the CPU through Triton's interpreter" in line
     else:
         assert f"none of its GPUs, {', '.join(unable)}, has the compute capability {capability}" in line
     setup = notebook.setup_code(lesson)
@@ -366,14 +383,14 @@ def stepped_notebook(site_project, body: str):
     return notebook, site, site.lessons[0]
 
 
-def test_a_step_cell_carries_the_recorded_gpu_output_marked_with_gpu_date_and_versions(site_project):
+def test_under_a_step_cell_the_recorded_gpu_output_is_folded_in_markdown_with_gpu_date_and_versions(site_project):
     from verified_triton.core.kit import Step
     from verified_triton.judge.evidence import Environment
 
     body = "::snippet code/stepped/stepped.py kernel\n\n::step checks\n\n## Timing\n\n::step timing"
     notebook, site, lesson = stepped_notebook(site_project, body)
-    cells = {c.id: c for c in notebook.build(lesson, site, site_project.docs).cells}
-    assert not cells["step-checks"].outputs, "nothing recorded, nothing shown"
+    cells = notebook.build(lesson, site, site_project.docs).cells
+    assert not any(c.id.startswith("recorded-") for c in cells), "nothing recorded, nothing shown"
     env = Environment(python="3.12.3", torch="2.11.0", triton="3.6.0", device_name="NVIDIA H200", capability="9.0",
                       cuda="13.0")
     site_project.write(site_project.make_record("stepped", mode="gpu", key="gpu-nvidia-h200", env=env,
@@ -383,19 +400,116 @@ def test_a_step_cell_carries_the_recorded_gpu_output_marked_with_gpu_date_and_ve
     site = type(site).load(site_project.code, site_project.evidence)
     cells = notebook.build(lesson, site, site_project.docs).cells
     by_id = {c.id: c for c in cells}
-    out = by_id["step-checks"].outputs[0]
-    assert out.output_type == "stream" and out.name == "stdout"
-    assert out.text.startswith("[Recorded on NVIDIA H200 (compute capability 9.0), 2026-01-02 03:04:05 UTC: "
-                               "Triton 3.6.0, torch 2.11.0, Python 3.12.3, CUDA 13.0. Running the cell replaces it.]")
-    assert out.text.endswith("  check two: PASS\n") and "timed" not in out.text
-    assert by_id["step-timing"].outputs[0].text.endswith("timed\n")
-    assert "the whole log" in by_id["recorded-run"].source and "<details>" in by_id["recorded-run"].source
-    assert "Under each cell that runs a step" in cells[0].source
-    # Code the page does not show (helper) goes into a collapsed cell before the first cell that needs it.
     ids = [c.id for c in cells]
-    assert ids.index("hidden") < ids.index("step-checks") and "def helper" in by_id["hidden"].source
-    assert by_id["hidden"].metadata["cellView"] == "form"
+    assert not any(c.get("outputs") for c in cells), "the reader's run fills the step's cell; nothing is replaced"
+    for step, printed in (("checks", "  check two: PASS"), ("timing", "timed")):
+        under = cells[ids.index(f"step-{step}") + 1]
+        assert under.id == f"recorded-{step}" and under.cell_type == "markdown"
+        assert under.source.startswith("<details><summary>Recorded on NVIDIA H200, 2026-01-02</summary>\n\n"
+                                       "Triton 3.6.0, torch 2.11.0, Python 3.12.3, CUDA 13.0, compute capability "
+                                       "9.0.\n\n```text\n"), under.source
+        assert f"\n{printed}\n```\n\n</details>" in under.source
+    assert "timed" not in by_id["recorded-checks"].source
+    assert "the whole log" in by_id["recorded-run"].source and "<details>" in by_id["recorded-run"].source
+    assert "under each step, folded, is what the recorded GPU run printed there" in cells[0].source
+    # Code the page does not show (helper) goes into a collapsed cell before the first cell that needs it; the
+    # kit cell comes where the notebook first needs it: after the kernel, which needs nothing of it.
+    assert ids.index("region-kernel") < ids.index("kit") < ids.index("hidden") < ids.index("step-checks")
+    assert "def helper" in by_id["hidden"].source and by_id["hidden"].metadata["cellView"] == "form"
     assert by_id["region-kernel"].source.startswith("def kernel():")
+
+
+JOINED = textwrap.dedent("""\
+    import sys
+    from pathlib import Path
+
+    # lessonkit.py sits beside this file in a download, one folder up in the repository.
+    HERE = Path(__file__).resolve().parent
+    sys.path[:0] = [str(HERE), str(HERE.parent)]
+    from lessonkit import Lesson  # noqa: E402
+
+
+    # snippet: one
+    def one():
+        return 1
+    # end snippet
+
+
+    # snippet: two
+    def two():
+        return 2
+    # end snippet
+
+
+    def main() -> int:
+        lesson = Lesson("joined")
+        with lesson.step("first"):
+            lesson.check("one", one() == 1)
+        with lesson.step("second"):
+            lesson.check("two", two() == 2)
+        return lesson.finish()
+
+
+    if __name__ == "__main__":
+        sys.exit(main())
+    """)
+
+
+@pytest.mark.parametrize("between, joined", [("", True), ("Why it returns 2.\n\n", False)])
+def test_a_step_right_under_the_code_it_runs_is_one_cell_with_it(site_project, between, joined):
+    """The page shows the code and runs it, nothing between: one cell defines and runs it; prose between: two."""
+    from verified_triton.site import directives, notebook
+
+    body = f"::snippet code/joined/joined.py one\n\n::step first\n\n## Two\n\n::snippet code/joined/joined.py two\n\n" \
+           f"{between}::step second"
+    site_project.add_lesson("joined", PAGE.replace("stepped", "joined").format(body=body), source=JOINED)
+    site = directives.Site.load(site_project.code, site_project.evidence)
+    cells = notebook.build(site.lessons[0], site, site_project.docs).cells
+    by_id = {c.id: c for c in cells}
+    assert "region-one" in by_id, "the first step comes after the lesson's start: not joined"
+    if joined:
+        assert "region-two" not in by_id
+        assert by_id["step-second"].source == 'def two():\n    return 2\n\n\nwith lesson.step("second"):\n' \
+                                             '    lesson.check("two", two() == 2)'
+    else:
+        assert by_id["region-two"].source == "def two():\n    return 2"
+        assert by_id["step-second"].source.startswith('with lesson.step("second"):')
+
+
+KIT_IMPORT = "from lessonkit import Lesson  # noqa: E402"
+MODULE_LESSON = JOINED.replace("joined", "moduled").replace(KIT_IMPORT, f"{KIT_IMPORT}\nimport kernels  # noqa: E402") \
+    .replace("one() == 1", "kernels.one() == 1")
+KERNELS = textwrap.dedent("""\
+    \"\"\"The lesson's kernels (its own module).\"\"\"
+
+    SCALE = 1
+
+
+    # snippet: one
+    def one():
+        return SCALE
+    # end snippet
+    """)
+
+
+def test_a_region_of_the_lessons_own_module_is_a_module_cell_after_the_kit_where_the_page_shows_it(site_project):
+    from verified_triton.site import directives, notebook
+
+    body = "::snippet code/moduled/kernels.py one\n\n::snippet code/moduled/moduled.py two\n\n::step first\n\n" \
+           "::step second\n\n::snippet code/moduled/kernels.py one"
+    folder = site_project.add_lesson("moduled", PAGE.replace("stepped", "moduled").format(body=body),
+                                     source=MODULE_LESSON)
+    (folder / "kernels.py").write_text(KERNELS, encoding="utf-8")
+    site = directives.Site.load(site_project.code, site_project.evidence)
+    cells = notebook.build(site.lessons[0], site, site_project.docs).cells
+    ids = [c.id for c in cells]
+    module = cells[ids.index("module-kernels-one")]
+    assert module.source == ("%%module kernels\n# kernels.py, lines 7-8, run inside kernels: the lesson's cells "
+                             "below use what you edit here\ndef one():\n    return SCALE")
+    assert ids.index("kit") < ids.index("module-kernels-one") < ids.index("step-first"), "%%module is the kit's"
+    assert "SCALE = 1" not in "".join(c.source for c in cells if c.id != "kit"), "the rest stays in the file"
+    assert any("*The code shown here on the page, lines 7–8 of <code>kernels.py</code>, is part of the "
+               "<code>kernels.py</code> cell above that defines <code>one</code>.*" in c.source for c in cells)
 
 
 def test_a_record_from_before_steps_leaves_the_step_cells_empty_and_says_where_the_log_is(site_project):
@@ -418,7 +532,8 @@ def test_a_lesson_the_interpreter_cannot_run_still_makes_a_notebook_that_says_so
         toml='[requires]\ncapability = "10.0"\n[interpreter]\nsupported = false\nreason = "Gluon needs a GPU"\n')
     site = directives.Site.load(site_project.code, site_project.evidence)
     cells = notebook.build(site.lessons[0], site, site_project.docs).cells
-    assert "the lesson cannot run (nor under the interpreter: Gluon needs a GPU)" in cells[0].source
+    assert "there, the lesson cannot run here, nor under the interpreter (Gluon needs a GPU)." \
+        in cells[0].source
     assert "the lesson cannot run here, nor under the interpreter (Gluon needs a GPU)." in cells[1].source
     assert "TRITON_INTERPRET" not in cells[1].source.split("else:")[1], "no fallback to an interpreter it cannot use"
 

@@ -20,9 +20,8 @@ import pytest
 from markdown_it import MarkdownIt
 
 from conftest import REPO, make_site_project, toml_string
-from verified_triton.core.kit import Check
+from verified_triton.core.kit import Check, Step
 from verified_triton.judge.evidence import Environment
-from verified_triton.site.notebook import python_string
 
 # Markup for every Markdown reader: HTML, a javascript: link, remote images, a bare URL, a www. address and an
 # e-mail address (GFM autolinks them), math (Jupyter), emphasis, code, a heading and a list when at a line start.
@@ -32,23 +31,50 @@ HOSTILE = ('# <img src="https://evil.example/x.png"> [click](javascript:alert(1)
 SHORT = "<img src=//e.x/i> [a](javascript:x) www.e.x a@e.x $m$ **b**"  # fits a version or device field
 assert len(SHORT) <= 120
 
-PAGE = "---\nlesson: hostile\n---\n\n# Hostile\n\n::status\n\n## Requirements\n\n::requirements\n"
+PAGE = ("---\nlesson: hostile\n---\n\n# Hostile\n\n::status\n\n## Requirements\n\n::requirements\n\n"
+        "## Steps\n\n::step checks\n\n::step timing\n")
+# A lesson whose main() has steps: the notebook folds each step's recorded output under its cell.
+SOURCE = """\
+import sys
+from pathlib import Path
+
+# lessonkit.py sits beside this file in a download, one folder up in the repository.
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE), str(HERE.parent)]
+from lessonkit import Lesson  # noqa: E402
+
+
+def main() -> int:
+    lesson = Lesson("hostile")
+    with lesson.step("checks"):
+        lesson.check("c", True)
+    if lesson.step("timing", needs_gpu="timings need a GPU"):
+        print("timed")
+    return lesson.finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+"""
 AUTOLINK = re.compile(r"(?i)(?<![\\\w])www\.|[a-z][a-z0-9+.-]*://|(?<![\\&#\w])@")  # what GFM makes a link of
 MATH = re.compile(r"(?<!\\)\$")
 OWN_TAGS = {"<code>", "</code>", "<small>", "</small>", "<br>"}
-# The notebook generator's own folds (a solution, a run's whole output): fixed words, no text of the record.
-OWN_BLOCK = re.compile(r"\A(?:<details>(?:<summary>[A-Za-z ,()'-]{1,80}</summary>)?|</details>)\s*\Z")
+# The notebook generator's own folds (a solution, a run's whole output): fixed words, no text of the record;
+# or a step's recorded output, whose summary names the device and the date, HTML-escaped (no tag in it).
+OWN_BLOCK = re.compile(r"\A(?:<details>(?:<summary>(?:[A-Za-z ,()'-]{1,80}|Recorded on [^<>]{1,900})</summary>)?"
+                       r"|</details>)\s*\Z")
 
 
 @pytest.fixture
 def hostile(tmp_path):
     site = make_site_project(tmp_path / "site")
-    site.add_lesson("hostile", PAGE, title=HOSTILE, summary=HOSTILE,
+    site.add_lesson("hostile", PAGE, title=HOSTILE, summary=HOSTILE, source=SOURCE,
                     toml=f'[requires]\ncapability = "9.0"\nwhy = {toml_string(HOSTILE)}\n')
     env = Environment(python=SHORT, torch=SHORT, triton=SHORT, platform=SHORT, device_name=SHORT,
                       capability="9.0", driver=SHORT, cuda=SHORT)
     site.write(site.make_record("hostile", "gpu", env=env, outcome="failed", exit_code=1, reason=HOSTILE,
-                                stdout=HOSTILE, checks=[Check("c", "fail", HOSTILE)]))
+                                stdout=HOSTILE, checks=[Check("c", "fail", HOSTILE)],
+                                steps=[Step("checks", HOSTILE), Step("timing", "", not_run=HOSTILE)]))
     site.write(site.make_record("hostile", "interpreter", env=Environment(python=SHORT, torch=SHORT, triton=SHORT,
                                                                           platform=SHORT, device_name="CPU")))
     return site
@@ -110,18 +136,24 @@ def test_the_archive_readme_carries_no_markup(hostile):
 
 
 def test_notebook_markdown_cells_carry_no_markup(hostile):
+    import base64
+    import json
+    import zlib
+
     from verified_triton.site import directives
     from verified_triton.site.downloads import notebook
 
     site = directives.Site.load(hostile.code, hostile.evidence)
     nb = notebook(site.lessons[0], site, hostile.docs)
     toml = (hostile.code / "hostile" / "lesson.toml").read_text(encoding="utf-8")
+    assert [c.id for c in nb.cells if c.id.startswith("recorded-")] == ["recorded-checks", "recorded-timing",
+                                                                         "recorded-run"]
     for i, cell in enumerate(nb.cells):
         if cell.cell_type == "markdown":
             assert problems(cell.source) == [], f"cell {i}:\n{cell.source}"
         else:  # code: the setup, the lesson's own files, the lesson cell by cell; never evidence
-            assert SHORT not in cell.source, f"cell {i}: evidence in a code cell"
-            if HOSTILE in cell.source or repr(HOSTILE)[1:-1] in cell.source:  # only as lesson.toml's own bytes
-                assert f"Path('lesson.toml').write_text({python_string(toml)}" in cell.source, f"cell {i}"
-    kit_cells = [c for c in nb.cells if c.cell_type == "code" and "Path('lesson.toml').write_text(" in c.source]
-    assert len(kit_cells) == 1 and python_string(toml) in kit_cells[0].source  # lesson.toml, byte for byte
+            assert SHORT not in cell.source and HOSTILE not in cell.source, f"cell {i}: text of the record or of " \
+                "lesson.toml in a code cell"
+    kit = next(c for c in nb.cells if c.id == "kit")
+    packed = next(ln for ln in kit.source.split("\n") if ln.startswith('KIT = "'))[len('KIT = "'):-1]
+    assert json.loads(zlib.decompress(base64.b85decode(packed)))["lesson.toml"] == toml  # byte for byte, packed

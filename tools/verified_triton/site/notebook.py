@@ -1,40 +1,66 @@
-"""A lesson as a Jupyter notebook: the page, runnable.
+"""A lesson as a Jupyter notebook: the page, runnable, in every renderer (Colab, JupyterLab, GitHub, nbconvert).
 
 One job: from the lesson's page, its source and its evidence, the notebook that "Open in Colab" opens.
+The first screen in every renderer is the lesson's: its title, its opening, its first code.
 
-    title           the page's title, what the lesson needs and which of Colab's GPUs run it
-    setup           Triton present? a GPU that can run the lesson, or Triton's interpreter, said in words
-    kit, imports    collapsed cells (Colab's form view, JupyterLab's hidden input): lessonkit.py and
-                    lesson.toml written beside the notebook, then the lesson file's imports
+    title           the page's title and summary, its opening, then its ::status line and its
+                    ::requirements (folded), then how to run it: which of Colab's GPUs run it, what runs
+                    without one, where the recorded output is
+    setup, imports  Triton present? a GPU that can run the lesson, or what runs on the CPU, said in words
+                    taken from main()'s steps (a step that needs a GPU says why); then the lesson file's
+                    imports, collapsed (Colab's form view, JupyterLab's hidden input)
     the page        section by section: the prose, then the code it discusses. A `::snippet` of the
                     lesson file becomes the code cell that defines what the region shows, where the page
-                    shows it; a `::step NAME` becomes the cell that runs that step of main(), carrying
-                    what the recorded GPU run printed in it. Lesson code the page does not show goes
-                    into collapsed cells just before the first cell that needs it.
-    finish          `exit_code = lesson.finish()`; then the recorded GPU run's whole output, folded
+                    shows it; a `::snippet` of one of the lesson's own modules (its Gluon kernels, say)
+                    becomes a `%%module NAME` cell, which runs inside that module, so the lesson's later
+                    cells use the kernel as the reader edits it. A `::step NAME` becomes the cell that
+                    runs that step of main() (joined to the code cell right above it when the page puts
+                    nothing between them), and under it, folded, what the recorded GPU run printed there
+                    ("Recorded on NVIDIA H200, <date>"): a Markdown cell, which running the step leaves
+                    alone. Lesson code the page does not show goes into collapsed cells just before the
+                    first cell that needs it; main()'s start (the Lesson, its device) and the kit too.
+    finish          main()'s end (`exit_code = lesson.finish()`); then the recorded GPU run's whole output,
+                    folded
 
-Text from lesson.toml and the evidence reaches the notebook's own Markdown cells as door.PlainMd (shown
-as the characters it is), the directives' forms as door.Md, and a stream output through clean_output.
-No code appears twice and no `# snippet:` marker reaches a cell. Material's admonitions become Markdown
-that Jupyter, JupyterLab, Colab and GitHub render alike (a folded one, such as a solution, a
-`<details>` block). The notebook runs top to bottom, through the same steps as `python <lesson>.py`.
-What cannot be placed (a step the page does not place, places out of order, or places above the code
-it runs) is an error naming the page's FILE:LINE. Cells are made with nbformat's own constructors.
+The kit is not pasted. One collapsed cell, placed where the notebook first needs the kit (with the
+setup when the lesson's first code does), holds lessonkit.py, lesson.toml, the files of the lessons it
+`uses`, its own modules and lessonkit_notebook.py (the notebook's side of the kit: `%%module`, and the
+kit's stop without a traceback) as one line, zlib-compressed and base85-encoded, with each file's SHA-256
+on a line of its own (the repository's file has the same); it writes them beside the notebook, checked,
+then runs the lesson file's own lines that import the kit. One line, because no renderer wraps a code
+line: Colab and JupyterLab collapse the cell, GitHub's viewer and nbconvert show a dozen short lines and
+one that runs off to the right, never a wall. The notebook fetches nothing: the committed notebook
+cannot name the commit it is committed in (CI's `downloads.py check` rebuilds it at its own commit), a
+fetch by branch would need this copy whenever the branch has moved on, and the notebook must run offline
+(CI runs every one); with no repo_url configured, as in this repository's mkdocs.yml, there is nothing to
+fetch from at all. The SHA-256 lines are what a reader compares with `sha256sum code/lessonkit.py`.
+
+Text from lesson.toml and the evidence reaches the notebook's own Markdown cells as door.PlainMd (shown as
+the characters it is; inside a raw-HTML summary, door.html_text first), the directives' forms as door.Md.
+No evidence reaches a code cell; the step names and reasons the setup prints (code/ text) are
+door.clean_output text written as JSON string literals. No code appears twice in the cells and no
+`# snippet:` marker reaches a cell. Material's admonitions become Markdown that Jupyter, JupyterLab, Colab
+and GitHub render alike (a folded one, such as a solution, a `<details>` block). The notebook runs top to
+bottom, through the same steps as `python <lesson>.py`; no code cell is longer than MAX_CODE_LINES. What
+cannot be placed (a step the page does not place, places out of order, or places above the code it runs)
+is an error naming the page's FILE:LINE. Cells are made with nbformat's own constructors.
 """
 
 from __future__ import annotations
 
-import ast
 import base64
+import hashlib
+import json
 import re
 import textwrap
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from verified_triton.core.lessons import Lesson
 from verified_triton.core.limits import LIMITS
 from verified_triton.core.numfmt import seconds
-from verified_triton.core.safefs import read_text
+from verified_triton.core.safefs import read_bytes, read_text
 from verified_triton.judge.evidence import Record
 from verified_triton.site import directives, lesson_source, siteconfig, sources
 from verified_triton.site.directives.common import gpu_first
@@ -43,61 +69,85 @@ from verified_triton.site.door import (
     PlainMd,
     clean_output,
     code,
+    html_text,
     page_markdown,
     plain_code_block,
     url,
 )
 from verified_triton.site.requirements import COLAB_GPUS, INSTALL, version_tuple
-from verified_triton.site.snippets import END, MARKER_LIKE, START, extract
+from verified_triton.site.snippets import END, START, extract
 
 IMPORT_LINE = "HERE = Path(__file__).resolve().parent"
-NOTEBOOK_IMPORT = "HERE = Path.cwd()  # in a notebook: lessonkit.py was written here by the cell above"
+NOTEBOOK_IMPORT = "HERE = Path.cwd()  # in a notebook: the lines above wrote lessonkit.py here"
 HIDDEN = {"cellView": "form", "jupyter": {"source_hidden": True}}  # collapsed in Colab and JupyterLab
+HARNESS = Path(__file__).with_name("lessonkit_notebook.py")  # the notebook's side of the kit
+MAX_CODE_LINES = 300  # no code cell is longer: a longer run of code the page does not show is split
 
 
 # -- the first cells --------------------------------------------------------------------
 
-def colab_line(lesson: Lesson) -> PlainMd:
-    """Which of Colab's GPUs run the lesson's GPU half, from [requires] capability."""
+def gpu_steps(source: lesson_source.LessonSource | None) -> list[lesson_source.StepCode]:
+    """main()'s steps that need a GPU (`if lesson.step(NAME, needs_gpu=REASON):`), in order."""
+    steps = source.steps.steps if source is not None and source.steps is not None else []
+    return [s for s in steps if s.needs_gpu]
+
+
+def without_gpu(lesson: Lesson, source: lesson_source.LessonSource | None) -> str:
+    """What runs without a GPU (or below the capability), from main()'s steps: plain text, one sentence."""
+    interp = lesson.modes["interpreter"]
+    if not interp.supported:
+        return f"the lesson cannot run here, nor under the interpreter ({interp.reason})."
+    need = gpu_steps(source)
+    if not need:
+        return "the kernels run on the CPU through Triton's interpreter; the checks run, nothing is timed."
+    cpu = [s.name for s in source.steps.steps if not s.needs_gpu]
+    reasons = "; ".join(dict.fromkeys(s.needs_gpu for s in need))
+    gpu = lesson.requires.capability
+    where = f"a GPU of compute capability {gpu} or newer" if gpu else "a GPU"
+    ran = (f"the {_steps(cpu)} {'runs' if len(cpu) == 1 else 'run'} on the CPU (a Triton kernel through Triton's "
+           "interpreter), " if cpu else "no step runs on the CPU; ")
+    return f"{ran}the {_steps([s.name for s in need])} only on {where} ({reasons})."
+
+
+def _steps(names: list[str]) -> str:
+    return ("step " if len(names) == 1 else "steps ") + _either(names, "and")
+
+
+def colab_line(lesson: Lesson, source: lesson_source.LessonSource | None = None) -> PlainMd:
+    """Which of Colab's GPUs run the lesson's GPU half, from [requires] capability; what runs without one."""
     need = lesson.requires.capability
     every = ", ".join(f"{name} ({cc[0]}.{cc[1]})" for name, cc in COLAB_GPUS)
     able = [f"{name} ({cc[0]}.{cc[1]})" for name, cc in COLAB_GPUS if not need or cc >= version_tuple(need)]
     unable = [f"{name} ({cc[0]}.{cc[1]})" for name, cc in COLAB_GPUS if need and cc < version_tuple(need)]
-    interp = lesson.modes["interpreter"]
-    fallback = (PlainMd("the setup below falls back to Triton's interpreter on the CPU: the checks run, nothing is "
-                        "timed") if interp.supported else
-                PlainMd("the lesson cannot run (nor under the interpreter: {})").format(interp.reason))
+    fallback = PlainMd("{}").format(without_gpu(lesson, source))
     if not need or len(able) == len(COLAB_GPUS):
-        return PlainMd("**On Colab:** any of its GPUs runs it: {}. Without a GPU, {}.").format(every, fallback)
+        return PlainMd("**On Colab:** any of its GPUs runs it: {}. Without a GPU, {}").format(every, fallback)
     if able:
         return PlainMd("**On Colab:** choose {} (Runtime › Change runtime type): the lesson needs compute capability "
-                       "{} or newer. On {}, or without a GPU, {}.").format(_either(able), need, _either(unable),
-                                                                          fallback)
+                       "{} or newer. On {}, or without a GPU, {}").format(_either(able), need, _either(unable),
+                                                                         fallback)
     return PlainMd("**On Colab:** none of its GPUs, {}, has the compute capability {} this lesson needs; there, "
-                   "{}.").format(every, need, fallback)
+                   "{}").format(every, need, fallback)
 
 
-def _either(names: list[str]) -> str:
-    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
+def _either(names: list[str], word: str = "or") -> str:
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} {word} {names[-1]}"
 
 
-def setup_code(lesson: Lesson) -> str:
-    """Triton present, and where the kernels run, said in one sentence."""
+def setup_code(lesson: Lesson, source: lesson_source.LessonSource | None = None) -> str:
+    """Triton present, and what runs where, said in one sentence."""
     need = lesson.requires.capability
     need_tuple = tuple(version_tuple(need)) if need else (0, 0)
     why = f"compute capability {need}" if need else "a CUDA GPU"
+    # The step names and reasons come from code/: clean text, written as Python literals, a line each.
+    words = textwrap.wrap(clean_output(without_gpu(lesson, source)), 104, break_long_words=False,
+                          break_on_hyphens=False)
+    said = [f"          {json.dumps(chunk + (' ' if i < len(words) - 1 else ''), ensure_ascii=False)}"
+            for i, chunk in enumerate(words)]  # a JSON string is a Python literal: one quote style throughout
     interp = lesson.modes["interpreter"]
-    if interp.supported:
-        fallback = ['    os.environ["TRITON_INTERPRET"] = "1"',
-                    f'    print((f"{{gpu}} is below the {why} this lesson needs" if gpu else "No GPU here")',
-                    '          + ": the kernels run on the CPU through Triton\'s interpreter;"',
-                    '          " the checks run, nothing is timed.")']
-    else:
-        cannot = f": the lesson cannot run here, nor under the interpreter ({interp.reason})."
-        fallback = [f'    print((f"{{gpu}} is below the {why} this lesson needs" if gpu else "No GPU here")',
-                    f'          + {cannot!r})']
+    fallback = ['    os.environ["TRITON_INTERPRET"] = "1"'] if interp.supported else []
     return "\n".join([
-        f"# Setup: Triton, and where the kernels run. Elsewhere than Colab: {INSTALL}",
+        f"# Setup: Triton, and what runs where. Elsewhere than Colab: {INSTALL}",
         "import importlib.util, os, subprocess, sys",
         'if importlib.util.find_spec("triton") is None:',
         '    subprocess.check_call([sys.executable, "-m", "pip", "install", "-q", "triton"])',
@@ -108,32 +158,48 @@ def setup_code(lesson: Lesson) -> str:
         '    print(f"{gpu}: the lesson checks and times its kernels on this GPU.")',
         "else:",
         *fallback,
+        f'    print(f"{{gpu}} is below the {why} this lesson needs:" if gpu else "No GPU here:",',
+        *said[:-1], said[-1] + ")",
     ])
 
 
-def python_string(value: str) -> str:
-    """A Python literal of `value` that reads as the text itself when it can (a raw triple-quoted string)."""
-    literal = f"r'''{value}'''"
-    try:
-        if ast.literal_eval(literal) == value:
-            return literal
-    except (SyntaxError, ValueError):
-        pass
-    return repr(value)
+def kit_files(lesson: Lesson, site: directives.Site) -> dict[str, bytes]:
+    """What the kit cell writes beside the notebook: the archive's files but the main file (the cells are
+    it), each as it is in the repository, and the notebook's side of the kit."""
+    files = sources.lesson_files(lesson, site.code_dir)
+    files.pop(lesson.main.name)
+    files[HARNESS.name] = read_bytes(HARNESS, LIMITS.source_file, HARNESS.parent)
+    for name in files:
+        if name.startswith(("/", ".")) or ".." in name.split("/"):
+            raise ValueError(f"{lesson.folder}: the kit cell cannot write {name!r} beside the notebook")
+    return files
 
 
-def kit_code(files: dict[str, bytes]) -> str:
-    """The kit, lesson.toml and any other local module, written beside the notebook by one collapsed cell."""
-    lines = ["# @title The lesson kit and lesson.toml (collapsed: run it; no need to read it)",
-             "# lessonkit.py is the small kit the lesson reports its checks and benchmarks through;",
-             "# lesson.toml says what the lesson needs. This cell writes them beside the notebook.",
-             "from pathlib import Path", ""]
-    for name in sorted(files):
-        content = files[name].decode("utf-8")
-        if name.endswith(".py"):  # a local module's snippet markers are the page's business, not the reader's
-            content = "\n".join(ln for ln in content.split("\n") if not MARKER_LIKE.match(ln))
-        lines.append(f"Path({name!r}).write_text({python_string(content)}, encoding='utf-8')")
-    return "\n".join(lines)
+def kit_code(files: dict[str, bytes], steps: list[str]) -> str:
+    """The kit cell's own lines: write the kit's files beside the notebook, each checked against its SHA-256.
+
+    The files are one line: JSON {name: text}, compressed by zlib's deflate at level 9 (its output has
+    not changed across zlib's releases, so `downloads.py check` agrees on any machine with a stock zlib)
+    and base85-encoded (no quote and no backslash to escape).
+    """
+    texts = {name: files[name].decode("utf-8") for name in sorted(files)}
+    packed = base64.b85encode(zlib.compress(json.dumps(texts, ensure_ascii=False).encode(), 9)).decode()
+    sha = "".join(f"\n    {name!r}: {hashlib.sha256(files[name]).hexdigest()!r}," for name in sorted(files))
+    return "\n".join([
+        "# @title The lesson kit: lessonkit.py and lesson.toml, written beside the notebook (collapsed: run it)",
+        "# The lesson's files but the one this notebook is, packed on one line (zlib, base85), each checked",
+        "# against its SHA-256: the repository's file has the same.",
+        "import base64, hashlib, json, pathlib, zlib",
+        f"KIT_SHA256 = {{{sha}\n}}",
+        f'KIT = "{packed}"',
+        "for _name, _text in json.loads(zlib.decompress(base64.b85decode(KIT))).items():",
+        "    if hashlib.sha256(_text.encode()).hexdigest() != KIT_SHA256.get(_name):",
+        '        raise ValueError(f"{_name}: the copy in this notebook is damaged; download the notebook again")',
+        "    pathlib.Path(_name).parent.mkdir(parents=True, exist_ok=True)",
+        "    pathlib.Path(_name).write_bytes(_text.encode())",
+        "import lessonkit_notebook  # %%module NAME, and the kit's stop without a traceback",
+        f"lessonkit_notebook.install(get_ipython(), steps={steps!r})",
+    ])
 
 
 # -- the page, cell by cell ----------------------------------------------------------------
@@ -203,7 +269,6 @@ class Cell:
     source: str
     id: str
     hidden: bool = False
-    outputs: list = field(default_factory=list)
     attachments: dict[str, bytes] = field(default_factory=dict)
 
 
@@ -216,13 +281,34 @@ class Waiting:
     on: set[int]
 
 
+@dataclass
+class Module:
+    """One of the lesson's own modules (copy_kernels.py beside the main file): its cells are `%%module NAME`."""
+
+    name: str  # what the main file imports
+    path: Path
+    source: lesson_source.LessonSource
+    placed: set[int] = field(default_factory=set)
+
+
+@dataclass
+class Head:
+    """The notebook's first cells: the title's Markdown around the page's opening, then setup, kit, imports."""
+
+    intro: PlainMd  # the title and the summary
+    outro: PlainMd  # how to run it: Colab, what runs without a GPU, where the recorded output is
+    cells: list[Cell]
+
+
 class Planner:
     """Walks the page once, in order, and decides every cell."""
 
     def __init__(self, lesson: Lesson, site: directives.Site, page: directives.Page,
-                 source: lesson_source.LessonSource, shown_at: dict[int, int], record: Record | None):
+                 source: lesson_source.LessonSource, shown_at: dict[int, int], record: Record | None,
+                 modules: dict[str, Module]):
         self.lesson, self.site, self.page, self.source = lesson, site, page, source
-        self.shown_at, self.record = shown_at, record
+        self.shown_at, self.record, self.modules = shown_at, record, modules
+        self.head: Head | None = None  # made into cells by the first prose: the title cell holds the opening
         self.cells: list[Cell] = []
         self.pending: list[Cell] = []  # code cells waiting for the end of the block that named them
         self.placed: set[int] = set()  # nodes in a cell, or in one waiting
@@ -230,8 +316,13 @@ class Planner:
         self.waiting: list[Waiting] = []
         self.steps_placed: list[str] = []
         self.started = False
+        self.joinable: Cell | None = None  # the region cell just made, which an adjacent ::step may join
         self.ids: dict[str, int] = {}
-        for i in prelude(source, shown_at) + [n.index for n in source.nodes if n.kind == "docstring"]:
+        imports, self.kit_nodes = split_prelude(source, shown_at)
+        self.kit_cell: Cell | None = None  # made where first needed (kit_code): the lesson's kit import with it
+        self.head_end: int | None = None  # where the head's cells end in self.cells
+        self.code_placed = False  # a cell of lesson code made yet: else the kit cell joins the head
+        for i in imports + [n.index for n in source.nodes if n.kind == "docstring"]:
             self.placed.add(i)
             self.defined.add(i)
 
@@ -251,13 +342,29 @@ class Planner:
     # -- prose
 
     def prose(self, lines: list[str], first_line: int) -> None:
+        later: list[str] = []  # in the title cell, the status and the requirements come after the opening
+        if self.head is not None:
+            lines = list(lines)
+            for at, line in enumerate(lines):
+                match = directives.LINE.match(line)
+                if match and not match.group("indent") and match.group("name") in ("status", "requirements"):
+                    later.append(for_jupyter(directives.expand_page(line, self.page, first_line + at)))
+                    lines[at] = ""  # the page's other lines keep their numbers for its errors
         chunk = "\n".join(lines)
+        markdown = ""
         if chunk.strip():
-            expanded = directives.expand_page(chunk, self.page, first_line)
-            markdown = for_jupyter(expanded)
-            if markdown.strip():
-                used = {n: d for n, d in self.page.attachments.items() if f"attachment:{n}" in markdown}
-                self.cells.append(Cell("markdown", markdown, self.cell_id("prose"), attachments=used))
+            markdown = for_jupyter(directives.expand_page(chunk, self.page, first_line))
+        if self.head is not None:  # the page's opening: the title cell, then the cells every run needs first
+            markdown = "\n\n".join(part for part in (str(self.head.intro), markdown, *later, str(self.head.outro))
+                                   if part.strip())
+        if markdown.strip():
+            used = {n: d for n, d in self.page.attachments.items() if f"attachment:{n}" in markdown}
+            self.cells.append(Cell("markdown", markdown, self.cell_id("prose" if self.head is None else "title"),
+                                   attachments=used))
+        if self.head is not None:
+            self.cells += self.head.cells
+            self.head_end = len(self.cells)
+            self.head = None
         self.cells += self.pending
         self.pending = []
 
@@ -265,6 +372,8 @@ class Planner:
 
     def snippet(self, rel: str, region_name: str, line: int, folded_title: str | None) -> str:
         """Place the code cell of a region; returns what stays in the prose where the directive was."""
+        if rel in self.modules:
+            return self.module_snippet(self.modules[rel], region_name)
         region = extract(self.lesson.main, region_name, self.site.code_dir)
         nodes = self.source.nodes_in(region.start, region.end)
         if any(self.source.nodes[i].kind == "main" for i in nodes):
@@ -288,11 +397,36 @@ class Planner:
                       "defined.*").format(span, Md(", ").join(code(self.source.nodes[i].name) for i in sorted(later)))
         self.emit_hidden(hidden, "needed by the code below")
         self.emit(cell, new)
+        self.joinable = None if cell.hidden else cell
         return Md("")
 
-    def code_of(self, indices: list[int]) -> str:
-        """The lines the nodes own, without marker lines; the kit import made to work in a notebook."""
-        text_ = self.source.owned_text(indices)
+    def module_snippet(self, module: Module, region_name: str) -> Md:
+        """A region of one of the lesson's modules: a `%%module NAME` cell, run inside that module.
+
+        The module itself is imported from its file beside the notebook (the kit cell wrote it), as the
+        script imports it; the cell redefines what the region shows, so what the reader edits is what runs.
+        Code the page does not show stays in the file: nothing of it is pasted.
+        """
+        region = extract(module.path, region_name, self.site.code_dir)
+        nodes = module.source.nodes_in(region.start, region.end)
+        new = [i for i in nodes if i not in module.placed]
+        span = Md("lines {}–{} of {}").format(region.start, region.end, code(module.path.name))
+        if not new:
+            return Md("*The code shown here on the page, {}, is part of the {} cell above that defines {}.*").format(
+                span, code(module.path.name), Md(", ").join(code(module.source.nodes[i].name) for i in nodes))
+        module.placed.update(new)
+        self.emit_kit()  # %%module is the kit's: its cell comes first
+        head = (f"%%module {module.name}\n# {module.path.name}, lines {region.start}-{region.end}, run inside "
+                f"{module.name}: the lesson's cells below use what you edit here")
+        self.pending.append(Cell("code", f"{head}\n{self.code_of(new, module.source)}",
+                                 self.cell_id(f"module-{module.name}-{region_name}")))
+        self.code_placed = True
+        self.joinable = None
+        return Md("")
+
+    def code_of(self, indices: list[int], source: lesson_source.LessonSource | None = None) -> str:
+        """The lines the nodes own, without marker lines."""
+        text_ = (source or self.source).owned_text(indices)
         lines = [ln for ln in text_.split("\n") if not (START.match(ln) or END.match(ln))]
         return re.sub(r"\n{3,}", "\n\n\n", "\n".join(lines)).strip("\n")
 
@@ -313,15 +447,48 @@ class Planner:
         return hidden, later
 
     def emit_hidden(self, indices: set[int], why: str) -> None:
+        """Collapsed cells of code the page does not show, none longer than MAX_CODE_LINES (a longer run
+        is split between definitions)."""
         indices = sorted(i for i in indices if i not in self.placed)
+        if set(indices) & set(self.kit_nodes):  # the kit's import, with the kit cell that makes it work
+            self.emit_kit()
+            indices = [i for i in indices if i not in self.kit_nodes]
         if not indices:
             return
         self.placed.update(indices)
+        group: list[int] = []
+        for i in indices:
+            if group and len(self.code_of(group + [i]).split("\n")) + 1 > MAX_CODE_LINES:
+                self._emit_hidden_group(group, why)
+                group = []
+            group.append(i)
+        self._emit_hidden_group(group, why)
+
+    def _emit_hidden_group(self, indices: list[int], why: str) -> None:
         names = ", ".join(self.source.nodes[i].name for i in indices)
         source = f"# @title Not shown on the page, {why}: {names}\n{self.code_of(indices)}"
         self.emit(Cell("code", source, self.cell_id("hidden"), hidden=True), indices)
+        self.joinable = None
+
+    def emit_kit(self) -> None:
+        """The kit cell, where the notebook first needs the kit: it writes the kit's files beside the notebook,
+        then runs the lesson file's own lines that import it (and what of its imports needs them)."""
+        if self.kit_cell is not None:
+            return
+        steps = [s.name for s in self.source.steps.steps] if self.source.steps is not None else []
+        imports = prelude_text(self.source, self.kit_nodes).replace(IMPORT_LINE, NOTEBOOK_IMPORT)
+        self.kit_cell = Cell("code", f"{kit_code(kit_files(self.lesson, self.site), steps)}\n\n{imports}", "kit",
+                             hidden=True)
+        self.placed.update(self.kit_nodes)
+        if not self.code_placed and self.head_end is not None:  # the lesson's first code needs it: the head's
+            self.cells.insert(self.head_end, self.kit_cell)
+            self.defined.update(self.kit_nodes)
+        else:
+            self.emit(self.kit_cell, self.kit_nodes)
+        self.joinable = None
 
     def emit(self, cell: Cell, indices: list[int]) -> None:
+        self.code_placed = True
         self.pending.append(cell)
         self.defined.update(indices)
         for wait in list(self.waiting):  # cells that were waiting for these
@@ -351,12 +518,24 @@ class Planner:
                                    f"'{expected.name}' first ({where(expected.line)}): the page and main() keep "
                                    "one order, so the notebook runs what the script runs")
         mentions = step.mentions | (steps.start_mentions if not self.started else frozenset())
+        joinable, self.joinable = self.joinable, None
+        made = len(self.cells) + len(self.pending)
         self.require_for_run(mentions, line, f"'::step {name}'")
         if not self.started:
             self.started = True
-            self.pending.append(Cell("code", steps.start, "start"))
+            self.pending.append(Cell("code", f"# @title main() begins: the Lesson, and where it runs (collapsed)\n"
+                                             f"{steps.start}", "start", hidden=True))
         self.steps_placed.append(name)
-        self.pending.append(Cell("code", step.code, self.cell_id(f"step-{name}"), outputs=self.outputs(name)))
+        last = (self.pending or self.cells)[-1] if self.pending or self.cells else None
+        if joinable is not None and last is joinable and len(self.cells) + len(self.pending) == made:
+            # The page shows the code and runs it, nothing between: one cell defines and runs it.
+            joinable.source = f"{joinable.source}\n\n\n{step.code}"
+            joinable.id = self.cell_id(f"step-{name}")
+        else:
+            self.pending.append(Cell("code", step.code, self.cell_id(f"step-{name}")))
+        recorded = self.recorded(name)
+        if recorded is not None:
+            self.pending.append(recorded)
 
     def require_for_run(self, mentions: frozenset[str], line: int, what: str) -> None:
         """Define every node code that mentions these names may call; shown code must already be above."""
@@ -375,33 +554,30 @@ class Planner:
             hidden |= more
         self.emit_hidden(hidden, "used by the next cell")
 
-    def outputs(self, name: str) -> list:
-        """What the recorded GPU run printed in this step, labelled, as the cell's output."""
-        from nbformat.v4 import new_output
-
+    def recorded(self, name: str) -> Cell | None:
+        """What the recorded GPU run printed in this step: a folded Markdown cell under the step's cell, which
+        running the step does not replace ("Recorded on NVIDIA H200, 2026-12-01")."""
         record = self.record
         if record is None or record.outcome == "by-design" or not record.steps:
-            return []
+            return None
         env = record.env
-        # A stream output is text, not Markdown, but Jupyter draws its terminal colours: every field
-        # from the record through clean_output, as the step's own output is.
-        label = clean_output(
-            f"[Recorded on {env.device_name}"
-            + (f" (compute capability {env.capability})" if env.capability else "") + ", "
-            f"{record.started_utc.replace('T', ' ').replace('Z', ' UTC')}: Triton {env.triton}, torch "
-            f"{env.torch}, Python {env.python}"
-            + (f", CUDA {env.cuda}" if env.cuda else "")
-            + ("" if self.current else "; for an older version of this lesson's source")
-            + ". Running the cell replaces it.]")
         found = next((s for s in record.steps if s.name == name), None)
         if found is None:
-            body = clean_output(f"(the recorded run stopped before this step: {record.outcome}, "
-                                f"{record.reason or 'see its log'})")
+            body = PlainMd("The recorded run stopped before this step ({}: {}).").format(
+                record.outcome, record.reason or "see its whole output at the end")
         elif found.not_run:
-            body = clean_output(f"(not run there: {found.not_run})")
+            body = PlainMd("Not run there: {}.").format(found.not_run)
         else:
-            body = clean_output(found.stdout) or "(the step printed nothing)"
-        return [new_output("stream", name="stdout", text=f"{label}\n{body}\n")]
+            body = plain_code_block(clean_output(found.stdout) or "(the step printed nothing)")
+        # The summary is raw HTML, where Markdown reads nothing: its fields are HTML-escaped first.
+        summary = PlainMd("<details><summary>Recorded on {}, {}{}</summary>").format(
+            html_text(env.device_name), html_text(record.date),
+            PlainMd("") if self.current else PlainMd(" (an older version of this lesson's source)"))
+        versions = PlainMd("Triton {}, torch {}, Python {}{}{}.").format(
+            env.triton, env.torch, env.python, PlainMd(", CUDA {}").format(env.cuda) if env.cuda else PlainMd(""),
+            PlainMd(", compute capability {}").format(env.capability) if env.capability else PlainMd(""))
+        source = PlainMd("\n\n").join([summary, versions, body, PlainMd("</details>")])
+        return Cell("markdown", str(source), self.cell_id(f"recorded-{name}"))
 
     @property
     def current(self) -> bool:
@@ -420,6 +596,7 @@ class Planner:
             wait = self.waiting[0]
             raise self.error(last_line, f"the code of {self.names(wait.nodes)} needs {self.names(wait.on)} as it "
                                         "is defined, and the page never shows it before")
+        self.emit_kit()  # a lesson that never needed it before its end
         steps = self.source.steps
         if steps is not None:
             missing = [s for s in steps.steps if s.name not in self.steps_placed]
@@ -429,8 +606,7 @@ class Planner:
                                             f"on the page: add '::step {s.name}' under the section that shows its code")
             self.require_for_run(steps.end_mentions, last_line, "the end of main()")
             self.emit_rest()
-            self.pending.append(Cell("code", steps.end + "\nprint('exit code', exit_code)\n"
-                                     "assert exit_code == 0, exit_code", "finish"))
+            self.pending.append(Cell("code", steps.end, "finish"))
         elif self.source.main is None:  # no main(): what the file runs as a script, as it is
             guard = next((n for n in self.source.nodes if n.kind == "guard"), None)
             self.emit_rest()
@@ -443,8 +619,8 @@ class Planner:
             self.emit_rest()
             self.pending.append(Cell("code", f"# @title main(), which runs the lesson\n{self.code_of([main.index])}",
                                      "main", hidden=True))
-            self.pending.append(Cell("code", "exit_code = main()  # the script ends with sys.exit(main())\n"
-                                     "print('exit code', exit_code)\nassert exit_code == 0, exit_code", "finish"))
+            self.pending.append(Cell("code", "exit_code = main()  # the script ends with sys.exit(main())",
+                                     "finish"))
         self.cells += self.pending
         self.pending = []
 
@@ -463,6 +639,74 @@ def main_file_rel(lesson: Lesson, site: directives.Site) -> str:
 def prelude(source: lesson_source.LessonSource, shown_at: dict[int, int]) -> list[int]:
     """The statements before the first definition (the imports) that the page does not show."""
     return [n.index for n in source.nodes if n.kind == "prelude" and n.index not in shown_at]
+
+
+def prelude_text(source: lesson_source.LessonSource, indices: list[int]) -> str:
+    """Prelude statements as a cell, no marker lines: runs of them next to each other in the file as the file
+    has them; where the notebook took a statement out from between two imports, they stay one under the other."""
+    runs: list[list] = []  # [first node, last node, lines]
+    for i in sorted(indices):
+        node = source.nodes[i]
+        lines = source.lines[node.owns_from - 1:node.end]
+        if runs and node.owns_from == runs[-1][1].end + 1:
+            runs[-1][1] = node
+            runs[-1][2] += lines
+        else:
+            runs.append([node, node, list(lines)])
+    out, previous = [], None
+    for first, last, lines in runs:
+        if previous is not None:
+            out.append("\n" if {previous.name, first.name} <= {"Import", "ImportFrom"} else "\n\n")
+        out.append("\n".join(ln for ln in lines if not (START.match(ln) or END.match(ln))).strip("\n"))
+        previous = last
+    return "".join(out)
+
+
+def split_prelude(source: lesson_source.LessonSource, shown_at: dict[int, int]) -> tuple[list[int], list[int]]:
+    """(the imports cell's statements, the kit import's): the prelude without, and with, the kit.
+
+    The kit import is the lesson file's `HERE = Path(__file__)...` line through its `from lessonkit import`,
+    every later prelude statement that needs a name they bind, and every import only they use (`sys` and
+    `Path`, often); it runs in the kit cell, which the notebook places where it first needs the kit, so
+    the lesson's first code comes before it.
+    """
+    nodes = prelude(source, shown_at)
+    here = next((i for i in nodes if source.lines[source.nodes[i].first - 1].strip() == IMPORT_LINE), None)
+    kit = next((i for i in nodes if source.nodes[i].kind == "prelude"
+                and re.match(r"\s*from\s+lessonkit\s+import\b", source.lines[source.nodes[i].first - 1])), None)
+    if here is None or kit is None or kit < here:
+        raise ValueError(f"{source.path}: the kit is imported with the line {IMPORT_LINE!r}, then "
+                         "`from lessonkit import ...`")
+    group = [i for i in nodes if here <= i <= kit]
+    bound = {name for i in group for name in source.nodes[i].binds}
+    for i in (i for i in nodes if i > kit):  # later statements that use what the kit lines bound
+        if source.nodes[i].mentions & bound:
+            group.append(i)
+            bound |= source.nodes[i].binds
+    used = {name for i in group for name in source.nodes[i].mentions}
+    runs = [n for n in source.nodes if n.kind in ("prelude", "code", "main") and n.index not in group]
+    for i in (i for i in nodes if i < here):  # an import only the kit lines use goes with them
+        names = source.nodes[i].binds
+        if names and names <= used and not any(n.mentions & names for n in runs if n.index != i):
+            group.append(i)
+    return [i for i in nodes if i not in group], sorted(group)
+
+
+def lesson_modules(lesson: Lesson, site: directives.Site) -> dict[str, Module]:
+    """code/<lesson>/<name>.py -> Module, for every module of the lesson's own folder the main file imports
+    (not the kit, not another lesson's file it `uses`): the page's regions of them become `%%module` cells."""
+    modules = {}
+    for path in lesson.source_files():
+        if path.suffix != ".py" or path == lesson.main or path.parent != lesson.folder or not path.stem.isidentifier():
+            continue
+        rel = f"code/{path.relative_to(site.code_dir).as_posix()}"
+        try:
+            text = read_text(path, LIMITS.source_file, site.code_dir)
+            parsed = lesson_source.parse(text, rel)
+        except (lesson_source.SourceError, OSError) as exc:
+            raise ValueError(str(exc)) from None
+        modules[rel] = Module(path.stem, path, parsed)
+    return modules
 
 
 def shown_nodes(lines: list[str], first_line: int, lesson: Lesson, rel_main: str,
@@ -501,6 +745,9 @@ def _fence(line: str, fence: str | None) -> tuple[str | None, bool]:
     return None, False
 
 
+HEADING = re.compile(r"^#{1,6}\s")
+
+
 def plan(lesson: Lesson, site: directives.Site, docs_dir: Path) -> list[Cell]:
     body, first_line = page_body(lesson, docs_dir)
     page = directives.Page(site, lesson.page, site.status(lesson.name), notebook=True)
@@ -518,8 +765,8 @@ def plan(lesson: Lesson, site: directives.Site, docs_dir: Path) -> list[Cell]:
     st = site.status(lesson.name)
     gpu = [r for r in gpu_first(st) if r.mode == "gpu"] if st else []
     shown_at = shown_nodes(lines, first_line, lesson, rel_main, source)
-    planner = Planner(lesson, site, page, source, shown_at, gpu[0] if gpu else None)
-    planner.cells += title_cells(lesson, site, title, planner.record, source, prelude(source, shown_at))
+    planner = Planner(lesson, site, page, source, shown_at, gpu[0] if gpu else None, lesson_modules(lesson, site))
+    planner.head = head(lesson, site, title, planner.record, source, split_prelude(source, shown_at)[0])
     prose: list[str] = []
     prose_first = first_line
     fence = None
@@ -527,11 +774,13 @@ def plan(lesson: Lesson, site: directives.Site, docs_dir: Path) -> list[Cell]:
     for number, line in enumerate(lines, start=first_line):
         fence, inside = _fence(line, fence)
         indent = len(line) - len(line.lstrip(" "))
-        if not inside and line.strip() and indent == 0 and planner.pending:
-            planner.prose(prose, prose_first)
+        if not inside and line.strip() and indent == 0 and (planner.pending or
+                                                             planner.head is not None and HEADING.match(line)):
+            planner.prose(prose, prose_first)  # the opening ends at the first heading: the setup comes first
             prose, prose_first = [], number
         if inside:
             prose.append(line)
+            planner.joinable = None
             continue
         if line.strip():
             while blocks and indent <= blocks[-1][0]:
@@ -545,7 +794,7 @@ def plan(lesson: Lesson, site: directives.Site, docs_dir: Path) -> list[Cell]:
         args = (match.group("args") or "").split() if match else []
         folded_title = next((t for _, t in reversed(blocks) if t is not None), None)
         kept = None
-        if name == "snippet" and len(args) == 2 and args[0] == rel_main:
+        if name == "snippet" and len(args) == 2 and (args[0] == rel_main or args[0] in planner.modules):
             try:
                 kept = planner.snippet(args[0], args[1], number, folded_title)
             except directives.PageError:
@@ -553,8 +802,12 @@ def plan(lesson: Lesson, site: directives.Site, docs_dir: Path) -> list[Cell]:
             except Exception as exc:
                 raise directives.PageError(number, exc) from None
         elif name == "step" and args:  # `::step NAME` or `::step NAME folded`: the notebook runs the step either way
+            if indent:  # a step inside a block (a list item, an admonition) joins no code cell
+                planner.joinable = None
             planner.step(args[0], number)
             kept = ""
+        elif line.strip():
+            planner.joinable = None  # prose between the code and its step: two cells
         if kept is None:
             prose.append(line)
             continue
@@ -568,40 +821,33 @@ def plan(lesson: Lesson, site: directives.Site, docs_dir: Path) -> list[Cell]:
     return planner.cells
 
 
-def title_cells(lesson: Lesson, site: directives.Site, title: str | None, record: Record | None,
-                source: lesson_source.LessonSource, prelude_nodes: list[int]) -> list[Cell]:
+def head(lesson: Lesson, site: directives.Site, title: str | None, record: Record | None,
+         source: lesson_source.LessonSource, prelude_nodes: list[int]) -> Head:
+    """The title cell's own words (around the page's opening), and the setup, kit and imports cells."""
     heading = page_markdown(title, plain=True) if title else PlainMd("# {}").format(lesson.title)
+    blank = PlainMd("")
+    intro = [heading, blank, PlainMd("*{}*").format(lesson.summary) if lesson.summary else blank]
     if record is None:
-        recorded = PlainMd("No GPU run has been recorded for this lesson yet.")
+        recorded = PlainMd("no GPU run has been recorded for this lesson yet.")
     elif record.outcome == "by-design":
-        recorded = PlainMd("The recorded GPU run ({}, {}) stopped by design: {}.").format(
+        recorded = PlainMd("the recorded GPU run ({}, {}) stopped by design: {}.").format(
             record.env.device_name, record.date, record.reason)
     elif record.steps:
-        recorded = PlainMd("Under each cell that runs a step of the lesson is what the recorded GPU run printed there "
-                           "({}, {}); running the cell replaces it.").format(record.env.device_name, record.date)
+        recorded = PlainMd("under each step, folded, is what the recorded GPU run printed there ({}, {}).").format(
+            record.env.device_name, record.date)
     else:
-        recorded = PlainMd("The recorded GPU run ({}, {}) was made before the kit kept its output step by step: its "
+        recorded = PlainMd("the recorded GPU run ({}, {}) was made before the kit kept its output step by step: its "
                            "whole output is at the end.").format(record.env.device_name, record.date)
-    blank = PlainMd("")
-    intro = [heading, blank, PlainMd("*{}*").format(lesson.summary) if lesson.summary else blank, blank,
-             colab_line(lesson), blank,
-             PlainMd("This notebook is the lesson's page, runnable: each section's prose is followed by the code it "
-                     "discusses, and the lesson code the page does not show sits in collapsed cells, placed before it "
-                     "is needed. {} Run the cells in order, top to bottom.").format(recorded)]
+    # One paragraph: the first screen is the lesson's (its title, its opening, its first code).
+    outro = [PlainMd("{} Run the cells in order; {}").format(colab_line(lesson, source), recorded)]
     colab = siteconfig.colab_url(site.repo_url, site.branch, lesson)
     if colab:
-        intro += [blank, PlainMd("[Open in Colab]({})").format(url(colab, plain=True))]
-    files = sources.lesson_files(lesson, site.code_dir)
-    files.pop(lesson.main.name)
-    imports = "\n".join(ln for ln in source.owned_text(prelude_nodes).split("\n")
-                        if not (START.match(ln) or END.match(ln)))
-    imports = imports.replace(IMPORT_LINE, NOTEBOOK_IMPORT)
-    if NOTEBOOK_IMPORT not in imports:
-        raise ValueError(f"{lesson.main.name}: the kit is not imported with the line {IMPORT_LINE!r}")
-    return [Cell("markdown", re.sub(r"\n{3,}", "\n\n", PlainMd("\n").join(intro)), "title"),
-            Cell("code", setup_code(lesson), "setup"),
-            Cell("code", kit_code(files), "kit", hidden=True),
-            Cell("code", f"# @title Imports (collapsed)\n{imports.strip()}", "imports", hidden=True)]
+        outro += [blank, PlainMd("[Open in Colab]({})").format(url(colab, plain=True))]
+    imports = prelude_text(source, prelude_nodes)
+    cells = [Cell("code", setup_code(lesson, source), "setup")]
+    if imports.strip():
+        cells.append(Cell("code", f"# @title Imports (collapsed)\n{imports.strip()}", "imports", hidden=True))
+    return Head(PlainMd("\n").join(intro), PlainMd("\n").join(outro), cells)
 
 
 def recorded_run_cells(lesson: Lesson, site: directives.Site, record: Record | None) -> list[Cell]:
@@ -630,7 +876,7 @@ def build(lesson: Lesson, site: directives.Site, docs_dir: Path):
                 made["attachments"] = {n: {"image/png": base64.b64encode(d).decode()}
                                        for n, d in cell.attachments.items()}
         else:
-            made = new_code_cell(cell.source, outputs=cell.outputs)
+            made = new_code_cell(cell.source)
             if cell.hidden:
                 made.metadata.update(HIDDEN)
         made["id"] = cell.id  # fixed ids: the same lesson makes the same notebook

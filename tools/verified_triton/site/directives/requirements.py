@@ -66,4 +66,6 @@ def requirements_box(page: Page) -> Md:
 
 @notebook_form("requirements")
 def requirements_notebook(page: Page) -> Md:
-    return Md("**Requirements**\n\n") + requirements_markdown(page)
+    # Folded, as on the page: the notebook's first screen is the lesson, not its run table.
+    return Md("<details><summary>Requirements and the recorded runs</summary>\n\n{}\n\n</details>").format(
+        requirements_markdown(page))

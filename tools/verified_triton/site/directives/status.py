@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from verified_triton.judge.status import STATUSES
 from verified_triton.site.directives import Page, directive, notebook_form
-from verified_triton.site.directives.memory import memory_fold, memory_line
+from verified_triton.site.directives.memory import memory_fold
 from verified_triton.site.directives.releases import release_fold, release_line
 from verified_triton.site.door import Md, text, url
 from verified_triton.site.render import admonition, badge, md_table, unindexed
@@ -43,5 +43,6 @@ def badges(page: Page) -> Md:
 @notebook_form("status")
 def status_notebook(page: Page) -> Md:
     st = page.lesson
-    return Md("**{}** on the site when this notebook was made: {}. {} Memory check: {}.").format(
-        st.status.label, st.summary, st.sentence, memory_line(st))
+    # The sentence says what the memory check found (status.py), so it is not said again.
+    return Md("**{}** on the site when this notebook was made: {}. {}").format(
+        st.status.label, st.summary, st.sentence)

@@ -41,6 +41,8 @@ from verified_triton.core.safefs import UnsafePathError
 from verified_triton.judge.evidence import EvidenceError, read_record, record_path
 from verified_triton.judge.matrix import judge_releases
 from verified_triton.judge.status import judge, judge_memory
+from verified_triton.record.awaiting import FILE_NAME as AWAITING_FILE
+from verified_triton.record.awaiting import AwaitingError, load_awaiting
 from verified_triton.record.bundles import import_bundles, write_bundle
 from verified_triton.record.capture import kill_all_on_signals
 from verified_triton.record.machine import SETUP, Machine, mode_problem, this_machine
@@ -56,6 +58,7 @@ from verified_triton.record.releases import (
     resolve_all,
 )
 from verified_triton.record.report import (
+    awaiting_notes,
     check_problems,
     print_status,
     print_summary,
@@ -303,9 +306,14 @@ def do_status(args, lessons: list[Lesson], evidence_dir: Path) -> int:
         else:
             print_status(statuses)
     if args.check:
-        problems = check_problems(statuses)
+        # --publish: a release is not made of stale evidence, whatever the file says
+        awaiting = {} if args.publish else load_awaiting(evidence_dir)
+        problems = check_problems(statuses, awaiting)
         for problem in problems:
             print(f"check: {terminal_safe(problem)}", file=sys.stderr)
+        excused = awaiting_notes(statuses, awaiting)
+        for note in excused:
+            print(f"check: note: {terminal_safe(note)}")
         for note in release_notes(statuses):  # information: what the matrix says each [requires] triton should be
             print(f"check: note: {terminal_safe(note)}")
         waiting = waiting_for_gpu(statuses)
@@ -317,7 +325,9 @@ def do_status(args, lessons: list[Lesson], evidence_dir: Path) -> int:
             if not problems:
                 print(f"publish: all {len(statuses)} lessons are VERIFIED or PARTIALLY VERIFIED by design")
         elif not problems:
-            print(f"check: all {len(statuses)} lessons have current, usable evidence"
+            print((f"check: all {len(statuses)} lessons have current, usable evidence" if not excused else
+                   f"check: {len(statuses) - len(excused)} of {len(statuses)} lessons have current, usable evidence "
+                   f"and {len(excused)} wait for a GPU run of a changed source (evidence/{AWAITING_FILE})")
                   + (f"; {len(waiting)} still {'waits' if len(waiting) == 1 else 'wait'} for a GPU run "
                      f"({', '.join(waiting)}): --check --publish refuses {'it' if len(waiting) == 1 else 'them'} "
                      "until it is recorded" if waiting else "")
@@ -550,7 +560,7 @@ def main(argv: list[str]) -> int:
         print("verify: the site could not build this; nothing was run and nothing was written (fix it, then run "
               "again)", file=sys.stderr)
         return 2
-    except (LessonError, EvidenceError, UnsafePathError, UsageError, ValueError) as exc:
+    except (LessonError, EvidenceError, UnsafePathError, UsageError, AwaitingError, ValueError) as exc:
         print(f"error: {terminal_safe(str(exc))}", file=sys.stderr)
         return 2
 

@@ -13,7 +13,9 @@ from dataclasses import asdict
 from verified_triton.core.kit import not_run_here
 from verified_triton.core.lessons import MODES, Lesson
 from verified_triton.core.terminal import safe as terminal_safe  # the terminal's door, under the name verify uses
-from verified_triton.judge.status import FAILED, STALE, UNVERIFIED, LessonStatus
+from verified_triton.judge.status import FAILED, PARTIAL, STALE, UNVERIFIED, LessonStatus
+from verified_triton.record.awaiting import FILE_NAME as AWAITING_FILE
+from verified_triton.record.awaiting import Awaiting
 
 
 def status_json(statuses: list[LessonStatus]) -> list[dict]:
@@ -56,24 +58,60 @@ def print_status(statuses: list[LessonStatus]) -> None:
         print(f"{'':<28} {'':<19} {terminal_safe(st.sentence)}")
 
 
-def check_problems(statuses: list[LessonStatus]) -> list[str]:
-    """Everything that keeps the evidence from being current and usable, one line each."""
+def check_problems(statuses: list[LessonStatus], awaiting: dict[str, Awaiting] | None = None) -> list[str]:
+    """Everything that keeps the evidence from being current and usable, one line each.
+
+    A lesson listed in evidence/awaiting-gpu.toml for its source now, whose interpreter record is
+    current, may be STALE and keep GPU records of an older source (record/awaiting.py says when);
+    its badge does not change.
+    """
+    awaiting = awaiting or {}
     problems = []
     for st in statuses:
         name = st.lesson.name
+        entry = awaiting.get(name)
+        why_not = awaiting_refused(st, entry) if entry is not None else ""
+        waived = entry is not None and not why_not
+        if why_not:
+            problems.append(f"{name}: evidence/{AWAITING_FILE}: {why_not}")
         problems += [f"{name}: unusable evidence: {p}" for p in st.problems]
-        if st.status in (FAILED, STALE, UNVERIFIED):
+        if st.status in (FAILED, STALE, UNVERIFIED) and not (waived and st.status is STALE):
             problems.append(f"{name}: {st.status.label}: {st.sentence}")
         elif not _interpreter_ok(st):
             problems.append(f"{name}: interpreter mode is {st.modes['interpreter'].state}")
         for rec in [*st.stale, *st.stale_sanitize]:
+            if waived and rec.mode != "interpreter":
+                continue
             changed = changed_files(st.lesson, rec)
             problems.append(f"{name}: evidence/{name}/{rec.key}.json is for another source (changed since: "
                             f"{', '.join(changed) or 'file list'}); re-record it or delete it")
         if st.releases is not None:  # the matrix is information, but not a claim it refutes, nor a broken record
             problems += [f"{name}: unusable release record: {p}" for p in st.releases.problems]
             problems += [f"{name}: {refusal}" for refusal in st.releases.refusals]
+    known = {st.lesson.name for st in statuses}
+    problems += [f"evidence/{AWAITING_FILE}: '{name[:64]}' is not a lesson here; remove its entry"
+                 for name in sorted(awaiting.keys() - known)]
     return problems
+
+
+def awaiting_refused(st: LessonStatus, entry: Awaiting) -> str:
+    """Why evidence/awaiting-gpu.toml's entry cannot excuse this lesson, or "" when it does."""
+    if entry.source_hash != st.source_hash:
+        return (f"the entry is for source {entry.source_hash[:12]}, the lesson's source is now "
+                f"{st.source_hash[:12]}: record it on a GPU, or update the entry if it still waits")
+    if st.status not in (STALE, PARTIAL) or not any(r.mode != "interpreter" for r in [*st.stale, *st.stale_sanitize]):
+        return f"the lesson is {st.status.label} with no GPU record for an older source: remove its entry"
+    if not _interpreter_ok(st) or not any(r.mode == "interpreter" for r in st.current):
+        return (f"its interpreter record is not current and passing: record it first "
+                f"(python3 tools/verify.py --lesson {st.lesson.name})")
+    return ""
+
+
+def awaiting_notes(statuses: list[LessonStatus], awaiting: dict[str, Awaiting]) -> list[str]:
+    """One line for each lesson the file excuses: what waits, and why."""
+    return [f"{st.lesson.name}: {st.status.label}, waiting for a GPU run of this source (evidence/{AWAITING_FILE}): "
+            f"{awaiting[st.lesson.name].reason}"
+            for st in statuses if st.lesson.name in awaiting and not awaiting_refused(st, awaiting[st.lesson.name])]
 
 
 def release_notes(statuses: list[LessonStatus]) -> list[str]:

@@ -579,14 +579,18 @@ def show_compiled_code(lesson: Lesson) -> None:
     q, k, v = bench_inputs(lesson, "cuda")
     out = torch.empty_like(q)
     scale = LOG2E / math.sqrt(D)
+    # The inputs' own sequence length and head count, not the benchmark's S and
+    # H: at smoke size they differ, and a kernel told S = 4096 reads past the
+    # end of a 128-token K (compute-sanitizer's memcheck caught it).
+    _, heads, seq_len, _ = q.shape
     tile = {"HEAD_DIM": D, "BLOCK_M": 128, "BLOCK_N": 128, "CAUSAL": False,
             "num_warps": 8, "num_stages": 3}
     # One program of each is enough: a launch returns the compiled kernel.
     pointer = attn_fwd_kernel[(1, 1)](
-        q, k, v, out, S, H, scale, *q.stride()[:3], *k.stride()[:3],
+        q, k, v, out, seq_len, heads, scale, *q.stride()[:3], *k.stride()[:3],
         *v.stride()[:3], *out.stride()[:3], **tile)
     descs = [TensorDescriptor.from_tensor(t, [1, 1, 128, D]) for t in (q, k, v, out)]
-    tma = attn_fwd_tma_kernel[(1, 1)](*descs, S, H, scale, **tile)
+    tma = attn_fwd_tma_kernel[(1, 1)](*descs, seq_len, heads, scale, **tile)
     rows = []
     for name, compiled in (("pointer", pointer), ("TMA", tma)):
         ptx = compiled.asm["ptx"]

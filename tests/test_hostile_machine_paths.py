@@ -103,3 +103,13 @@ def test_no_committed_record_holds_an_absolute_path_of_a_recording_machine():
                               capture_output=True, text=True, cwd=REPO, timeout=300,
                               env=dict(os.environ, CUDA_VISIBLE_DEVICES=""))
     assert all(not lesson["problems"] for lesson in json.loads(statuses.stdout))  # cleaned, still usable
+
+
+def test_a_python_executable_in_a_virtual_environment_is_named_without_its_folder():
+    """compute-sanitizer's host frames name the recording machine's interpreter (/opt/torch/.venv/...)."""
+    from verified_triton.record.scrub import scrubber
+
+    scrub = scrubber(Path(tempfile.gettempdir()) / "elsewhere")
+    text = "Host Frame: PyObject_Call\n  in /opt/torch/.venv/bin/python3\n  in /srv/x/bin/python3.12\n"
+    assert scrub(text) == "Host Frame: PyObject_Call\n  in <python>/bin/python\n  in <python>/bin/python\n"
+    assert scrub("/usr/bin/pythonista and bin/python3") == "/usr/bin/pythonista and bin/python3"

@@ -53,8 +53,9 @@ case "${1:-}" in
         ;;
     build)
         setup site
-        # NO_MKDOCS_2_WARNING (above) hides Material's end-of-life banner; --quiet the INFO lines.
-        .venv/bin/mkdocs build --strict --quiet "${@:2}"
+        # NO_MKDOCS_2_WARNING (above) hides Material's end-of-life banner; sed the INFO lines (not --quiet:
+        # it drops the very warnings --strict counts, so a broken anchor built "strictly").
+        .venv/bin/mkdocs build --strict "${@:2}" 2>&1 | sed "/^INFO/d"
         site=site
         args=("${@:2}")
         for i in "${!args[@]}"; do

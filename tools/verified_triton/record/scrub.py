@@ -31,6 +31,9 @@ GENERIC = [
     (re.compile(_START + r"/private/var/folders/[^\s/\"'<>]+/[^\s/\"'<>]+/T(?=/)"), "<tmp>"),
     (re.compile(_START + r"/var/folders/[^\s/\"'<>]+/[^\s/\"'<>]+/T(?=/)"), "<tmp>"),
     (re.compile(_START + r"/(?:var/)?tmp(?=/)"), "<tmp>"),
+    # a Python executable outside the places above (a virtual environment's bin/, as compute-sanitizer's
+    # host frames name it): the binary is the same program wherever it lies
+    (re.compile(_START + r"/(?:[^\s/\"'<>]+/)*bin/python[\d.]*" + _END), "<python>/bin/python"),
 ]
 
 

@@ -43,6 +43,7 @@ def badges(page: Page) -> Md:
 @notebook_form("status")
 def status_notebook(page: Page) -> Md:
     st = page.lesson
-    # The sentence says what the memory check found (status.py), so it is not said again.
-    return Md("**{}** on the site when this notebook was made: {}. {}").format(
-        st.status.label, st.summary, st.sentence)
+    # The sentence says what the memory check found (status.py), so it is not said again. It is folded:
+    # the reader's first screen is the lesson, not its proof (the first code within 15 % of the page).
+    return Md("<details><summary><b>{}</b> on the site when this notebook was made: {}.</summary>"
+              "\n\n{}\n\n</details>").format(st.status.label, st.summary, st.sentence)

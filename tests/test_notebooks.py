@@ -170,8 +170,8 @@ def test_a_cell_keeps_its_line_numbers_its_future_imports_and_its_last_value(tmp
                    "Triton's interpreter), the step benchmark only on a GPU of compute capability 7.0 or newer "
                    "(timings need a GPU).\n"),
     ("gluon-basics", "No GPU here: the steps layout, ring-models, registers and exercises run on the CPU "
-                     "(a Triton kernel through Triton's interpreter), the steps gpu-checks and benchmark only on a GPU of compute "
-                     "capability 9.0 or newer (Gluon has no interpreter).\n"),
+                     "(a Triton kernel through Triton's interpreter), the steps gpu-checks and benchmark only on a "
+                     "GPU of compute capability 9.0 or newer (Gluon has no interpreter).\n"),
 ])
 def test_the_setup_says_what_runs_where_from_the_lessons_own_steps(name, says, tmp_path):
     """Without a GPU: which steps run on the CPU and which need the GPU, and why (their needs_gpu reasons)."""

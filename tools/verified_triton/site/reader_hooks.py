@@ -51,6 +51,9 @@ INDENTED_LINE = re.compile(r'(<span(?: id="__span-\d+-\d+")?)>((?:<a id="__codel
                            r'(?:<span class="[\w ]+">)?)( +)')
 
 ABBR = re.compile(r'<abbr title="([^"]*)">([^<]*)</abbr>')
+# Inside a folded block (??? note) Markdown wraps the step's label paragraph in another <p>: invalid HTML, which a
+# browser repairs into the label and an empty paragraph, so the label no longer sits just before its tabs.
+NESTED_STEP_LABEL = re.compile(r'<p>(<p class="vt-step-label">(?:(?!</p>).)*</p>)</p>', re.S)
 STEP_TABS = re.compile(r'(<p class="vt-step-label">(?:(?!</p>).)*</p>\s*<div) (class="tabbed-set)', re.S)
 
 ICON = re.compile(r'<span class="twemoji"><svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 24 24">'
@@ -66,7 +69,7 @@ def on_page_content(html: str, page, config, files) -> str:
     if not is_source_page(page):
         html = LINE_SPAN_ID.sub("<span>", LINE_ANCHOR.sub("", html))
     html = NUMBERED_CODE.sub(counted_lines, html)
-    html = STEP_TABS.sub(r"\1 data-search-exclude \2", html)
+    html = STEP_TABS.sub(r"\1 data-search-exclude \2", NESTED_STEP_LABEL.sub(r"\1", html))
     return shared_icons(first_definitions(html))
 
 

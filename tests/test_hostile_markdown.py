@@ -61,7 +61,9 @@ MATH = re.compile(r"(?<!\\)\$")
 OWN_TAGS = {"<code>", "</code>", "<small>", "</small>", "<br>"}
 # The notebook generator's own folds (a solution, a run's whole output): fixed words, no text of the record;
 # or a step's recorded output, whose summary names the device and the date, HTML-escaped (no tag in it).
-OWN_BLOCK = re.compile(r"\A(?:<details>(?:<summary>(?:[A-Za-z ,()'-]{1,80}|Recorded on [^<>]{1,900})</summary>)?"
+# or the badge's fold, whose summary is the badge (fixed words) and the escaped summary line (no tag in it).
+OWN_BLOCK = re.compile(r"\A(?:<details>(?:<summary>(?:[A-Za-z ,()'-]{1,80}|Recorded on [^<>]{1,900}"
+                       r"|<b>[A-Z ]{1,20}</b> on the site when this notebook was made: [^<>]{1,900})</summary>)?"
                        r"|</details>)\s*\Z")
 
 

@@ -4,7 +4,7 @@
 
 record_round.sh runs it every few seconds while a device call records, so a call that is stopped at its
 time limit still brings back every lesson that finished: the bundle is replaced whole (written beside,
-then renamed), never left half-written. Only plain files `<lesson>/<key>.json` and
+then renamed), never left half-written. With each record go the figures it names. Only plain files `<lesson>/<key>.json` and
 `<lesson>/<key>/<figure>.png` go in, the shape `verify.py --import` accepts.
 """
 
@@ -22,8 +22,11 @@ for record in sorted(evidence.glob(f"*/{mode}-*.json")):
         members.append(record)
         figures = record.with_suffix("")
         if figures.is_dir():
+            # Every figure the record names, new or not: verify.py leaves a figure whose content (and so
+            # whose hashed name) did not change untouched, and the importer takes a record only whole.
+            named = record.read_text(encoding="utf-8", errors="replace")
             members += [f for f in sorted(figures.glob("*.png"))
-                        if f.is_file() and not f.is_symlink() and f.stat().st_mtime >= since]
+                        if f.is_file() and not f.is_symlink() and f'"{f.name}"' in named]
 if members:
     partial = out.with_name(out.name + ".part")
     with tarfile.open(partial, "w:gz") as tar:

@@ -69,26 +69,32 @@ def matmul_variants():
 
 
 def attention_variants():
-    """Issue 38's call: the lesson's kernel (one program per tile) against the persistent one
-    (experiments/attention_persistent.py: one program per SM, the ring and the output store
-    carried across tiles), and the ring's depth at D64, where a tile is shortest."""
-    v = {"ws-pp-g8": dict(block_n=128, stages=2, pingpong=True, group_heads=8)}
+    """Issue 38, call B (2026-12-03): the lesson's persistent kernel against the generalised copy in
+    experiments/attention_nwg.py: the scale folded into the exponential (`fold`), the previous S as
+    the dummy accumulator of the next Q K^T (`reuse`), and three consumer warpgroups (a 192-row tile,
+    FlashAttention-3's D64 schedule; D64 only: at D128 its 160 registers per thread spill more). The
+    variants of the earlier calls are in git history and NOTES.md."""
+    v = {"lesson": dict(block_n=128, stages=2, pingpong=True, group_heads=8)}
+    nwg = dict(kernel="nwg", block_n=128, stages=2, group_heads=8)
+    v["nwg2-same"] = dict(nwg, pingpong=True)  # the copy unchanged: must tie the lesson
+    v["nwg2-fold"] = dict(nwg, pingpong=True, fold=True)
+    v["nwg2-reuse"] = dict(nwg, pingpong=True, reuse_s=True)
+    v["nwg2-fold-reuse"] = dict(nwg, pingpong=True, fold=True, reuse_s=True)
+    v["nwg2-fold-reuse-free"] = dict(nwg, pingpong=False, fold=True, reuse_s=True)
     for pp in (True, False):
-        v[f"persist-s2-{'pp' if pp else 'free'}-g8"] = dict(kernel="persistent", block_n=128, stages=2,
-                                                           pingpong=pp, group_heads=8)
-    v["persist-s2-pp-g16"] = dict(kernel="persistent", block_n=128, stages=2, pingpong=True, group_heads=16)
-    # Three or four 128-row stages of K and V fit beside Q and O only at D64 (D128: 256 KiB > 227).
-    for stages in (3, 4):
-        v[f"persist-s{stages}-pp-g8-d64only"] = dict(kernel="persistent", block_n=128, stages=stages,
-                                                     pingpong=True, group_heads=8)
-    v["persist-s3-pp-n64-d64only"] = dict(kernel="persistent", block_n=64, stages=3, pingpong=True, group_heads=8)
+        v[f"nwg3-fold-reuse-{'pp' if pp else 'free'}-d64only"] = dict(
+            nwg, nwg=3, consumer_regs=160, pingpong=pp, fold=True, reuse_s=True)
     return v
 
 
 def attention_fn(kw):
     """The variant's launcher: the lesson's kernel, or the persistent experiment."""
     kw = dict(kw)
-    if kw.pop("kernel", "ws") == "persistent":
+    kernel = kw.pop("kernel", "ws")
+    if kernel == "nwg":
+        import attention_nwg as an
+        return lambda q, k, v, c: an.attention_ws(q, k, v, c, **kw)
+    if kernel == "persistent":
         import attention_persistent as ap
         return lambda q, k, v, c: ap.attention_persistent(q, k, v, c, **kw)
     import attention_kernels as ak
@@ -148,11 +154,16 @@ def smoke(part, name):
         sdpa = torch.nn.functional.scaled_dot_product_attention
         fn = attention_fn(attention_variants()[name])
         info["ok"] = True
-        for kind, D, causal in ATTN_CASES + [("causal-small", 128, True), ("full-small", 64, False)]:
+        # 512 and 640 rows: a 192-row tile's last one has one or two warpgroups past the sequence.
+        smalls = [("causal-small", 128, True), ("full-small", 64, False), ("causal-512", 64, True),
+                  ("full-640", 64, False), ("causal-640", 128, True)]
+        for kind, D, causal in ATTN_CASES + smalls:
             if "d64only" in name and D != 64:
                 continue
             if kind.endswith("small"):
                 shape = (1, 3, 384, D)
+            elif kind[-3:].isdigit():
+                shape = (2, 3, int(kind[-3:]), D)
             else:
                 shape = (1, 4, S, D)
             q, k, v = (torch.randn(shape, device="cuda", dtype=torch.float16) for _ in range(3))

@@ -4,8 +4,8 @@
 
 record_round.sh runs it every few seconds while a device call records, so a call that is stopped at its
 time limit still brings back every lesson that finished: the bundle is replaced whole (written beside,
-then renamed), never left half-written. With each record go the figures it names. Only plain files `<lesson>/<key>.json` and
-`<lesson>/<key>/<figure>.png` go in, the shape `verify.py --import` accepts.
+then renamed), never left half-written. With each record go the figures it names. Only plain files
+`<lesson>/<key>.json` and `<lesson>/<key>/<figure>.png` go in, the shape `verify.py --import` accepts.
 """
 
 import os

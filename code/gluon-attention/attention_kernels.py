@@ -94,7 +94,9 @@ def _softmax_step(s, m_i, l_i, qk_scale, offs_m, kv_start, CAUSAL: gl.constexpr,
     # One block of the online softmax, in base 2 (log2 e is in qk_scale):
     # the new running max, the factor alpha that rescales what was summed
     # under the old max, this block's probabilities and the new running sum.
-    s = s * qk_scale
+    # The scale waits for the exponential: qk_scale > 0, so the max of the
+    # raw scores, scaled once per row, is the max of the scaled ones, and
+    # s * qk_scale - m is one fused multiply-add per score.
     if CAUSAL:
         # Only a block that reaches past this warpgroup's first query row
         # needs the mask; the blocks before it are entirely visible.
@@ -102,9 +104,9 @@ def _softmax_step(s, m_i, l_i, qk_scale, offs_m, kv_start, CAUSAL: gl.constexpr,
             cols: gl.constexpr = gl.SliceLayout(0, s_layout)  # a row of s_layout
             offs_n = kv_start + gl.arange(0, s.shape[1], layout=cols)
             s = gl.where(offs_m[:, None] >= offs_n[None, :], s, -float("inf"))
-    m_new = gl.maximum(m_i, gl.max(s, axis=1))
+    m_new = gl.maximum(m_i, gl.max(s, axis=1) * qk_scale)
     alpha = gl.exp2(m_i - m_new)
-    p = gl.exp2(s - m_new[:, None])
+    p = gl.exp2(s * qk_scale - m_new[:, None])
     l_i = l_i * alpha + gl.sum(p, axis=1)
     return p, m_new, l_i, alpha
 

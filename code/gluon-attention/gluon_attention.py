@@ -79,8 +79,8 @@ def reference(q, k, v, causal: bool):
 def pipelined_rows(q, k, v, causal, m0, block_n, p_dtype=torch.float64):
     """One warpgroup's rows [m0, m0 + 64) in the kernel's order of operations.
 
-    Iteration j: scale and (maybe) mask S_j, new running max, alpha, P_j,
-    running sum; *then* O = O * alpha_{j-1} + P_{j-1} V_{j-1}, one block
+    Iteration j: (maybe) mask S_j, new running max (of the raw scores, then
+    scaled), alpha, P_j = exp2(S_j * scale - max), running sum; *then* O = O * alpha_{j-1} + P_{j-1} V_{j-1}, one block
     behind, as the kernel issues it. P is rounded to p_dtype before its
     product, as the kernel feeds it to wgmma in fp16.
     """
@@ -98,15 +98,15 @@ def pipelined_rows(q, k, v, causal, m0, block_n, p_dtype=torch.float64):
     p_prev = v_prev = alpha_prev = None
     for j in range(n_kv):
         kj, vj = k[j * block_n : (j + 1) * block_n], v[j * block_n : (j + 1) * block_n]
-        s = (q[m0 : m0 + WG_ROWS] @ kj.T) * qk_scale
+        s = q[m0 : m0 + WG_ROWS] @ kj.T
         if (
             causal and (j + 1) * block_n > m0
         ):  # only blocks that reach past the first row
             cols = torch.arange(j * block_n, (j + 1) * block_n, dtype=torch.float64)
             s = s.masked_fill(rows[:, None] < cols[None, :], -math.inf)
-        m_new = torch.maximum(m, s.max(dim=1).values)
+        m_new = torch.maximum(m, s.max(dim=1).values * qk_scale)
         alpha = torch.exp2(m - m_new)
-        p = torch.exp2(s - m_new[:, None])
+        p = torch.exp2(s * qk_scale - m_new[:, None])
         l_sum = l_sum * alpha + p.sum(dim=1)
         m = m_new
         if p_prev is not None:  # the product one block behind

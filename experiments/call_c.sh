@@ -12,6 +12,6 @@ start=$(date +%s)
 GPU="gluon-attention" SANITIZE="" LIMIT=160 bash experiments/record_round.sh > "$OUT/machine.txt" 2>&1
 timeout 110 python3 experiments/bwd_race.py > "$OUT/bwd_race.log" 2>&1
 echo "bwd_race: rc=$? at $(( $(date +%s) - start )) s" >> "$OUT/machine.txt"
-GPU="" SANITIZE="gluon-attention attention-backward" JOBS=2 SAN_TIMEOUT=160 LIMIT=$(( 585 - ($(date +%s) - start) )) \
+GPU="" SANITIZE="gluon-attention attention-backward" JOBS=2 SAN_TIMEOUT=160 LIMIT=$(( 550 - ($(date +%s) - start) )) \
     bash experiments/record_round.sh >> "$OUT/machine.txt" 2>&1
 cat "$OUT/machine.txt"; tail -40 "$OUT/bwd_race.log"

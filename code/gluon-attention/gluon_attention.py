@@ -80,8 +80,9 @@ def pipelined_rows(q, k, v, causal, m0, block_n, p_dtype=torch.float64):
     """One warpgroup's rows [m0, m0 + 64) in the kernel's order of operations.
 
     Iteration j: (maybe) mask S_j, new running max (of the raw scores, then
-    scaled), alpha, P_j = exp2(S_j * scale - max), running sum; *then* O = O * alpha_{j-1} + P_{j-1} V_{j-1}, one block
-    behind, as the kernel issues it. P is rounded to p_dtype before its
+    scaled), alpha, P_j = exp2(S_j * scale - max), running sum; *then*
+    O = O * alpha_{j-1} + P_{j-1} V_{j-1}, one block behind, as the kernel
+    issues it. P is rounded to p_dtype before its
     product, as the kernel feeds it to wgmma in fp16.
     """
     d = q.shape[-1]

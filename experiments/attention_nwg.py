@@ -20,6 +20,8 @@ Triton 3.6 on a CPU (no spills); checked on the GPU by experiments/gluon_variant
 """
 
 import math
+import sys
+from pathlib import Path
 
 import torch
 from triton.experimental import gluon
@@ -33,11 +35,14 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 )
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
+# The lesson's schedule and key-block count, unchanged here: imported, not copied.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "code" / "gluon-attention"))
+from attention_kernels import _num_kv_blocks, _tile  # noqa: E402
+
 LOG2E = 1.4426950408889634
 WG_ROWS = gl.constexpr(64)  # query rows per consumer warpgroup (wgmma's M is 64 per warpgroup)
 
 
-# snippet: producer
 @gluon.jit
 def _producer(q_desc, k_desc, v_desc, q_smem, q_bars, ring, seq_len, tiles,
               CAUSAL: gl.constexpr, NWG: gl.constexpr):
@@ -78,20 +83,7 @@ def _producer(q_desc, k_desc, v_desc, q_smem, q_bars, ring, seq_len, tiles,
         it += 1
 
 
-# end snippet
 
-
-@gluon.jit
-def _num_kv_blocks(m0, seq_len, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
-                   CAUSAL: gl.constexpr):
-    # Causal: key blocks up to the one holding this query block's last row.
-    if CAUSAL:
-        return gl.cdiv(gl.minimum(m0 + BLOCK_M, seq_len), BLOCK_N)
-    else:
-        return gl.cdiv(seq_len, BLOCK_N)
-
-
-# snippet: softmax
 @gluon.jit
 def _softmax_step(s, m_i, l_i, qk_scale, offs_m, kv_start, CAUSAL: gl.constexpr,
                   s_layout: gl.constexpr, MASK_ALL: gl.constexpr, FOLD: gl.constexpr):
@@ -119,10 +111,7 @@ def _softmax_step(s, m_i, l_i, qk_scale, offs_m, kv_start, CAUSAL: gl.constexpr,
     return p, m_new, l_i, alpha
 
 
-# end snippet
 
-
-# snippet: consumer
 @gluon.jit
 def _consumer(io, ring, turn, seq_len, qk_scale, tiles, WG: gl.constexpr,
               CAUSAL: gl.constexpr, PINGPONG: gl.constexpr, MASK_ALL: gl.constexpr,
@@ -270,35 +259,7 @@ def _tile_body(q, o_desc, q_empty, ring, turn, seq_len, qk_scale, bh, m0, n_kv, 
     return c0 + n_kv
 
 
-# end snippet
 
-
-# snippet: schedule
-@gluon.jit
-def _tile(t, seq_len, n_heads_total, BLOCK_M: gl.constexpr, CAUSAL: gl.constexpr,
-          GROUP_HEADS: gl.constexpr):
-    # Tile t of n_q * (batch * heads), in groups of GROUP_HEADS heads: inside a
-    # group the query blocks of its heads come in turns, so the tiles that run
-    # together share K and V in L2. Causal: the longest query blocks (the last
-    # rows, which see every key before them) come first in each group. A
-    # program walks tiles pid, pid + programs, ...: one per SM, each walk
-    # takes long and short tiles alike.
-    n_q = gl.cdiv(seq_len, BLOCK_M)
-    per_group = GROUP_HEADS * n_q
-    group = t // per_group
-    r = t % per_group
-    heads_here = gl.minimum(n_heads_total - group * GROUP_HEADS, GROUP_HEADS)
-    bh = group * GROUP_HEADS + r % heads_here
-    q_block = r // heads_here
-    if CAUSAL:
-        q_block = n_q - 1 - q_block
-    return q_block, bh
-
-
-# end snippet
-
-
-# snippet: kernel
 @gluon.jit
 def attn_fwd_ws_kernel(q_desc, k_desc, v_desc, o_desc, seq_len, n_heads_total, n_tiles,
                        qk_scale, CAUSAL: gl.constexpr, STAGES: gl.constexpr,
@@ -352,8 +313,6 @@ def attn_fwd_ws_kernel(q_desc, k_desc, v_desc, o_desc, seq_len, n_heads_total, n
              (_producer, (q_desc, k_desc, v_desc, q_smem, (q_bar, q_empty), ring, seq_len, tiles, CAUSAL, NWG))],
             [4, 1], [CONSUMER_REGS, PRODUCER_REGS])
 
-
-# end snippet
 
 
 # -- launcher --------------------------------------------------------------------

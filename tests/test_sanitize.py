@@ -619,7 +619,10 @@ def test_each_tool_runs_the_lesson_with_the_allocator_off_and_a_declared_race_is
         assert f"racy [sanitize] {tool}: " in run.stdout
     assert "memory check (compute-sanitizer)" in run.stdout and "sanitize: 1 lesson, " in run.stdout
     calls = [json.loads(line) for line in (fake_tool.parent / "calls.jsonl").read_text().splitlines()]
-    assert [c["tool"] for c in calls] == list(TOOLS)
+    # memcheck first, alone; then the other three at the same time (each call is logged when it ends)
+    assert calls[0]["tool"] == "memcheck" and sorted(c["tool"] for c in calls) == sorted(TOOLS)
+    assert all(c["start"] >= calls[0]["end"] for c in calls[1:])
+    assert max(c["start"] for c in calls[1:]) < min(c["end"] for c in calls[1:]), "the three did not overlap"
     for call in calls:
         assert call["env"]["PYTORCH_NO_CUDA_MEMORY_CACHING"] == "1" and call["env"]["VT_SANITIZE"] == call["tool"]
         assert call["env"]["PYTORCH_CUDA_ALLOC_CONF"] is None and call["env"]["VT_PARENT_PID"] is None

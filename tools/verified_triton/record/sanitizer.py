@@ -7,7 +7,8 @@ lines, per the formats in docs/verification.md); and the record (each tool's run
 findings grouped by kernel and source line, the lesson's kernels first, bounded by core/limits.py).
 
 Each lesson runs once per tool, memcheck first: racecheck, synccheck and initcheck check no memory
-accesses, so after memcheck finds errors in the lesson's kernels they are not run. The lesson runs as
+accesses, so after memcheck finds errors in the lesson's kernels they are not run; otherwise those three
+run at the same time (independent processes, each its own log). The lesson runs as
 the kit's untimed run on the GPU (VT_SANITIZE=<tool>): every step, each benchmarked function once.
 A tool that cannot check this machine's GPU ("Device not supported") is never recorded as the
 lesson's failure: nothing is written, and the run says why. Which findings are the lesson's, and what
@@ -23,6 +24,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -518,24 +520,30 @@ def run_sanitize_lesson(lesson: Lesson, mode: str, machine: Machine, evidence_di
         started = datetime.now(UTC)
         source_files = lesson.source_file_hashes()
         kernels = lesson_kernels(lesson)
-        runs: list[SanitizerToolRun] = []
-        first: tuple[Captured, kit.Results | None, str] | None = None
-        stop = ""
-        for tool in TOOLS:
-            if stop:
-                runs.append(not_run(tool, stop))
-                continue
+        def one_tool(tool: str) -> SanitizerToolRun:
             t0 = time.monotonic()
             run, captured, results, problem = tool_run(lesson, tool, binary, work, base, limit, source_files, scrub)
-            runs.append(run)
             report(f"    {lesson.name} [sanitize] {tool}: {_progress(run, source_files, kernels)} "
                    f"in {time.monotonic() - t0:.1f} s")
             if tool == "memcheck":
-                if run.state == "unavailable":
-                    return RunResult(lesson, mode, None, f"not recorded: {run.reason}", gpu=gpu, written=False)
-                first = (captured, results, problem)
-                stop = _stop_after_memcheck(run, source_files, kernels)
-        captured, results, problem = first
+                first.append((captured, results, problem))
+            return run
+
+        first: list[tuple[Captured, kit.Results | None, str]] = []
+        memcheck = one_tool(TOOLS[0])
+        if memcheck.state == "unavailable":
+            return RunResult(lesson, mode, None, f"not recorded: {memcheck.reason}", gpu=gpu, written=False)
+        stop = _stop_after_memcheck(memcheck, source_files, kernels)
+        # The other tools are independent processes with logs of their own: they run at the same time, so a
+        # lesson's check takes its slowest tool's time, not the sum (each is still bounded by `limit`).
+        rest = TOOLS[1:]
+        if stop:
+            others = [not_run(tool, stop) for tool in rest]
+        else:
+            with ThreadPoolExecutor(max_workers=len(rest)) as pool:
+                others = list(pool.map(one_tool, rest))
+        runs = [memcheck, *others]
+        captured, results, problem = first[0]
         app = _app_run(captured, Report())
         outcome, reason = classify(lesson, "gpu", app, limit, results, problem)
         environment = environment_failure(app.exit_code, captured.stderr, lesson.root)
@@ -545,7 +553,7 @@ def run_sanitize_lesson(lesson: Lesson, mode: str, machine: Machine, evidence_di
         record = Record(
             lesson=lesson.name, mode="sanitize", key=sanitize_key(env_now.device_name), outcome=outcome,
             exit_code=app.exit_code, started_utc=started.strftime(schema.UTC_FORMAT),
-            wall_s=round(sum(r.wall_s for r in runs), 2), command=runs[0].command,
+            wall_s=round(runs[0].wall_s + max((r.wall_s for r in runs[1:]), default=0.0), 2), command=runs[0].command,
             source_hash=combined_hash(source_files), source_files=source_files, env=env_now,
             stdout=captured.stdout, stderr=captured.stderr, stdout_omitted=captured.stdout_omitted,
             stderr_omitted=captured.stderr_omitted, reason=reason[:LIMITS.string],

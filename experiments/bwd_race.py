@@ -1,4 +1,4 @@
-"""Issue 38: the Gluon backward (experiments/attention_bwd_gluon.py) timed against cuDNN's and the course's tl one.
+"""Issue 38: the Gluon backward (code/gluon-attention-backward/attention_bwd_kernels.py) against cuDNN's and tl's.
 
 An experiment, not a lesson. B4 H32 S4096 fp16, D in (128, 64), full and causal; the backward only
 (O and the log-sum-exp come from the tl forward, once). Timed with the kit's `bench_interleaved`
@@ -15,10 +15,11 @@ from pathlib import Path
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT / "experiments"), str(ROOT / "code"), str(ROOT / "code" / "attention-backward")]
+sys.path[:0] = [str(ROOT / "code" / "gluon-attention-backward"), str(ROOT / "code"),
+                str(ROOT / "code" / "attention-backward")]
 import attention_backward as tlb  # noqa: E402
+import attention_bwd_kernels as gb  # noqa: E402
 
-import attention_bwd_gluon as gb  # noqa: E402
 from lessonkit import bench_interleaved, median_interval  # noqa: E402
 
 B, H, S = 4, 32, 4096

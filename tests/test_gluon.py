@@ -75,7 +75,8 @@ BLOCK_GLUON = (
 )
 
 
-@pytest.mark.parametrize("name", ["gluon-basics", "gluon-matmul", "gluon-attention"])
+@pytest.mark.parametrize("name", ["gluon-basics", "gluon-matmul", "gluon-attention",
+                                  "gluon-attention-backward"])
 def test_the_cpu_half_runs_without_gluon(name):
     main = REPO / "code" / name / (name.replace("-", "_") + ".py")
     run = subprocess.run([sys.executable, "-c", BLOCK_GLUON, str(main)], capture_output=True,
@@ -87,7 +88,7 @@ def test_the_cpu_half_runs_without_gluon(name):
 
 # A line that is one name or only brackets, once its trailing comma or colon is dropped: `q_desc,`, `),`.
 ONE_TOKEN = re.compile(r"^(?:[\w.]+|[()\[\]{}]+)$")
-GLUON_PAGES = ["gluon-basics", "gluon-matmul", "gluon-attention"]
+GLUON_PAGES = ["gluon-basics", "gluon-matmul", "gluon-attention", "gluon-attention-backward"]
 
 
 def one_token_share(text: str) -> tuple[int, int]:

@@ -245,7 +245,7 @@ def draw_visits(lesson: Lesson) -> None:
                 for kb in range(blocks):
                     if not np.isnan(g[qb, kb]):
                         ax.text(kb, qb, int(g[qb, kb]), ha="center", va="center",
-                                fontsize=9, color="white" if g[qb, kb] < 4 else "black")
+                                color="white" if g[qb, kb] < 4 else "black")
             for d in range(blocks):  # the diagonal: the only masked blocks
                 ax.add_patch(Rectangle((d - 0.5, d - 0.5), 1, 1, fill=False,
                                        hatch="//", edgecolor="#d62728", linewidth=0))

@@ -7,6 +7,11 @@
 The Gluon attention kernel (full D=128, causal D=64: the best and the worst
 case against SDPA), SDPA itself at the same shapes, and the Gluon matmul at
 8192^3. Each runs once; the lessons' evidence has the timings.
+
+`python3 experiments/gluon_ncu.py matmul` (issue 38, item 3): the Gluon matmul
+(the lesson's 3-stage configuration) and cuBLAS (torch.matmul) at 8192^3, one
+launch each after a warm-up, for the tensor pipe's busy share of each: how far
+past cuBLAS the hardware leaves room for.
 """
 
 import sys
@@ -18,6 +23,20 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "code" / "gluon-attention"), str(ROOT / "code" / "gluon-matmul")]
 import attention_kernels as ak  # noqa: E402
 import matmul_kernels as mk  # noqa: E402
+
+PART = sys.argv[1] if len(sys.argv) > 1 else "attention"
+if PART == "matmul":
+    a = torch.randn(8192, 8192, device="cuda", dtype=torch.float16)
+    b = torch.randn(8192, 8192, device="cuda", dtype=torch.float16)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    for _ in range(3):  # warm: compile, and cuBLAS's heuristic picks its kernel
+        mk.matmul_ws(a, b, sms, stages=3, epi_split=1)
+        torch.matmul(a, b)
+    torch.cuda.synchronize()
+    mk.matmul_ws(a, b, sms, stages=3, epi_split=1)
+    torch.matmul(a, b)
+    torch.cuda.synchronize()
+    sys.exit(0)
 
 sdpa = torch.nn.functional.scaled_dot_product_attention
 for D, causal in ((128, False), (64, True)):

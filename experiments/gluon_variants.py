@@ -69,21 +69,17 @@ def matmul_variants():
 
 
 def attention_variants():
-    """Issue 38, call B (2026-12-03): the lesson's persistent kernel against the generalised copy in
-    experiments/attention_nwg.py: the scale folded into the exponential (`fold`), the previous S as
-    the dummy accumulator of the next Q K^T (`reuse`), and three consumer warpgroups (a 192-row tile,
-    FlashAttention-3's D64 schedule; D64 only: at D128 its 160 registers per thread spill more). The
-    variants of the earlier calls are in git history and NOTES.md."""
+    """Issue 38, 2026-12-03 (night): fewer MUFU exponentials (experiments/attention_exp.py): EXP 1
+    (ex2.approx.f16x2, which ptxas splits into two MUFU.EX2.F16: a control), EXP 4 and EXP 2 (one
+    score in 4, or in 2, exponentiated on the FMA units). The variants of the earlier calls are in git
+    history and NOTES.md."""
     v = {"lesson": dict(block_n=128, stages=2, pingpong=True, group_heads=8)}
-    nwg = dict(kernel="nwg", block_n=128, stages=2, group_heads=8)
-    v["nwg2-same"] = dict(nwg, pingpong=True)  # the copy unchanged: must tie the lesson
-    v["nwg2-fold"] = dict(nwg, pingpong=True, fold=True)
-    v["nwg2-reuse"] = dict(nwg, pingpong=True, reuse_s=True)
-    v["nwg2-fold-reuse"] = dict(nwg, pingpong=True, fold=True, reuse_s=True)
-    v["nwg2-fold-reuse-free"] = dict(nwg, pingpong=False, fold=True, reuse_s=True)
-    for pp in (True, False):
-        v[f"nwg3-fold-reuse-{'pp' if pp else 'free'}-d64only"] = dict(
-            nwg, nwg=3, consumer_regs=160, pingpong=pp, fold=True, reuse_s=True)
+    ex = dict(kernel="exp", block_n=128, stages=2, pingpong=True, group_heads=8)
+    v["exp0-same"] = dict(ex, exp16=0)  # the copy unchanged: must tie the lesson
+    v["exp1-f16x2"] = dict(ex, exp16=1)
+    v["exp4-poly"] = dict(ex, exp16=4)
+    v["exp2-poly"] = dict(ex, exp16=2)
+    v["exp4-poly-free"] = dict(ex, exp16=4, pingpong=False)
     return v
 
 
@@ -91,6 +87,9 @@ def attention_fn(kw):
     """The variant's launcher: the lesson's kernel, or the persistent experiment."""
     kw = dict(kw)
     kernel = kw.pop("kernel", "ws")
+    if kernel == "exp":
+        import attention_exp as ae
+        return lambda q, k, v, c: ae.attention_ws(q, k, v, c, **kw)
     if kernel == "nwg":
         import attention_nwg as an
         return lambda q, k, v, c: an.attention_ws(q, k, v, c, **kw)

@@ -28,8 +28,9 @@ tma.async_copy_global_to_shared = tma.async_load
 tma.async_copy_shared_to_global = tma.async_store
 
 CODE = Path(__file__).resolve().parent.parent / "code"
-for lesson in ("gluon-basics", "gluon-matmul", "gluon-attention"):
+for lesson in ("gluon-basics", "gluon-matmul", "gluon-attention", "gluon-attention-backward"):
     sys.path.insert(0, str(CODE / lesson))
+import attention_bwd_kernels  # noqa: E402
 import attention_kernels  # noqa: E402
 import copy_kernels  # noqa: E402
 import matmul_kernels  # noqa: E402
@@ -37,9 +38,9 @@ import matmul_kernels  # noqa: E402
 TARGET = GPUTarget("cuda", 90, 32)
 
 
-def desc(shape):
-    layout = gl.NVMMASharedLayout.get_default_for(shape, gl.float16)
-    return f"tensordesc<fp16[{','.join(map(str, shape))}],{layout!r}>"
+def desc(shape, dtype=gl.float16):
+    layout = gl.NVMMASharedLayout.get_default_for(shape, dtype)
+    return f"tensordesc<{dtype.name}[{','.join(map(str, shape))}],{layout!r}>"
 
 
 def build(fn, signature, constexprs, num_warps):
@@ -95,6 +96,22 @@ out["attention"] = facts(build(
      "seq_len": "i32", "n_heads_total": "i32", "n_tiles": "i32", "qk_scale": "fp32"},
     {"CAUSAL": False, "STAGES": 2, "PINGPONG": True, "CONSUMER_REGS": 240, "PRODUCER_REGS": 24,
      "GROUP_HEADS": 8, "MASK_ALL": False}, 4))
+# The backward's two kernels at D = 128 (lesson CONFIGS: 64-row streamed blocks), L and Delta as 1-D tiles.
+bwd = attention_bwd_kernels.CONFIGS[128]
+rows, f32 = attention_bwd_kernels.WG_ROWS.value, gl.float32
+out["backward dkdv"] = facts(build(
+    attention_bwd_kernels.dkdv_kernel,
+    {"q_desc": desc([bwd["block_m"], 128]), "k_desc": desc([rows, 128]), "v_desc": desc([rows, 128]),
+     "do_desc": desc([bwd["block_m"], 128]), "dk_desc": desc([rows, 128]), "dv_desc": desc([rows, 128]),
+     "l_desc": desc([bwd["block_m"]], f32), "delta_desc": desc([bwd["block_m"]], f32),
+     "seq_len": "i32", "sm_scale": "fp32", "qk_scale": "fp32"},
+    {"CAUSAL": True, "STAGES": bwd["stages"], "CONSUMER_REGS": 240, "PRODUCER_REGS": 24}, 4))
+out["backward dq"] = facts(build(
+    attention_bwd_kernels.dq_kernel,
+    {"q_desc": desc([rows, 128]), "k_desc": desc([bwd["block_n"], 128]), "v_desc": desc([bwd["block_n"], 128]),
+     "do_desc": desc([rows, 128]), "dq_desc": desc([rows, 128]), "L": "*fp32", "Delta": "*fp32",
+     "seq_len": "i32", "sm_scale": "fp32", "qk_scale": "fp32"},
+    {"CAUSAL": True, "STAGES": bwd["stages"], "CONSUMER_REGS": 240, "PRODUCER_REGS": 24}, 4))
 s_layout, o_layout = mma(4, 128), mma(4, 64)
 out["P to operand"] = convert(s_layout, gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2), [64, 128])
 out["P to blocked"] = convert(s_layout, gl.BlockedLayout([1, 8], [4, 8], [4, 1], [1, 0]), [64, 128])

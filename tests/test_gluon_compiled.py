@@ -61,6 +61,17 @@ def test_the_attention_budget_fits_three_warpgroups(compiled):
     assert {240, 24} <= set(compiled["attention"]["setmaxnreg"])
 
 
+@pytest.mark.parametrize("kernel", ["backward dkdv", "backward dq"])
+def test_the_backward_kernels_compile_to_the_forwards_budget(compiled, kernel):
+    """The backward's kernels (Triton 3.9 here, 3.6 on the GPU) split registers as the forward does, and
+    their accumulators are wgmma layouts of 4 warps: 64 x 64 scores (S^T, dP^T or S, dP) beside 64 x 128
+    gradients at D = 128, the lesson's 64-row streamed blocks."""
+    split = MODEL.register_split(4, [(4, 240), (1, 24)])
+    assert compiled[kernel]["launch"] == [split["launch"]]
+    assert {240, 24} <= set(compiled[kernel]["setmaxnreg"])
+    assert compiled[kernel]["mma"] == [["4", "1", "16", "128"], ["4", "1", "16", "64"]]
+
+
 def constants(path) -> dict:
     """The module-level constants of a lesson file, read without running it."""
     tree = ast.parse(path.read_text())

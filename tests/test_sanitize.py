@@ -237,6 +237,13 @@ def test_the_command_line_has_the_options_a_bounded_complete_report_needs(tmp_pa
         assert pairs["--strip-paths"] == "no" and pairs["--error-exitcode"] == str(sanitizer.ERROR_EXITCODE)
     assert "--padding" in memcheck and "--padding" not in race
     assert race[race.index("--racecheck-report") + 1] == "analysis"
+    # racecheck and synccheck skip cuBLAS, CUTLASS and cuDNN by name; memcheck and initcheck see them
+    # (a library reading what the lesson never wrote is the lesson's bug)
+    for tool in sanitizer.TOOLS:
+        options = sanitizer.tool_options(tool, tmp_path / f"{tool}.log")
+        skipped = {options[i + 1] for i, o in enumerate(options) if o == "--kernel-name-exclude"}
+        assert skipped == ({"kns=cudnn", "kns=cublas", "kns=cutlass", "kns=nvjet", "kns=xmma"}
+                           if tool in ("racecheck", "synccheck") else set()), tool
     env = sanitizer.sanitize_env({"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True",
                                   "TRITON_DISABLE_LINE_INFO": "1", "TRITON_INTERPRET": "1"}, "initcheck",
                                  tmp_path / "cache")

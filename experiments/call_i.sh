@@ -4,6 +4,8 @@
 # it (allocator off, VT_SANITIZE=initcheck), three at once, every line the lesson prints stamped with the seconds
 # since its start, so the slow step shows; the tool's initcheck options are printed first.
 #     bash experiments/call_i.sh
+# Call J, the same with the host backtraces off, two lessons, 150 s (are the backtraces the minutes?):
+#     OPTS="--show-backtrace no" LESSONS="gluon-attention-backward attention-backward" TIMEOUT=150 bash experiments/call_i.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -12,14 +14,14 @@ one() {  # LESSON MAIN: the lesson under initcheck, its output stamped
     local name=$1 main=$2 t0; t0=$(date +%s)
     env PYTORCH_NO_CUDA_MEMORY_CACHING=1 VT_SANITIZE=initcheck VT_RESULTS="$OUT/$name.json" \
         VT_FIGURES="/tmp/fig-$name" TRITON_CACHE_DIR="/tmp/cache-$name" PYTHONUNBUFFERED=1 \
-        timeout 300 compute-sanitizer --tool initcheck --print-limit 200 --log-file "$OUT/$name.initcheck.log" \
-        --require-cuda-init no python3 "$main" 2>&1 |
+        timeout "${TIMEOUT:-300}" compute-sanitizer --tool initcheck --print-limit 200 \
+        --log-file "$OUT/$name.initcheck.log" --require-cuda-init no ${OPTS:-} python3 "$main" 2>&1 |
         while IFS= read -r line; do echo "$(( $(date +%s) - t0 )) $line"; done > "$OUT/$name.stamped.log"
     echo "== $name: done after $(( $(date +%s) - t0 )) s"
 }
-one gluon-attention-backward code/gluon-attention-backward/gluon_attention_backward.py &
-one attention-backward code/attention-backward/attention_backward.py &
-one gluon-attention code/gluon-attention/gluon_attention.py &
+for name in ${LESSONS:-gluon-attention-backward attention-backward gluon-attention}; do
+    one "$name" "code/$name/${name//-/_}.py" &
+done
 wait
 for f in "$OUT"/*.stamped.log; do echo "== $f"; grep -v "^\S* *$" "$f" | awk '{print}' | tail -n 40; done
 for f in "$OUT"/*.initcheck.log; do echo "== $f"; tail -n 6 "$f"; done

@@ -10,6 +10,14 @@ An experiment, not a lesson: a copy of code/gluon-attention-backward/attention_b
   is released one step later. Costs the register operands' 32 registers over the step boundary.
 * PINGPONG (dK/dV): the two consumer warpgroups take turns at issuing (S^T and dP^T, then dV and
   dK), as the forward's ping-pong does, so that one's exponentials run under the other's products.
+* ATOMIC_DQ (dK/dV, after call G): FlashAttention-2's dQ inside the dK/dV kernel, the dQ kernel not
+  launched. Each consumer stores its dS^T (64 keys x BLOCK_M queries, fp16) to shared memory, a
+  fifth product dQ_part = dS K (A: that tile transposed, B: its K) runs with the other two, and
+  dQ_part is added into an FP32 dQ with atomic adds; a last elementwise pass scales dQ and rounds
+  it to fp16. Five products instead of seven, each dQ element added to once per 64 keys. DQ_COLS
+  splits the dQ product into column slices, issued after dV and dK retire: whole at D = 128 it
+  spills and ptxas serialises every product (56 waits); in 64-column slices it neither spills nor
+  serialises (compiled here). Not yet run on a GPU.
 
 Prediction (before any GPU run): DEFER +2 to +5 % at D128 (the dK/dV kernel is 62 % of the time),
 less at D64; PINGPONG within noise (the forward's ping-pong bought nothing at D128); the dQ kernel
@@ -135,9 +143,11 @@ def _dkdv_producer(descs, resident, ring, seq_len, CAUSAL: gl.constexpr):
 
 
 @gluon.jit
-def _dkdv_consumer(io, ring, turn, seq_len, sm_scale, qk_scale, WG: gl.constexpr,
-                   CAUSAL: gl.constexpr, DEFER: gl.constexpr, PINGPONG: gl.constexpr):
+def _dkdv_consumer(io, ring, turn, dq_io, seq_len, sm_scale, qk_scale, WG: gl.constexpr,
+                   CAUSAL: gl.constexpr, DEFER: gl.constexpr, PINGPONG: gl.constexpr,
+                   ATOMIC_DQ: gl.constexpr, DQ_COLS: gl.constexpr):
     dk_desc, dv_desc, k_smem, v_smem, kv_bar = io
+    dq_acc, ds_smem = dq_io
     q_bufs, do_bufs, l_bufs, delta_bufs, q_ready, q_empty, do_ready, do_empty = ring
     STAGES: gl.constexpr = q_bufs.type.shape[0]
     BLOCK_M: gl.constexpr = q_bufs.type.shape[1]
@@ -220,13 +230,34 @@ def _dkdv_consumer(io, ring, turn, seq_len, sm_scale, qk_scale, WG: gl.constexpr
         # reads P^T. The other warpgroup keeps the tensor cores busy meanwhile.
         pT16 = gl.convert_layout(p16, a_layout)
         ds16 = gl.convert_layout(dsT.to(f16), a_layout)
+        if ATOMIC_DQ:  # dS^T to shared memory: the A operand of dQ_part = dS K, transposed
+            ds_smem.index(WG).store(dsT.to(f16))
+            fence_async_shared()
         if PINGPONG:
             mbarrier.wait(turn.index(WG), ((2 * j + 1) & 1) ^ WG ^ 1)
         dv = warpgroup_mma(pT16, do, dv, is_async=True)
         dk = warpgroup_mma(ds16, q, dk, is_async=True)
         if PINGPONG:
             mbarrier.arrive(turn.index(1 - WG), count=1)
-        if not DEFER:
+        if ATOMIC_DQ:
+            dv, dk, pT16, ds16 = warpgroup_mma_wait(0, deps=(dv, dk, pT16, ds16))
+            mbarrier.arrive(do_empty.index(s), count=1)
+            mbarrier.arrive(q_empty.index(s), count=1)
+            # dQ_part = dS K in column slices of DQ_COLS (fewer registers at D = 128), each
+            # added into dQ as soon as it is done.
+            dq_layout: gl.constexpr = gl.NVMMADistributedLayout(
+                version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, DQ_COLS, 16])
+            rows_q = m0 + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, dq_layout))
+            dsT_smem = ds_smem.index(WG).permute((1, 0))
+            for h in gl.static_range(HEAD_DIM // DQ_COLS):
+                dq_zero = gl.zeros([BLOCK_M, DQ_COLS], gl.float32, layout=dq_layout)
+                dq_part = warpgroup_mma(dsT_smem, k.slice(h * DQ_COLS, DQ_COLS, dim=1), dq_zero,
+                                        use_acc=False, is_async=True)
+                dq_part = warpgroup_mma_wait(0, deps=(dq_part,))
+                cols_d = h * DQ_COLS + gl.arange(0, DQ_COLS, layout=gl.SliceLayout(0, dq_layout))
+                ptrs = dq_acc + (row0 + rows_q)[:, None] * HEAD_DIM + cols_d[None, :]
+                gl.atomic_add(ptrs, dq_part, sem="relaxed")
+        elif not DEFER:
             # The register operands are named too, so that nothing reuses their
             # registers before the products that read them have retired.
             dv, dk, pT16, ds16 = warpgroup_mma_wait(0, deps=(dv, dk, pT16, ds16))
@@ -252,7 +283,8 @@ def dkdv_kernel(q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc,
                 l_desc, delta_desc, seq_len, sm_scale, qk_scale,
                 CAUSAL: gl.constexpr, STAGES: gl.constexpr,
                 CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
-                DEFER: gl.constexpr, PINGPONG: gl.constexpr):
+                DEFER: gl.constexpr, PINGPONG: gl.constexpr, dq_acc,
+                ATOMIC_DQ: gl.constexpr, DQ_COLS: gl.constexpr):
     BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
     D: gl.constexpr = q_desc.block_type.shape[1]
     f16: gl.constexpr = q_desc.dtype
@@ -279,16 +311,19 @@ def dkdv_kernel(q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc,
     turn = gl.allocate_shared_memory(gl.int64, [2, 1], bar)
     for i in gl.static_range(2):
         mbarrier.init(turn.index(i), count=1)
+    ds_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([WG_ROWS, BLOCK_M], f16)
+    ds_smem = gl.allocate_shared_memory(f16, [2, WG_ROWS, BLOCK_M], ds_layout)
+    dq_io = (dq_acc, ds_smem)
     ring = (q_bufs, do_bufs, l_bufs, delta_bufs, q_ready, q_empty, do_ready, do_empty)
     io = (dk_desc, dv_desc, k_smem, v_smem, kv_bar)
     descs = (q_desc, do_desc, k_desc, v_desc, l_desc, delta_desc)
     resident = (k_smem, v_smem, kv_bar)
     gl.warp_specialize(
         [
-            (_dkdv_consumer, (io, ring, turn, seq_len, sm_scale, qk_scale, 0, CAUSAL,
-                              DEFER, PINGPONG)),
-            (_dkdv_consumer, (io, ring, turn, seq_len, sm_scale, qk_scale, 1, CAUSAL,
-                              DEFER, PINGPONG)),
+            (_dkdv_consumer, (io, ring, turn, dq_io, seq_len, sm_scale, qk_scale, 0, CAUSAL,
+                              DEFER, PINGPONG, ATOMIC_DQ, DQ_COLS)),
+            (_dkdv_consumer, (io, ring, turn, dq_io, seq_len, sm_scale, qk_scale, 1, CAUSAL,
+                              DEFER, PINGPONG, ATOMIC_DQ, DQ_COLS)),
             (_dkdv_producer, (descs, resident, ring, seq_len, CAUSAL)),
         ],
         [4, 1],  # workers: consumer warpgroup 1, the producer warp
@@ -511,7 +546,7 @@ def attention_bwd_gluon(q, k, v, o, do, lse, causal, sm_scale=None, **config):
     sm_scale = 1.0 / math.sqrt(D) if sm_scale is None else sm_scale
     cfg = {**CONFIGS[D], "consumer_regs": 240, "producer_regs": 24, "out": None,
            "delta": None, "kernels": ("dkdv", "dq"), "with_kernels": False,
-           "defer": False, "pingpong": False, "dq_block_n": None, **config}
+           "defer": False, "pingpong": False, "dq_block_n": None, "atomic_dq": False, "dq_cols": None, **config}
     block_m, block_n, stages = cfg["block_m"], cfg["block_n"], cfg["stages"]
     assert BLOCK_ROWS % block_m == 0 and S % block_n == 0
     out = cfg["out"] or tuple(torch.empty_like(q) for _ in range(3))
@@ -528,14 +563,20 @@ def attention_bwd_gluon(q, k, v, o, do, lse, causal, sm_scale=None, **config):
         delta = torch.empty_like(lse)
         tl_bwd.attn_bwd_preprocess_kernel[(S // 128, B * H)](
             o, do, delta, S, HEAD_DIM=D, BLOCK_M=128)
+    # FP32 dQ for the atomic adds (ATOMIC_DQ), zeroed before the dK/dV kernel adds into it.
+    dq_acc = torch.zeros(q.shape, dtype=torch.float32, device=q.device) if cfg["atomic_dq"] else None
     if "dkdv" in cfg["kernels"]:
         kernels["dkdv"] = dkdv_kernel[grid](
             _descriptor(q, block_m), _descriptor(k, rows), _descriptor(v, rows),
             _descriptor(do, block_m), _descriptor(dk, rows), _descriptor(dv, rows),
             _row_descriptor(lse, block_m), _row_descriptor(delta, block_m),
             S, sm_scale, qk_scale, causal, stages, *regs, cfg["defer"], cfg["pingpong"],
+            dq_acc if cfg["atomic_dq"] else delta, cfg["atomic_dq"], cfg["dq_cols"] or D,
             num_warps=4)
-    if "dq" in cfg["kernels"]:
+    if cfg["atomic_dq"]:  # dQ was summed in FP32 by the dK/dV kernel: scale and round it
+        if "dkdv" in cfg["kernels"]:
+            dq.copy_(dq_acc.view_as(dq) * sm_scale)
+    elif "dq" in cfg["kernels"]:
         block_n = cfg["dq_block_n"] or block_n
         kernels["dq"] = dq_kernel[grid](
             _descriptor(q, rows), _descriptor(k, block_n), _descriptor(v, block_n),

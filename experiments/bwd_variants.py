@@ -3,7 +3,7 @@
 An experiment, not a lesson. The variants are options of experiments/attention_bwd_exp.py (a copy of
 the lesson's kernel module; its docstring has the predictions):
 
-    python3 experiments/bwd_variants.py [--rounds 7] [--only REGEX]
+    python3 experiments/bwd_variants.py [--rounds 7] [--only REGEX]    # next: --only atomic
 
 1. Each variant is checked in a child process (a wrong mbarrier phase hangs a kernel: the child is
    killed after --check-timeout seconds and the variant is recorded as a hang) on the lesson's own
@@ -42,6 +42,11 @@ VARIANTS = {
     "defer+pingpong": {"defer": True, "pingpong": True},
     "dq-bn128": {"dq_block_n": 128},  # D64 streams 128 keys already: the same as the lesson there
     "defer+dq-bn128": {"defer": True, "dq_block_n": 128},
+    # Written after call G, compiled here, not yet run on a GPU: FlashAttention-2's dQ inside the
+    # dK/dV kernel (atomic adds), its product in 64-column slices (at D = 128 the whole 64 x 128 FP32
+    # block spills and ptxas then serialises every product) or whole.
+    "atomic-dq": {"atomic_dq": True, "dq_cols": 64},
+    "atomic-dq-whole": {"atomic_dq": True},
 }
 
 

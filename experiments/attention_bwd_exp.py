@@ -16,7 +16,7 @@ An experiment, not a lesson: a copy of code/gluon-attention-backward/attention_b
   dQ_part is added into an FP32 dQ with atomic adds; a last elementwise pass scales dQ and rounds
   it to fp16. Five products instead of seven, each dQ element added to once per 64 keys. DQ_COLS
   splits the dQ product into column slices, issued after dV and dK retire: whole at D = 128 it
-  spills and ptxas serialises every product (56 waits); in 64-column slices it neither spills nor
+  spills and ptxas waits after each of its 56 tensor-core instructions; in 64-column slices it neither spills nor
   serialises (compiled here). Not yet run on a GPU.
 
 Prediction (before any GPU run): DEFER +2 to +5 % at D128 (the dK/dV kernel is 62 % of the time),

@@ -14,10 +14,11 @@ An experiment, not a lesson: a copy of code/gluon-attention-backward/attention_b
   launched. Each consumer stores its dS^T (64 keys x BLOCK_M queries, fp16) to shared memory, a
   fifth product dQ_part = dS K (A: that tile transposed, B: its K) runs with the other two, and
   dQ_part is added into an FP32 dQ with atomic adds; a last elementwise pass scales dQ and rounds
-  it to fp16. Five products instead of seven, each dQ element added to once per 64 keys. DQ_COLS
-  splits the dQ product into column slices, issued after dV and dK retire: whole at D = 128 it
-  spills and ptxas waits after each of its 56 tensor-core instructions; in 64-column slices it neither spills nor
-  serialises (compiled here). Not yet run on a GPU.
+  it to fp16. Five products instead of seven, each dQ element added to once per 64 keys. The dQ
+  product is issued after dV and dK retire (issued with them, at D = 128 it spilled 16 bytes and
+  ptxas waited after each of the kernel's 56 tensor-core instructions), in column slices of
+  DQ_COLS: whole at D = 128 it still spills a little; in 64-column slices it does not (compiled
+  here). Not yet run on a GPU.
 
 Prediction (before any GPU run): DEFER +2 to +5 % at D128 (the dK/dV kernel is 62 % of the time),
 less at D64; PINGPONG within noise (the forward's ping-pong bought nothing at D128); the dQ kernel

@@ -43,8 +43,8 @@ VARIANTS = {
     "dq-bn128": {"dq_block_n": 128},  # D64 streams 128 keys already: the same as the lesson there
     "defer+dq-bn128": {"defer": True, "dq_block_n": 128},
     # Written after call G, compiled here, not yet run on a GPU: FlashAttention-2's dQ inside the
-    # dK/dV kernel (atomic adds), its product in 64-column slices (at D = 128 the whole 64 x 128 FP32
-    # block spills and ptxas then serialises every product) or whole.
+    # dK/dV kernel (atomic adds), its product in 64-column slices (no spill at D = 128) or whole
+    # (at D = 128 a 3-word spill).
     "atomic-dq": {"atomic_dq": True, "dq_cols": 64},
     "atomic-dq-whole": {"atomic_dq": True},
 }

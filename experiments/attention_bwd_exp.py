@@ -146,7 +146,7 @@ def _dkdv_producer(descs, resident, ring, seq_len, CAUSAL: gl.constexpr):
 @gluon.jit
 def _dkdv_consumer(io, ring, turn, dq_io, seq_len, sm_scale, qk_scale, WG: gl.constexpr,
                    CAUSAL: gl.constexpr, DEFER: gl.constexpr, PINGPONG: gl.constexpr,
-                   ATOMIC_DQ: gl.constexpr, DQ_COLS: gl.constexpr):
+                   ATOMIC_DQ: gl.constexpr, DQ_COLS: gl.constexpr, FENCE: gl.constexpr):
     dk_desc, dv_desc, k_smem, v_smem, kv_bar = io
     dq_acc, ds_smem = dq_io
     q_bufs, do_bufs, l_bufs, delta_bufs, q_ready, q_empty, do_ready, do_empty = ring
@@ -219,6 +219,12 @@ def _dkdv_consumer(io, ring, turn, dq_io, seq_len, sm_scale, qk_scale, WG: gl.co
             if m0 < key0 + WG_ROWS:
                 offs_m = m0 + gl.arange(0, BLOCK_M, layout=query_l)
                 pT = gl.where(offs_m[None, :] >= offs_n[:, None], pT, 0.0)
+        if FENCE and not CAUSAL:
+            # dO's barrier again (its phase has completed: returns at once). Its spin loop is
+            # a basic block boundary, which ptxas does not schedule across: without it ptxas
+            # hoists the wait for dP^T below to a few exponentials after the wait for S^T,
+            # and dP^T does not run under the exponentials. (Causal: the mask's branch does.)
+            mbarrier.wait(do_ready.index(s), ph)
         # P^T is kept in fp16 only (dS^T below reads it too: one rounding of
         # 2^-11, as dS^T's own): an FP32 copy would cost BLOCK_M / 2 registers
         # and spill. The conversion to the operand layout moves no data.
@@ -285,7 +291,7 @@ def dkdv_kernel(q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc,
                 CAUSAL: gl.constexpr, STAGES: gl.constexpr,
                 CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr,
                 DEFER: gl.constexpr, PINGPONG: gl.constexpr, dq_acc,
-                ATOMIC_DQ: gl.constexpr, DQ_COLS: gl.constexpr):
+                ATOMIC_DQ: gl.constexpr, DQ_COLS: gl.constexpr, FENCE: gl.constexpr):
     BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
     D: gl.constexpr = q_desc.block_type.shape[1]
     f16: gl.constexpr = q_desc.dtype
@@ -322,9 +328,9 @@ def dkdv_kernel(q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc,
     gl.warp_specialize(
         [
             (_dkdv_consumer, (io, ring, turn, dq_io, seq_len, sm_scale, qk_scale, 0, CAUSAL,
-                              DEFER, PINGPONG, ATOMIC_DQ, DQ_COLS)),
+                              DEFER, PINGPONG, ATOMIC_DQ, DQ_COLS, FENCE)),
             (_dkdv_consumer, (io, ring, turn, dq_io, seq_len, sm_scale, qk_scale, 1, CAUSAL,
-                              DEFER, PINGPONG, ATOMIC_DQ, DQ_COLS)),
+                              DEFER, PINGPONG, ATOMIC_DQ, DQ_COLS, FENCE)),
             (_dkdv_producer, (descs, resident, ring, seq_len, CAUSAL)),
         ],
         [4, 1],  # workers: consumer warpgroup 1, the producer warp
@@ -389,7 +395,8 @@ def _dq_producer(descs, resident, ring, seq_len, CAUSAL: gl.constexpr):
 
 @gluon.jit
 def _dq_consumer(io, ring, L, Delta, seq_len, sm_scale, qk_scale,
-                 WG: gl.constexpr, CAUSAL: gl.constexpr, DEFER: gl.constexpr):
+                 WG: gl.constexpr, CAUSAL: gl.constexpr, DEFER: gl.constexpr,
+                 FENCE: gl.constexpr):
     dq_desc, q_smem, do_smem, qdo_bar = io
     k_bufs, v_bufs, k_ready, k_empty, v_ready, v_empty = ring
     STAGES: gl.constexpr = k_bufs.type.shape[0]
@@ -442,6 +449,8 @@ def _dq_consumer(io, ring, L, Delta, seq_len, sm_scale, qk_scale,
             if j * BLOCK_N + BLOCK_N > q0 + 1:
                 offs_n = j * BLOCK_N + gl.arange(0, BLOCK_N, layout=key_l)
                 p = gl.where(offs_m[:, None] >= offs_n[None, :], p, 0.0)
+        if FENCE and not CAUSAL:  # V's barrier again: keeps the wait for dP below (as dK/dV's)
+            mbarrier.wait(v_ready.index(s), ph)
         dp = warpgroup_mma_wait(0, deps=(dp_tok,))
         mbarrier.arrive(v_empty.index(s), count=1)  # V's last reader has retired
         ds16 = gl.convert_layout((p * (dp - delta[:, None])).to(f16), a_layout)
@@ -463,7 +472,8 @@ def _dq_consumer(io, ring, L, Delta, seq_len, sm_scale, qk_scale,
 @gluon.jit
 def dq_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, L, Delta, seq_len,
               sm_scale, qk_scale, CAUSAL: gl.constexpr, STAGES: gl.constexpr,
-              CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr, DEFER: gl.constexpr):
+              CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr, DEFER: gl.constexpr,
+              FENCE: gl.constexpr):
     BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
     D: gl.constexpr = k_desc.block_type.shape[1]
     f16: gl.constexpr = q_desc.dtype
@@ -490,9 +500,9 @@ def dq_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, L, Delta, seq_len,
     gl.warp_specialize(
         [
             (_dq_consumer, (io, ring, L, Delta, seq_len, sm_scale, qk_scale, 0,
-                            CAUSAL, DEFER)),
+                            CAUSAL, DEFER, FENCE)),
             (_dq_consumer, (io, ring, L, Delta, seq_len, sm_scale, qk_scale, 1,
-                            CAUSAL, DEFER)),
+                            CAUSAL, DEFER, FENCE)),
             (_dq_producer, (descs, resident, ring, seq_len, CAUSAL)),
         ],
         [4, 1],
@@ -547,7 +557,8 @@ def attention_bwd_gluon(q, k, v, o, do, lse, causal, sm_scale=None, **config):
     sm_scale = 1.0 / math.sqrt(D) if sm_scale is None else sm_scale
     cfg = {**CONFIGS[D], "consumer_regs": 240, "producer_regs": 24, "out": None,
            "delta": None, "kernels": ("dkdv", "dq"), "with_kernels": False,
-           "defer": False, "pingpong": False, "dq_block_n": None, "atomic_dq": False, "dq_cols": None, **config}
+           "defer": False, "pingpong": False, "dq_block_n": None, "atomic_dq": False, "dq_cols": None,
+           "fence": False, **config}
     block_m, block_n, stages = cfg["block_m"], cfg["block_n"], cfg["stages"]
     assert BLOCK_ROWS % block_m == 0 and S % block_n == 0
     out = cfg["out"] or tuple(torch.empty_like(q) for _ in range(3))
@@ -573,7 +584,7 @@ def attention_bwd_gluon(q, k, v, o, do, lse, causal, sm_scale=None, **config):
             _row_descriptor(lse, block_m), _row_descriptor(delta, block_m),
             S, sm_scale, qk_scale, causal, stages, *regs, cfg["defer"], cfg["pingpong"],
             dq_acc if cfg["atomic_dq"] else delta, cfg["atomic_dq"], cfg["dq_cols"] or D,
-            num_warps=4)
+            cfg["fence"], num_warps=4)
     if cfg["atomic_dq"]:  # dQ was summed in FP32 by the dK/dV kernel: scale and round it
         if "dkdv" in cfg["kernels"]:
             dq.copy_(dq_acc.view_as(dq) * sm_scale)
@@ -582,7 +593,7 @@ def attention_bwd_gluon(q, k, v, o, do, lse, causal, sm_scale=None, **config):
         kernels["dq"] = dq_kernel[grid](
             _descriptor(q, rows), _descriptor(k, block_n), _descriptor(v, block_n),
             _descriptor(do, rows), _descriptor(dq, rows), lse, delta,
-            S, sm_scale, qk_scale, causal, stages, *regs, cfg["defer"], num_warps=4)
+            S, sm_scale, qk_scale, causal, stages, *regs, cfg["defer"], cfg["fence"], num_warps=4)
     return (out, kernels) if cfg["with_kernels"] else out
 
 

@@ -12,6 +12,11 @@ case against SDPA), SDPA itself at the same shapes, and the Gluon matmul at
 (the lesson's 3-stage configuration) and cuBLAS (torch.matmul) at 8192^3, one
 launch each after a warm-up, for the tensor pipe's busy share of each: how far
 past cuBLAS the hardware leaves room for.
+
+`python3 experiments/gluon_ncu.py overlap` (2026-12-06): the lesson's attention
+kernel and experiments/attention_tree.py's PV 1 and PV 2 (the P V product in
+flight under the softmax), full D64 and D128, one launch each after a warm-up:
+the tensor pipe's busy share with and without the overlap.
 """
 
 import sys
@@ -35,6 +40,23 @@ if PART == "matmul":
     torch.cuda.synchronize()
     mk.matmul_ws(a, b, sms, stages=3, epi_split=1)
     torch.matmul(a, b)
+    torch.cuda.synchronize()
+    sys.exit(0)
+
+if PART == "overlap":  # 18 warm-up launches, then 6 to profile: --launch-skip 18
+    sys.path.insert(0, str(ROOT / "experiments"))
+    import attention_tree as at
+    runs = []
+    for D in (64, 128):
+        q, k, v = (torch.randn(4, 32, 4096, D, device="cuda", dtype=torch.float16) for _ in range(3))
+        runs += [lambda q=q, k=k, v=v: ak.attention_ws(q, k, v, False),
+                 lambda q=q, k=k, v=v: at.attention_ws(q, k, v, False, pv=1),
+                 lambda q=q, k=k, v=v: at.attention_ws(q, k, v, False, pv=2)]
+    for fn in runs * 3:
+        fn()
+    torch.cuda.synchronize()
+    for fn in runs:
+        fn()
     torch.cuda.synchronize()
     sys.exit(0)
 

@@ -69,17 +69,20 @@ def matmul_variants():
 
 
 def attention_variants():
-    """Issue 38, 2026-12-03 (night): fewer MUFU exponentials (experiments/attention_exp.py): EXP 1
-    (ex2.approx.f16x2, which ptxas splits into two MUFU.EX2.F16: a control), EXP 4 and EXP 2 (one
-    score in 4, or in 2, exponentiated on the FMA units). The variants of the earlier calls are in git
-    history and NOTES.md."""
+    """Issue 38, 2026-12-06: the P V product in flight under the softmax (experiments/attention_tree.py:
+    PV 1, P through shared memory and P V retired at the next step's top; PV 2, the lesson's P in
+    registers with a block boundary before the wait) and the softmax's row reductions as trees (TREE 2).
+    The variants of the earlier calls are in git history and NOTES.md."""
     v = {"lesson": dict(block_n=128, stages=2, pingpong=True, group_heads=8)}
-    ex = dict(kernel="exp", block_n=128, stages=2, pingpong=True, group_heads=8)
-    v["exp0-same"] = dict(ex, exp16=0)  # the copy unchanged: must tie the lesson
-    v["exp1-f16x2"] = dict(ex, exp16=1)
-    v["exp4-poly"] = dict(ex, exp16=4)
-    v["exp2-poly"] = dict(ex, exp16=2)
-    v["exp4-poly-free"] = dict(ex, exp16=4, pingpong=False)
+    tr = dict(kernel="tree", block_n=128, stages=2, pingpong=True, group_heads=8)
+    v["tree-same"] = dict(tr)  # the copy unchanged: must tie the lesson
+    v["pv2"] = dict(tr, pv=2)
+    v["pv2-tree2"] = dict(tr, pv=2, tree=2)
+    v["pv2-free"] = dict(tr, pv=2, pingpong=False)
+    v["pv1"] = dict(tr, pv=1)
+    v["pv1-tree2"] = dict(tr, pv=1, tree=2)
+    v["pv1-free"] = dict(tr, pv=1, pingpong=False)
+    v["tree2"] = dict(tr, tree=2)
     return v
 
 
@@ -87,6 +90,9 @@ def attention_fn(kw):
     """The variant's launcher: the lesson's kernel, or the persistent experiment."""
     kw = dict(kw)
     kernel = kw.pop("kernel", "ws")
+    if kernel == "tree":
+        import attention_tree as at
+        return lambda q, k, v, c: at.attention_ws(q, k, v, c, **kw)
     if kernel == "exp":
         import attention_exp as ae
         return lambda q, k, v, c: ae.attention_ws(q, k, v, c, **kw)

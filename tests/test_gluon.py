@@ -118,3 +118,100 @@ def test_the_shown_kernels_read_as_code(page):
     for path, name in regions:
         one, lines = one_token_share(extract(REPO / path, name, REPO).text)
         assert one <= lines / 4, f"{page}: {path} {name}: {one} of {lines} lines are one token"
+
+
+def _sass_facts():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("sass_facts", REPO / "code" / "gluon-basics" / "sass_facts.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# One step of a compiled attention loop, as Triton's cuobjdump prints it (control codes, a tab, the instruction):
+# the two products' issue, the wait for the first, part of a row max, the wait for the second, exponentials.
+HOISTED = """\
+Function:attn_fwd_ws_kernel
+\tWARPGROUP.ARRIVE ;
+\tHGMMA.64x128x16.F32 R24, gdesc[UR12], RZ, !UPT, gsb0 ;
+\tWARPGROUP.ARRIVE ;
+\tHGMMA.64x64x16.F32 R88, R120, gdesc[UR8].tnspB, R88, gsb0 ;
+\tBAR.SYNC.DEFER_BLOCKING 0x2, 0x80 ;
+\tWARPGROUP.DEPBAR.LE gsb0, 0x1 ;
+\tFMNMX R9, R24, R25, !PT ;
+\tWARPGROUP.DEPBAR.LE gsb0, 0x0 ;
+\tFFMA R8, R24, UR36, -R205 ;
+\tMUFU.EX2 R8, R8 ;
+\tMUFU.EX2 R121, R25 ;
+\tWARPGROUP.ARRIVE ;
+\tMUFU.EX2 R9, R9 ;
+"""
+
+
+def test_the_sass_count_sees_a_hoisted_wait_and_stops_at_the_next_issue():
+    """The exponentials after the wait for the second product are not under it; the next issue ends the step."""
+    facts = _sass_facts()
+    assert facts.exps_under_product(HOISTED) == (0, 2)
+    overlapped = HOISTED.replace("\tWARPGROUP.DEPBAR.LE gsb0, 0x0 ;\n", "").replace(
+        "\tMUFU.EX2 R121, R25 ;\n", "\tMUFU.EX2 R121, R25 ;\n\tWARPGROUP.DEPBAR.LE gsb0, 0x0 ;\n")
+    assert facts.exps_under_product(overlapped) == (2, 2)
+    never_waited = HOISTED.replace("\tWARPGROUP.DEPBAR.LE gsb0, 0x0 ;\n", "")
+    assert facts.exps_under_product(never_waited) == (2, 2)
+
+
+def test_the_sass_count_says_nothing_without_a_depth_one_wait():
+    facts = _sass_facts()
+    assert facts.exps_under_product(HOISTED.replace("gsb0, 0x1", "gsb0, 0x0")) is None
+    assert facts.exps_under_product("") is None
+
+
+def test_registers_named_counts_from_r0_and_skips_uniform_registers():
+    facts = _sass_facts()
+    assert facts.registers_named(HOISTED) == 206  # R205 is the highest; UR36 is a uniform register
+    assert facts.registers_named("\tEXIT ;\n") is None
+
+
+def _current_gpu_tables(lesson_name: str, table: str) -> list[list]:
+    """The rows of `table` in every GPU record of the lesson made for its current source."""
+    import json
+
+    from verified_triton.core.lessons import load_lesson
+    current = load_lesson(REPO / "code" / lesson_name).source_hash()
+    rows = []
+    for path in sorted((REPO / "evidence" / lesson_name).glob("gpu-*.json")):
+        record = json.loads(path.read_text())
+        if record["source_hash"] != current:
+            continue
+        rows += [row for t in record["tables"] if t["name"] == table for row in t["rows"]]
+    return rows
+
+
+def _counts(cell: str) -> tuple[int, int]:
+    under, total = cell.split(" of ")
+    return int(under), int(total)
+
+
+def test_the_forward_pages_sass_claims_hold_in_its_evidence():
+    """gluon-attention's page says ptxas waits for P V before the softmax (none of a step's exponentials run while
+    P V is in flight) and that the consumers' code names more registers than the launch's 168, up to 240. A
+    recording that shows otherwise fails here until the page is rewritten."""
+    rows = _current_gpu_tables("gluon-attention", "compiled")
+    assert rows, "no current GPU record of gluon-attention holds the compiled table"
+    for row in rows:
+        under, total = _counts(row[-1])
+        assert under == 0 and total >= 64, row
+        assert row[2] == 168 and 168 < row[3] <= 240, row
+
+
+def test_the_backward_pages_sass_claims_hold_in_its_evidence():
+    """gluon-attention-backward's page says every exponential runs under dP in the causal kernels (the mask's branch
+    keeps the wait below them) and most run after dP has retired in the full kernels."""
+    rows = _current_gpu_tables("gluon-attention-backward", "compiled")
+    assert {(row[0], row[1], row[2]) for row in rows} >= {(k, d, m) for k in ("dkdv", "dq") for d in (64, 128)
+                                                          for m in ("causal", "full")}
+    for row in rows:
+        under, total = _counts(row[-1])
+        if row[2] == "causal":
+            assert under == total, row
+        else:
+            assert under < total / 2, row

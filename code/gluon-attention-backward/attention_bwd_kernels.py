@@ -163,7 +163,9 @@ def _dkdv_consumer(io, ring, seq_len, sm_scale, qk_scale, WG: gl.constexpr,
         qT = q.permute((1, 0))
         st_tok = warpgroup_mma(k, qT, s_zero, use_acc=False, is_async=True)
         mbarrier.wait(do_ready.index(s), ph)
-        # dP^T needs no P: issued now, it runs under the exponentials below.
+        # dP^T needs no P: issued now, it may run under the exponentials below
+        # (ptxas lets it through all of them only in the causal kernels: the
+        # lesson's compiled table counts them in the SASS).
         doT = do.permute((1, 0))
         dp_tok = warpgroup_mma(v, doT, s_zero, use_acc=False, is_async=True)
         sT = warpgroup_mma_wait(1, deps=(st_tok,))  # S^T done; dP^T may run on

@@ -14,7 +14,6 @@ echo "== $gpu"
 if [[ "$gpu" == *H200* ]]; then
     OUT="$OUT/h200" GPU="gluon-attention gluon-attention-backward" SANITIZE="gluon-attention gluon-attention-backward" \
         JOBS=2 SAN_TIMEOUT=200 LIMIT=300 bash experiments/record_round.sh
-    mkdir -p "$OUT/h200"
     SANITIZE="$MATMULS" JOBS=4 SAN_TIMEOUT=230 LIMIT=250 bash experiments/record_round.sh
 else
     SANITIZE="$MATMULS" JOBS=4 SAN_TIMEOUT=400 LIMIT=530 bash experiments/record_round.sh

@@ -1,6 +1,7 @@
 """How long each lesson page is and what it repeats, from the built site (issue 32's numbers).
 
     .venv/bin/mkdocs build -d /tmp/site && .venv/bin/python tests/page_metrics.py /tmp/site [OUT.json] [--shots DIR]
+    .venv/bin/python tests/page_metrics.py --reading /tmp/site     # issue 51's reading goals, per lesson page
 
 Per lesson page, in Debian's Chromium (Playwright), the page as it opens (every fold closed, the first tab
 of each set shown) and with every fold and tab open:
@@ -25,6 +26,7 @@ import base64
 import html as htmllib
 import json
 import re
+import statistics
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -195,6 +197,166 @@ def take_shots(browser, base, shots: Path, page_url, open_page, toggle_palette, 
             ctx.close()
 
 
+# -- the reading goals (issue 51 item 2; issue 48 item 2) ---------------------------------------------
+
+# The lessons whose pages the lesson helpers have converted (one name a line, course order): the goals below
+# hold for each of them. Add a lesson here in the commit that converts its page. Once every lesson is here, the
+# course's median height at 1440 px is held too.
+CONVERTED: tuple[str, ...] = (
+)
+
+
+@dataclass(frozen=True)
+class Goals:
+    median_height: int = 8_000  # px at 1440x900, every fold closed, over the course's lesson pages
+    max_height: int = 12_000  # px at 1440x900, every fold closed, any converted lesson page
+    gpu_mentions: int = 3  # the GPU model named in the page's visible text
+    interval_mentions: int = 2  # "95 % interval" in the page's visible text
+    headline_repeats: int = 1  # each headline number (a benchmark's ratio, its kernel's value) shown at most
+    status_words: int = 30  # words of the status line, its badge and its link to the record left out
+
+
+GOALS = Goals()
+
+# What a reader sees as the page opens: the article's visible text (a closed fold shows its title only, a tab
+# set its first tab), the page's height, and the status line's words without its badge and its link.
+READING = """() => {
+  const article = document.querySelector('.md-content__inner');
+  const status = article.querySelector('.admonition.vt-status');
+  let statusText = '';
+  if (status) {
+    const copy = status.cloneNode(true);
+    copy.querySelectorAll('.admonition-title, a.vt-record-link').forEach(e => e.remove());
+    statusText = copy.textContent;
+  }
+  return {height: document.documentElement.scrollHeight, text: article.innerText, statusText,
+          recordLink: status ? !!status.querySelector('a.vt-record-link') : false};
+}"""
+INTERVAL_WORDS = re.compile(r"95\s*%\s*(?:confidence\s+)?interval", re.I)
+
+
+def words(text: str) -> int:
+    return sum(1 for w in text.split() if re.search(r"[^\W_]", w))
+
+
+def gpu_models(evidence: Path) -> list[str]:
+    """The GPU models the course's records name ("H200", "H100"), as prose names them: the device's name
+    without the vendor and the memory ("NVIDIA H100 80GB HBM3" is the H100)."""
+    models = set()
+    for path in sorted(evidence.glob("*/*.json")):
+        try:
+            device = json.loads(path.read_text("utf-8")).get("env", {}).get("device_name", "")
+        except (OSError, ValueError):
+            continue
+        parts = [p for p in device.split() if p.upper() not in ("NVIDIA", "TESLA", "GEFORCE")]
+        if parts and parts[0] != "CPU":
+            models.add(parts[0])
+    return sorted(models)
+
+
+def mentions(names: list[str], text: str) -> int:
+    return sum(len(re.findall(rf"(?<![\w-]){re.escape(name)}(?![\w-])", text)) for name in names)
+
+
+def headline_numbers(lesson) -> list[tuple[str, str, float | None]]:
+    """(label, ratio as the page writes it, kernel value) of each benchmark of the current GPU record."""
+    from verified_triton.core.numfmt import fixed
+    from verified_triton.judge.status import judge
+
+    st = judge(lesson, ROOT / "evidence")
+    record = st.modes["gpu"].record
+    if record is None or not st.is_current(record):
+        return []
+    return [(b.label, fixed(b.ratio), b.measured) for b in record.benchmarks]
+
+
+def ratio_appearances(shown: str, text: str) -> int:
+    """How often a ratio as written ('0.96') appears as a ratio ('0.96×', '0.96x') in `text`."""
+    return len(re.findall(rf"(?<![\d.]){re.escape(shown)}\s?[×x](?![\w])", text))
+
+
+def headline_repeats(lesson, text: str) -> tuple[int, str]:
+    """The most times one headline number appears in `text`, and which; a ratio that several benchmarks share
+    counts once per benchmark that has it."""
+    numbers = headline_numbers(lesson)
+    worst, which = 0, ""
+    for label, shown, value in numbers:
+        same = sum(1 for _, other, _ in numbers if other == shown)
+        for n, what in ((ratio_appearances(shown, text) / same, f"{shown}× ({label})"),
+                        (appearances(value, text) if value else 0, f"{value:.4g} ({label})")):
+            if n > worst:
+                worst, which = n, what
+    return round(worst), which
+
+
+def reading_measures(browser, base: str, lessons, wide: dict, phone: dict, page_url) -> dict[str, dict]:
+    """Each lesson page's reading measures, as it opens: height at 1440 and 390, GPU and interval mentions,
+    the most repeated headline number and the status line's words (at 1440)."""
+    models = gpu_models(ROOT / "evidence")
+    out: dict[str, dict] = {}
+    for width, viewport in (("1440", wide), ("390", phone)):
+        ctx = browser.new_context(viewport=viewport, color_scheme="light")
+        page = ctx.new_page()
+        for lesson in lessons:
+            page.goto(page_url(base, lesson.page), wait_until="load")
+            seen = page.evaluate(READING)
+            row = out.setdefault(lesson.name, {})
+            row[f"height_{width}"] = seen["height"]
+            if width != "1440":
+                continue
+            repeats, which = headline_repeats(lesson, seen["text"])
+            row.update(gpu=mentions(models, seen["text"]), interval=len(INTERVAL_WORDS.findall(seen["text"])),
+                       repeats=repeats, repeated=which, status_words=words(seen["statusText"]),
+                       record_link=seen["recordLink"])
+        ctx.close()
+    return out
+
+
+def reading_table(measures: dict[str, dict], converted=CONVERTED) -> str:
+    """The measures as a Markdown table, each page's, then the course's median and max heights."""
+    head = ("| Lesson | Converted | Height 1440 | Height 390 | GPU named | \"95 % interval\" | Most repeated "
+            "headline number | Status words |")
+    lines = [head, "|" + " --- |" * (head.count("|") - 1)]
+    for name, r in measures.items():
+        lines.append(f"| {name} | {'yes' if name in converted else ''} | {r['height_1440']:,} | "
+                     f"{r['height_390']:,} | {r['gpu']} | {r['interval']} | {r['repeats']}"
+                     f"{' (' + r['repeated'] + ')' if r['repeats'] > 1 else ''} | {r['status_words']} |")
+    for width in ("1440", "390"):
+        heights = [r[f"height_{width}"] for r in measures.values()]
+        lines.append(f"\nat {width} px: median height {statistics.median(heights):,.0f} px, max {max(heights):,} px "
+                     f"({max(measures, key=lambda n: measures[n][f'height_{width}'])})")
+    return "\n".join(lines)
+
+
+def goal_problems(measures: dict[str, dict], converted=CONVERTED, goals: Goals = GOALS) -> list[str]:
+    """What misses a goal: on every lesson page, the status line (at most 30 words, a link to the record); on
+    each converted page, its height, GPU and interval mentions and repeated headline numbers; once every lesson
+    is converted, the course's median height."""
+    problems = []
+    for name, r in measures.items():
+        if r["status_words"] > goals.status_words:
+            problems.append(f"{name}: the status line has {r['status_words']} words (at most {goals.status_words})")
+        if not r["record_link"]:
+            problems.append(f"{name}: the status line does not link the record")
+        if name not in converted:
+            continue
+        for key, most, what in (("height_1440", goals.max_height, "px tall at 1440 px"),
+                                ("gpu", goals.gpu_mentions, "mentions of the GPU model"),
+                                ("interval", goals.interval_mentions, 'times "95 % interval"'),
+                                ("repeats", goals.headline_repeats, "times one headline number")):
+            if r[key] > most:
+                extra = f": {r['repeated']}" if key == "repeats" else ""
+                problems.append(f"{name}: {r[key]:,} {what} (at most {most:,}){extra}")
+    unknown = sorted(set(converted) - set(measures))
+    problems += [f"CONVERTED names '{name}', which is no lesson" for name in unknown]
+    if measures and set(measures) <= set(converted):
+        median = statistics.median(r["height_1440"] for r in measures.values())
+        if median > goals.median_height:
+            problems.append(f"the course's median height at 1440 px is {median:,.0f} px (at most "
+                            f"{goals.median_height:,})")
+    return problems
+
+
 def table(result: dict) -> str:
     """The per-page table, Markdown, and the site's totals."""
     head = ("| Lesson | Words shown | Words with folds | Code lines shown | Code with folds | Screens 1440 | "
@@ -214,8 +376,23 @@ def table(result: dict) -> str:
     return "\n".join(lines)
 
 
+def print_reading(site: Path) -> None:
+    """Each lesson page's reading measures for a built site, and what misses a goal."""
+    sys.path[:0] = [str(ROOT / "tools"), str(ROOT / "tests")]
+    from test_browser import PHONE, WIDE, chromium, page_url, serve
+    from verified_triton.core.lessons import discover
+
+    with serve(site) as base, chromium() as browser:
+        measures = reading_measures(browser, base, discover(ROOT / "code"), WIDE, PHONE, page_url)
+    print(reading_table(measures))
+    print("\n".join(["", "goals missed:", *goal_problems(measures)]) if goal_problems(measures) else "\nall goals met")
+
+
 if __name__ == "__main__":
     args = sys.argv[1:]
+    if args[:1] == ["--reading"] and len(args) == 2:
+        print_reading(Path(args[1]))
+        sys.exit(0)
     shots = None
     if "--shots" in args:
         i = args.index("--shots")

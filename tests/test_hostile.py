@@ -229,7 +229,7 @@ def hostile_doc(hostile) -> Doc:
 
 def test_no_hostile_element_exists(hostile, hostile_doc):
     home = Doc((hostile.site / "index.html").read_text(encoding="utf-8"))
-    for page in ("hostile", "unsupported"):
+    for page in ("hostile", "unsupported", "hostile/record", "unsupported/record"):  # and each lesson's record
         doc = hostile_doc if page == "hostile" else Doc(hostile.html(page))
         assert not [s for s in doc.scripts if "alert" in s], f"{page}: a script element carries the hostile text"
         # the page has exactly the theme's scripts: as many as a page with no evidence at all
@@ -247,21 +247,28 @@ def test_no_hostile_element_exists(hostile, hostile_doc):
 
 # -- (b) the text shows as text, where it belongs --------------------------------------------
 
-def test_hostile_text_shows_literally_in_every_place(hostile_doc):
+def test_hostile_text_shows_literally_in_every_place(hostile, hostile_doc):
     doc = hostile_doc
     literal_line = html.unescape(text(HOSTILE_LINE))  # the line as a reader sees it: no ANSI, bell pictured
     assert HOSTILE in literal_line and "[31m" not in literal_line
     device = 'Fake GPU <script>alert(1)</script> **bold** "quoted" `tick`'
+    # the status sentence, with the reason, is the record's (issue 51), and so are the runs' versions
+    record = Doc(hostile.html("hostile/record"))
+    assert f"failed checks: {literal_line}" in record.text_of("")
+    assert device in record.text_of("the-runs-where-when-with-what")
+    assert f"torch 2.13 {HOSTILE}" in record.text_of("the-runs-where-when-with-what")
+    assert device in record.text_of("benchmarks") and f"label {HOSTILE} | x |" in record.text_of("benchmarks")
     expected = {
-        "": [f"failed checks: {literal_line}"],  # the status sentence, with the reason
+        "": ["The record →"],  # the status line, its link last
         "requirements": [device, f"2.13 {HOSTILE}", "3.9 **bold**"],
         "region": ['s = "<script>alert(1)</script> </code></pre> ``` ````` {{ config }} {% raw %}"',
                    "# **bold** [link](http://x)"],
         # the home page's map shows the summary's first 110 characters, cut at a word ("# heading" is past them)
         "course": [f"Hostile {HOSTILE} **bold** [link](http://x)", "{{ config }}", "{% raw %} …"],
         "checks": [literal_line, HOSTILE_NAME, LONG_TEXT, device],
-        "benchmarks": [f"label {HOSTILE} | x |", literal_line, device, "GB/s"],  # label, note, baseline, machine
-        "figures": [literal_line, device],
+        # label, note, baseline (the machine is the status line's and the record's)
+        "benchmarks": [f"label {HOSTILE} | x |", literal_line, "GB/s"],
+        "figures": [literal_line, "GPU run"],
         "recorded-table": [HOSTILE, "**bold**", "| pipe |", literal_line, "```", "{{ config }}", LONG_TEXT],
         "output": [line for line in clean_output(HOSTILE_BLOCK).split("\n")] + [
             device,  # the tab label, exactly
@@ -290,7 +297,9 @@ def test_a_hostile_reason_for_an_unsupported_mode_shows_as_text(hostile):
     notes = [e for e in doc.find("div", "admonition") if "note" in e.classes]
     assert len(notes) == 1 and literal_line in "".join(notes[0].text)  # no interpreter, and why
     status = doc.find("div", "vt-status")
-    assert len(status) == 1 and f"The interpreter cannot run this lesson ({literal_line})" in "".join(status[0].text)
+    assert len(status) == 1 and "The record →" in "".join(status[0].text)
+    record = Doc(hostile.html("unsupported/record"))  # the whole reason is the record's (issue 51)
+    assert f"The interpreter cannot run this lesson ({literal_line})" in record.text_of("")
     assert literal_line in doc.text_of("output")
 
 

@@ -138,6 +138,14 @@ lesson: walk
 ## Output
 
 ::output
+
+## The record's own
+
+::record-verdict
+
+::record-runs
+
+::record-predictions
 """
 
 OTHER_PAGE = """\

@@ -82,6 +82,7 @@ def builds(tmp_path_factory) -> dict[str, Doc]:
         result = site.build()
         assert result.returncode == 0, build_output(result)
         docs[when] = Doc(site.html("plain"))
+        docs[f"{when} record"] = Doc(site.html("plain/record"))
     return docs
 
 
@@ -123,10 +124,11 @@ def test_tables_and_figures_of_an_old_record_sit_in_a_marked_box(builds, section
 
 
 def test_the_status_says_what_the_marker_means(builds):
-    doc = builds["edited"]
-    status = doc.find("div", "vt-status")
-    text = "".join(status[0].text)
-    assert "STALE" in text and f"Rows and figures from a run of an older source are marked {STALE_MARK}" in text
+    """The status line says STALE; the record says what the marker on the lesson's rows and figures means."""
+    status = builds["edited"].find("div", "vt-status")
+    assert "STALE" in "".join(status[0].text)
+    verdict = builds["edited record"].text_of("")
+    assert f"Rows and figures from a run of an older source are marked {STALE_MARK}" in verdict
 
 
 def test_output_tabs_are_labelled(builds):

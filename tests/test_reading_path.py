@@ -74,7 +74,8 @@ def test_checks_without_the_flag_are_as_they_were(site_project):
 def test_a_step_folded_says_what_its_checks_came_to_and_folds_its_output(site_project):
     recorded(site_project, gpu_checks=("pass", "fail", "pass"))
     shown, folded = folded_part(html_of(expand(site_project, "stepped", "::step checks folded")))
-    assert "<strong>2 of 3 checks passed</strong> in this step on Fake GPU and 2 under the interpreter." in shown
+    # the GPU is "the GPU": a lesson page names its model once, in the status line (issue 51)
+    assert "<strong>2 of 3 checks passed</strong> in this step on the GPU and 2 under the interpreter." in shown
     assert "Failed: <code>c1</code>." in shown
     assert "tolerance derived from fp16" in folded and "tolerance derived from fp16" not in shown
     assert "What the step <code>checks</code> printed, in each run" in folded
@@ -132,4 +133,4 @@ def test_words_under_checks_without_the_flag_are_refused(site_project):
 def test_the_directive_table_shows_the_flags():
     usage = {d.name: d.usage for d in directives.REGISTRY.values()}
     for name in ("checks", "step", "table", "benchmarks", "output"):
-        assert usage[name].endswith("[folded]"), usage[name]
+        assert "[folded]" in usage[name], usage[name]

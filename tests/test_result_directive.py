@@ -1,7 +1,8 @@
 """::result NAME: one recorded benchmark in a sentence, where a step says what it bought (issue 33).
 
-The value, the ratio and its interval come from the record, escaped; a result from an older source says
-so; a name the current GPU record does not hold fails the build, and before any GPU record a placeholder
+The value, the ratio and its interval come from the record, escaped; the machine and date are the status
+line's (issue 51), so only a result from an older source names them, and says it is older; a name the
+current GPU record does not hold fails the build, and before any GPU record a placeholder
 says the number is still to be measured.
 """
 
@@ -28,7 +29,10 @@ def test_a_result_reads_value_ratio_and_interval_from_the_record(project):
                                 baseline_name="torch copy_"))
     out = html.unescape(directives.expand("result", "step3", page))
     assert out.startswith("**step 3 vs device copy**: 1.92 GB/s, **0.96×** torch copy_")
-    assert "(95 % interval 0.95–0.97; NVIDIA H200, 2026-01-02)" in out
+    # the interval, without the words and without the machine and date: the page's status line says those once
+    # (issue 51: "95 % interval" and the GPU's name were repeated on every result line)
+    assert out.endswith("<small>(0.95–0.97)</small>")
+    assert "H200" not in out and "2026-01-02" not in out and "95 % interval" not in out
     assert "older source" not in out
     assert "gate" not in out  # no target, no verdict
 
@@ -46,8 +50,10 @@ def test_a_result_escapes_what_the_record_says(project):
 
 
 def test_a_result_of_an_older_source_is_marked(project):
+    """A run of an older source says where and when it ran: the status line speaks of the current one."""
     page = _page(project, bench("b", 1.1), source_hash="0" * 64)
-    assert "⚠ older source" in directives.expand("result", "b", page)
+    out = html.unescape(directives.expand("result", "b", page))
+    assert "; NVIDIA H200, 2026-01-02 · ⚠ older source)" in out
 
 
 def test_a_name_the_current_gpu_record_lacks_fails_the_build(project):

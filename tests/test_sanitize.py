@@ -735,7 +735,9 @@ def test_a_gpu_or_interpreter_run_is_never_a_sanitizer_run_even_with_vt_sanitize
 
 # -- the pages ------------------------------------------------------------------------------------
 
-def test_the_status_box_and_the_status_table_show_the_memory_check_escaped(project: Project, lesson):
+def test_the_memory_check_and_the_status_table_show_it_escaped(project: Project, lesson):
+    """The memory check's line and details (the lesson's record shows them open, issue 51) and the status
+    page's column, every recorded text escaped."""
     from verified_triton.site.directives import REGISTRY, Page, Site
 
     for mode in ("interpreter", "gpu"):
@@ -746,8 +748,11 @@ def test_the_status_box_and_the_status_table_show_the_memory_check_escaped(proje
                                                  known=[declared([(MAIN, 1, 9)])]))
     site = Site.load(project.code, project.evidence)
     page = Page(site, "lessons/racy.md", site.status("racy"))
-    box = REGISTRY["status"].render(page)
+    box = REGISTRY["memory-check"].render(page)
     assert '??? vt-memory-passed vt-memory "Memory check: memcheck, synccheck&#58; 0 errors' in box
+    shown = REGISTRY["memory-check"].render(page, flags=frozenset({"open"}))
+    assert shown.startswith("**Memory check:** memcheck, synccheck&#58; 0 errors") and "???" not in shown
+    assert "race &#60;b&#62;between&#60;/b&#62; accesses" in shown and "<b>" not in shown
     assert "racecheck&#58; 1 race (25 hazards), explained" in box
     assert "race &#60;b&#62;between&#60;/b&#62; accesses" in box and "<b>" not in box
     assert "declared harmless: the barrier orders the two accesses" in box

@@ -14,6 +14,7 @@ from verified_triton.site.hooks import (  # noqa: E402
     on_build_error,
     on_config,
     on_files,
+    on_nav,
     on_page_content,
     on_page_markdown,
     on_post_build,
@@ -22,5 +23,5 @@ from verified_triton.site.hooks import (  # noqa: E402
     on_startup,
 )
 
-__all__ = ["on_build_error", "on_config", "on_files", "on_page_content", "on_page_markdown", "on_post_build",
-           "on_pre_build", "on_serve", "on_startup"]
+__all__ = ["on_build_error", "on_config", "on_files", "on_nav", "on_page_content", "on_page_markdown",
+           "on_post_build", "on_pre_build", "on_serve", "on_startup"]

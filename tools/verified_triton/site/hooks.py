@@ -35,7 +35,7 @@ from verified_triton.core.paths import ROOT
 from verified_triton.core.safefs import UnsafePathError, read_text
 from verified_triton.core.terminal import guard_handlers
 from verified_triton.judge.evidence import EvidenceError, figure_files, read_figure
-from verified_triton.site import directives, downloads, incremental, overlay, siteconfig, sources
+from verified_triton.site import directives, downloads, incremental, overlay, record_page, siteconfig, sources
 from verified_triton.site.directives.output import log_text, log_uri
 from verified_triton.site.door import Md, code_span, nav_title, snippet_safe, text, url
 from verified_triton.site.siteconfig import ConfigError, check_branch, check_repo_url
@@ -128,7 +128,7 @@ def on_config(config):
     overlay.start_build()
     try:
         _lessons = lessons = discover(CODE_DIR)
-        pages = course_nav(lessons)
+        pages = with_records(course_nav(lessons), lessons)
     except (LessonError, UnsafePathError) as exc:
         raise PluginError(str(exc)) from None
     nav = config.get("nav") or []
@@ -165,6 +165,47 @@ def course_nav(lessons) -> list:
             _refuse_a_second_section(lesson, previous, lessons)
             nav.append({part: [entry]})
         previous = lesson
+    return nav
+
+
+def with_records(nav: list, lessons) -> list:
+    """The course's navigation with each lesson's record right after its lesson, in the same section.
+
+    MkDocs gives a page no children, so the record is the lesson's next sibling, titled "The record"; the
+    site's style shows it, indented, only under the lesson being read or its record (verified.css), and
+    on_nav keeps it out of the footer's chain from lesson to lesson."""
+    records = {lesson.page: record_page.record_uri(lesson) for lesson in lessons}
+    out: list = []
+    for item in nav:
+        title, value = next(iter(item.items()))
+        if isinstance(value, list):
+            out.append({title: with_records(value, lessons)})
+            continue
+        out.append(item)
+        if value in records:
+            out.append({nav_title(record_page.NAV_TITLE): records[value]})
+    return out
+
+
+def _record_uris() -> set[str]:
+    return {record_page.record_uri(lesson) for lesson in _lessons or []}
+
+
+def on_nav(nav, config, files):
+    """The footer leads from lesson to lesson, past the records: a lesson's "next" is the next lesson (or
+    page), and a record's "previous" is its lesson and its "next" the lesson's next."""
+    pages = nav.pages
+    records = _record_uris()
+    chain = [page for page in pages if page.file.src_uri not in records]
+    for before, after in zip([None, *chain], [*chain, None], strict=True):
+        if after is not None:
+            after.previous_page = before
+        if before is not None:
+            before.next_page = after
+    for i, page in enumerate(pages):
+        if page.file.src_uri in records:
+            lesson = pages[i - 1] if i else None
+            page.previous_page, page.next_page = lesson, lesson.next_page if lesson else None
     return nav
 
 
@@ -267,14 +308,20 @@ def on_files(files: Files, config) -> Files:
         if files.get_file_from_path(st.lesson.page) is None:
             raise PluginError(f"{st.lesson.folder / 'lesson.toml'}: page = '{st.lesson.page}' "
                               f"does not exist under docs/")
+        record = record_page.record_uri(st.lesson)
+        if files.get_file_from_path(record) is not None:
+            raise PluginError(f"docs/{record}: the record page of '{st.lesson.name}' is generated from its "
+                              "evidence; remove this file")
+        out.add(record, record_page.markdown(st.lesson))
     docs_dir = Path(config["docs_dir"])
     changed, fingerprints = incremental.changed(site.lessons, EVIDENCE_DIR, docs_dir)
     _publish_downloads(out, site, docs_dir, fingerprints)
     if out.dirty and changed:  # re-render the pages that show what changed
         for lesson in site.lessons:
             if lesson.name in changed:
-                page = files.get_file_from_path(lesson.page)
-                incremental.mark_stale(page.abs_dest_path if page else None)
+                for uri in (lesson.page, record_page.record_uri(lesson)):
+                    page = files.get_file_from_path(uri)
+                    incremental.mark_stale(page.abs_dest_path if page else None)
         for file in files.documentation_pages():
             if "/" not in file.src_uri:  # home, status, benchmarks, ...: they list every lesson
                 incremental.mark_stale(file.abs_dest_path)
@@ -339,6 +386,8 @@ def on_page_markdown(markdown: str, page, config, files) -> str:
         return _error_page(markdown, page, config, files)
     src = page.file.src_uri
     where = f"docs/{src}"
+    if src in _record_uris():
+        where = f"the record page of '{page.meta.get('lesson')}' (generated from its evidence: {src})"
     offset = _front_matter_lines(page, markdown)
     name = page.meta.get("lesson")
     lesson = None

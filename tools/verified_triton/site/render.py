@@ -78,8 +78,23 @@ def bounded_rows(columns: list, rows: list[list], align: list[Md] | None = None,
     return Md("\n").join(out)
 
 
-def badge(status: Status) -> Md:
-    return Md('<span class="vt-badge {}">{}</span>').format(status.css, status.label)
+BY_DESIGN = "by design"  # the words a partial by design adds to its badge, in its own colour (verified.css)
+BY_DESIGN_CSS = "vt-by-design"
+
+
+def badge(status: Status, by_design: bool = False) -> Md:
+    """The badge as a chip: its label and colour; a PARTIALLY VERIFIED by design is told apart by both."""
+    return Md('<span class="vt-badge {}">{}</span>').format(badge_css(status, by_design),
+                                                          badge_label(status, by_design))
+
+
+def badge_label(status: Status, by_design: bool = False) -> str:
+    """'PARTIALLY VERIFIED', or 'PARTIALLY VERIFIED · by design' for a partial that lacks no evidence."""
+    return f"{status.label} · {BY_DESIGN}" if by_design and status is Status.PARTIAL else status.label
+
+
+def badge_css(status: Status, by_design: bool = False) -> str:
+    return f"{status.css} {BY_DESIGN_CSS}" if by_design and status is Status.PARTIAL else status.css
 
 
 # -- numbers -------------------------------------------------------------------------

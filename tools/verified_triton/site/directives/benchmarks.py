@@ -15,6 +15,7 @@ from verified_triton.judge.status import LessonStatus, target_words
 from verified_triton.site.directives import Page, directive, notebook_form
 from verified_triton.site.directives.common import STALE_MARK, gpu_first, stale_note, where
 from verified_triton.site.door import Md, raw_html_text, text, url
+from verified_triton.site.record_page import link_from
 from verified_triton.site.render import admonition, bounded_rows, interval, number, ratio
 
 VERDICT = {"met": Md(":material-check: met"), "within noise": Md("≈ within noise"), "not met": Md("**not met**")}
@@ -77,9 +78,10 @@ def rounds(record: Record) -> str:
 
 
 @directive("benchmarks", "the lesson's recorded benchmarks: ratio with its interval, each target's verdict "
-           "(folded: a line of verdicts)", flags=("folded",))
+           "(folded: a line of verdicts; history: the record's form, with the machine, the timing and each "
+           "ratio's history)", flags=("folded", "history"))
 def benchmarks(page: Page, flags: frozenset[str] = frozenset()) -> Md:
-    shown = benchmarks_markdown(page)
+    shown = benchmarks_markdown(page, "record" if "history" in flags else "lesson")
     records = [r for r in gpu_first(page.lesson) if r.benchmarks]
     if "folded" not in flags or not records:
         return shown
@@ -102,15 +104,35 @@ def verdict_line(st: LessonStatus, records: list[Record]) -> Md:
     return Md("; ").join(parts) + Md(".")
 
 
-def benchmarks_markdown(page: Page) -> Md:
+def benchmarks_markdown(page: Page, form: str = "notebook") -> Md:
+    """Each record's benchmarks as a table, with a caption that depends on where it is shown:
+    - "record" (the record page): the machine, versions and date, the timing, what the interval means, and a
+      column with each ratio's history;
+    - "lesson" (a lesson page, which says the machine and date once, in its status line): the table, and a link
+      to the record for the rest (an older source's run still says where and when it ran);
+    - "notebook": the machine, versions and date, the timing and what the interval means."""
     st = page.lesson
     out = []
     for record in gpu_first(st):
         if not record.benchmarks:
             continue
-        table = bounded_rows(["Benchmark", "Kernel", "Baseline", "Ratio (95 % interval)", "Target"],
-                             record_rows(record), ALIGN, "benchmarks")
-        caption = Md("<small>{} · {} · {}.</small>").format(where(record), rounds(record), EXPLAIN)
+        columns = ["Benchmark", "Kernel", "Baseline", "Ratio (95 % interval)", "Target"]
+        rows, align = record_rows(record), ALIGN
+        if form == "record":
+            columns.append("History")
+            rows = [row + [sparkline(record.history.get(b.name, []), record, b)]
+                    for row, b in zip(rows, record.benchmarks, strict=True)]
+            align = [*ALIGN, Md("---")]
+        table = bounded_rows(columns, rows, align, "benchmarks")
+        if form == "lesson":
+            older = Md("") if st.is_current(record) else Md("{} · ").format(where(record))
+            caption = Md("<small>{}Medians of paired rounds, kernel over baseline; the machine, the timing and each "
+                         "ratio's history are in [the record]({}).</small>").format(
+                older, url(link_from(page.src_uri, st.lesson)))
+        else:
+            history = Md(" History: this GPU model's earlier recordings of the same benchmark, oldest first, the "
+                         "newest in colour.") if form == "record" else Md("")
+            caption = Md("<small>{} · {} · {}.{}</small>").format(where(record), rounds(record), EXPLAIN, history)
         block = Md("{}\n\n{}").format(table, caption)
         note = stale_note(st, record)
         out.append(admonition("vt-stale", STALE_MARK, Md("{}\n\n{}").format(note, block)) if note else block)

@@ -13,6 +13,20 @@ def mode_label(record: Record) -> str:
     return "Interpreter (CPU)" if record.mode == "interpreter" else f"GPU: {record.env.device_name}"
 
 
+def short_label(record: Record, records: list[Record]) -> str:
+    """A tab's label on a lesson page, which names the machine once, in its status line: "GPU" or "Interpreter
+    (CPU)"; the GPU's name only where runs on two GPU models are shown side by side."""
+    gpus = {r.env.device_name for r in records if r.mode == "gpu"}
+    if record.mode == "gpu" and len(gpus) == 1:
+        return "GPU"
+    return mode_label(record)
+
+
+def run_words(record: Record) -> str:
+    """'GPU run' or 'interpreter run': which run a figure or a table comes from, without the machine."""
+    return "interpreter run" if record.mode == "interpreter" else "GPU run"
+
+
 def gpu_first(st: LessonStatus) -> list[Record]:
     """Every usable record: current before stale, GPU before interpreter (the GPU tab opens first)."""
     return sorted(st.records, key=lambda r: (not st.is_current(r), r.mode != "gpu", r.key))

@@ -12,8 +12,10 @@ from verified_triton.judge.status import LessonStatus
 from verified_triton.site.directives import Page, directive
 from verified_triton.site.directives.memory import memory_line
 from verified_triton.site.door import Md, text, url
-from verified_triton.site.render import badge, md_table
+from verified_triton.site.record_page import LINK_WORDS, record_uri
+from verified_triton.site.render import admonition, badge, md_table
 from verified_triton.site.requirements import COLAB_GPUS, version_tuple
+from verified_triton.site.standin_status import by_design
 
 FREE_COLAB_GPU = "T4"  # the GPU Colab's free tier gives a notebook
 SUMMARY_CHARS = 110  # a lesson's line on the map: its summary up to here (at a word), the rest is on its page
@@ -60,7 +62,7 @@ def course(page: Page) -> Md:
 def lesson_line(page: Page, number: int, st: LessonStatus) -> Md:
     """'- **6** [Title](page) badge' over the lesson's summary, shortened (a list item of two lines)."""
     return Md('- **{}** {} <small class="vt-map-badge">{}</small>  \n  {}').format(
-        number, link(page, st.lesson), badge(st.status), short_summary(st.lesson.summary))
+        number, link(page, st.lesson), badge(st.status, by_design(st)), short_summary(st.lesson.summary))
 
 
 def short_summary(summary: str, limit: int = SUMMARY_CHARS) -> str:
@@ -160,7 +162,7 @@ def mode_cell(st: LessonStatus, mode: str) -> Md:
 
 
 def memory_cell(st: LessonStatus) -> str:
-    """The memory check's line, with where and when it ran (its details fold under the lesson's badge)."""
+    """The memory check's line, with where and when it ran (its details are in the lesson's record)."""
     rec = st.modes["sanitize"].record
     if rec is None or rec.sanitizer is None:
         return text(memory_line(st))
@@ -173,8 +175,11 @@ def memory_cell(st: LessonStatus) -> str:
            needs_lesson=False)
 def status_table(page: Page) -> Md:
     statuses = page.site.statuses.values()
-    rows = [[link(page, st.lesson), badge(st.status), text(st.summary),
-             mode_cell(st, "interpreter"), mode_cell(st, "gpu"), memory_cell(st)] for st in statuses]
-    table = md_table(["Lesson", "Status", "What was verified", "Interpreter run", "GPU run", "Memory check"], rows)
+    rows = [[link(page, st.lesson), badge(st.status, by_design(st)), text(st.summary),
+             mode_cell(st, "interpreter"), mode_cell(st, "gpu"), memory_cell(st),
+             Md("[{}]({})").format(LINK_WORDS, url(page.root + record_uri(st.lesson)))] for st in statuses]
+    table = md_table(["Lesson", "Status", "What was verified", "Interpreter run", "GPU run", "Memory check",
+                      "Record"], rows)
     sentences = Md("\n").join(Md("- **{}**: {}").format(st.lesson.title, st.sentence) for st in statuses)
-    return Md("{}\n\n{}").format(table, sentences)
+    return Md("{}\n\n{}").format(table, admonition("abstract", "Why each lesson has its badge, in full", sentences,
+                                                     folded=True))

@@ -10,7 +10,7 @@ from verified_triton.core.kit import Figure
 from verified_triton.judge.evidence import Record, read_figure
 from verified_triton.judge.status import LessonStatus
 from verified_triton.site.directives import DirectiveError, Page, directive, notebook_form
-from verified_triton.site.directives.common import STALE_MARK, gpu_first, mode_label, stale_note
+from verified_triton.site.directives.common import STALE_MARK, gpu_first, mode_label, run_words, stale_note
 from verified_triton.site.door import Md, text, url
 from verified_triton.site.render import SECOND_COPY, admonition
 
@@ -26,7 +26,8 @@ def figure_html(page: Page, st: LessonStatus, record: Record, fig: Figure) -> Md
         variants.append((fig.dark_file, "#only-dark"))
     images = [Md("  [![{alt}]({src}){{ loading=lazy }}]({src}){{ .vt-zoom }}").format(
         alt=alt, src=url(f"{base}{file}{scheme}")) for file, scheme in variants]
-    where = text(f"{mode_label(record)}, {record.date}")
+    # which run drew it; the machine and date are the page's status line's (a stale figure's note says its own)
+    where = text(run_words(record) if st.is_current(record) else f"{mode_label(record)}, {record.date}")
     block = Md('<figure markdown="span" class="vt-figure">\n{}\n  <figcaption>{} ({})</figcaption>\n</figure>').format(
         Md("\n").join(images), caption, where)
     note = stale_note(st, record)

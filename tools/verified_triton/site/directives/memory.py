@@ -87,9 +87,13 @@ def _tool(verdict: ToolVerdict) -> list[Md]:
     return out
 
 
-@directive("memory-check", "the lesson's memory check under compute-sanitizer in one line, its details folded")
-def memory_check(page: Page) -> Md:
-    return memory_fold(page.lesson)
+@directive("memory-check", "the lesson's memory check under compute-sanitizer in one line, its details folded "
+                           "(open: shown)", flags=("open",))
+def memory_check(page: Page, flags: frozenset[str] = frozenset()) -> Md:
+    st = page.lesson
+    if "open" not in flags:
+        return memory_fold(st)
+    return Md("**Memory check:** {}.\n\n{}").format(memory_line(st), memory_details(st))
 
 
 @notebook_form("memory-check")

@@ -36,8 +36,9 @@ def stdout_body(page: Page, record) -> list[Md]:
     lines = whole.split("\n")
     if page.notebook or not record.steps or len(lines) <= TAIL_LINES:
         return [Md("Standard output:\n"), code_block(whole, "", OUTPUT_ATTRS)]
-    return [Md("Standard output: each step's part is under its section above; here its last {} of {} lines, and "
-               "[all of it as text]({}).\n").format(TAIL_LINES, len(lines), url(page.root + log_uri(record))),
+    return [Md("Standard output: each step's part is under its section of the lesson; here its last {} of {} "
+               "lines, and [all of it as text]({}).\n").format(TAIL_LINES, len(lines),
+                                                                url(page.root + log_uri(record))),
             code_block("\n".join(lines[-TAIL_LINES:]), "", OUTPUT_ATTRS)]
 
 

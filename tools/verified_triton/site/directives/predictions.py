@@ -17,12 +17,24 @@ appear on its page, so no miss goes unseen.
 
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass
 
 from verified_triton.core.kit import Prediction, PredictionOutcome, prediction_outcome
+from verified_triton.core.limits import LIMITS
+from verified_triton.core.safefs import read_text
 from verified_triton.judge.evidence import Record
 from verified_triton.judge.status import LessonStatus
-from verified_triton.site.directives import DirectiveError, Page, directive, notebook_form, page_check
+from verified_triton.site.directives import (
+    FENCE,
+    LINE,
+    DirectiveError,
+    Page,
+    body_lines,
+    directive,
+    notebook_form,
+    page_check,
+)
 from verified_triton.site.directives.common import STALE_MARK, gpu_first, stale_note, where
 from verified_triton.site.door import Md, code, page_markdown, text, url
 from verified_triton.site.render import admonition, interval, md_table, number, percent, ratio
@@ -90,8 +102,11 @@ def must_explain(st: LessonStatus, found: Found) -> bool:
     return found.outcome is not None and not found.outcome.held and st.is_current(found.record)
 
 
-def prediction_block(page: Page, name: str, body: str) -> tuple[str, Md, Md]:
-    """(admonition kind, title, body) for one prediction; DirectiveError for a typo or an unexplained miss."""
+def prediction_block(page: Page, name: str, body: str, machine: bool = False) -> tuple[str, Md, Md]:
+    """(admonition kind, title, body) for one prediction; DirectiveError for a typo or an unexplained miss.
+
+    With `machine` (the record page) the run's machine, versions and date are under it; a lesson page says
+    them once, in its status line, and marks only a run of an older source."""
     st = page.lesson
     found = find(st, name)
     title = Md("Prediction {}").format(name)
@@ -114,8 +129,9 @@ def prediction_block(page: Page, name: str, body: str) -> tuple[str, Md, Md]:
     else:
         row = [predicted, measured_cell(outcome, unit), gap_cell(outcome, p.tolerance)]
     lines = [md_table(["Predicted", "Measured", "Gap"], [row]), Md(""),
-             Md("Predicts {}. Model: {}").format(what(found), p.basis), Md(""),
-             Md("<small>{}</small>").format(where(found.record))]
+             Md("Predicts {}. Model: {}").format(what(found), p.basis)]
+    if machine:
+        lines += [Md(""), Md("<small>{}</small>").format(where(found.record))]
     kind = "info" if outcome is None else "success" if outcome.held else "warning"
     if must_explain(st, found):
         if not body.strip():
@@ -153,17 +169,49 @@ def prediction_notebook(page: Page, name: str, body: str = "") -> Md:
 
 
 @page_check
-def every_prediction_shown(page: Page) -> str:
-    """A prediction the current GPU run recorded but the page never shows could hide a miss."""
+def every_miss_explained(page: Page) -> str:
+    """A prediction the current GPU run missed is explained on the lesson page, where the prose discusses the
+    model; the lesson's record lists every prediction, met or missed, with that explanation."""
     st = page.lesson
-    if st is None:
+    if st is None or page.src_uri != st.lesson.page:
         return ""
-    recorded = {p.name: None for r in st.current if r.mode == "gpu" for p in r.predictions}
-    missing = [name for name in recorded if f"prediction:{name}" not in page.shown]
+    missed = {}
+    for name in dict.fromkeys(p.name for r in st.current if r.mode == "gpu" for p in r.predictions):
+        found = find(st, name)
+        if found is not None and must_explain(st, found):
+            missed[name] = None
+    missing = [name for name in missed if f"prediction:{name}" not in page.shown]
     if not missing:
         return ""
-    return (f"the GPU record of '{st.lesson.name}' holds prediction(s) {', '.join(missing)} that the page does "
-            f"not show: add '::prediction NAME' where the prose discusses each")
+    return (f"the GPU record of '{st.lesson.name}' missed prediction(s) {', '.join(missing)} that the page does "
+            f"not explain: add '::prediction NAME' where the prose discusses each, the explanation indented "
+            f"under it")
+
+
+def authored_explanations(page: Page) -> dict[str, str]:
+    """The explanations the lesson page gives under its `::prediction NAME` lines (dedented), by name: the
+    record page shows them beside the measurement."""
+    docs = page.site.docs_dir
+    lesson = page.lesson.lesson
+    if docs is None:
+        return {}
+    lines = read_text(docs / lesson.page, LIMITS.source_file, docs).split("\n")
+    found: dict[str, str] = {}
+    fence = None
+    for index, line in enumerate(lines):
+        opened = FENCE.match(line)
+        if fence is not None:
+            if opened and opened.group("fence").startswith(fence) and not line.strip().strip(fence[0]):
+                fence = None
+            continue
+        if opened:
+            fence = opened.group("fence")
+            continue
+        match = LINE.match(line)
+        if match and match.group("name") == "prediction" and match.group("args"):
+            end = body_lines(lines, index + 1, match.group("indent"))
+            found[match.group("args").split()[0]] = textwrap.dedent("\n".join(lines[index + 1:end])).strip("\n")
+    return found
 
 
 @directive("prediction-table", "every lesson's predictions with the GPU run's measurement and the gap",

@@ -86,7 +86,7 @@ def outcome_cell(r: ReleaseResult) -> Md:
     return said
 
 
-def release_fold(st: LessonStatus, root: str, folded: bool = True) -> Md:
+def release_fold(st: LessonStatus, root: str, folded: bool | None = True) -> Md:
     """The per-release table under a fold beside the status line ('' when no release is recorded)."""
     m = st.releases
     if m is None or not m.results:
@@ -101,13 +101,15 @@ def release_fold(st: LessonStatus, root: str, folded: bool = True) -> Md:
     return admonition("vt-why vt-releases", Md("Triton releases"), Md("\n").join(body), folded=folded)
 
 
-@directive("releases", "the Triton releases the lesson was checked under, in one line, each run folded below it")
-def releases(page: Page) -> Md:
+@directive("releases", "the Triton releases the lesson was checked under, in one line, each run folded below it "
+                       "(open: shown)", flags=("open",))
+def releases(page: Page, flags: frozenset[str] = frozenset()) -> Md:
     line = release_line(page.lesson)
     if not line:
         return unindexed(text("Not yet checked under other Triton releases "
                               "(.venv/bin/python tools/verify.py --matrix)."))
-    return unindexed(Md("{}\n\n{}").format(line, release_fold(page.lesson, page.root)).rstrip())
+    fold = release_fold(page.lesson, page.root, folded=None if "open" in flags else True)
+    return unindexed(Md("{}\n\n{}").format(line, fold).rstrip())
 
 
 @directive("release-table", "every lesson under every Triton release of the matrix, and what it says of "

@@ -1,9 +1,9 @@
 """::result NAME — one recorded benchmark in a sentence, where the prose says what a step bought.
 
-    **step 3 vs device copy**: 4,020 GB/s, **0.96×** torch copy_ (95 % interval
-    0.95–0.97; H200, date) · gate 0.95×: met
+    **step 3 vs device copy**: 4,020 GB/s, **0.96×** torch copy_ (0.95–0.97) · gate 0.95×: met
 
-A step of a lesson ends with what it bought; the number comes from the
+The interval is the ratio's 95 % interval (the benchmarks table's column says so); the machine and date are the
+page's status line's. A step of a lesson ends with what it bought; the number comes from the
 evidence, never typed. The value is the kernel's median in the benchmark's
 unit, the ratio, interval and target verdicts those the ::benchmarks table
 shows (that table can then fold: each result is shown once in the default
@@ -21,7 +21,7 @@ from verified_triton.judge.status import LessonStatus
 from verified_triton.site.directives import DirectiveError, Page, directive, notebook_form
 from verified_triton.site.directives.benchmarks import target_cell
 from verified_triton.site.directives.common import STALE_MARK, gpu_first
-from verified_triton.site.door import Md, text
+from verified_triton.site.door import Md
 from verified_triton.site.render import interval, number, ratio
 
 
@@ -34,13 +34,15 @@ def find(st: LessonStatus, name: str) -> tuple[Record, Benchmark] | None:
 
 
 def sentence(st: LessonStatus, record: Record, b: Benchmark) -> Md:
-    where = text(f"{record.env.device_name}, {record.date}")
-    older = Md("") if st.is_current(record) else Md(" · {}").format(STALE_MARK)
+    """The result in one line. The machine and date are the status line's, said once a page; a result from a
+    run of an older source says where and when it ran, and that it is older."""
+    older = Md("") if st.is_current(record) else Md("; {}, {} · {}").format(record.env.device_name, record.date,
+                                                                           STALE_MARK)
     target = Md("") if b.threshold is None and b.stretch is None else \
         Md(" · ") + target_cell(b).replace(Md("<br>"), Md("; "))
-    return Md("**{}**: {} {}, **{}** {} <small>(95 % interval {}; {}{})</small>{}").format(
+    return Md("**{}**: {} {}, **{}** {} <small>({}{})</small>{}").format(
         b.label, number(b.measured), b.unit, ratio(b.ratio), b.baseline_name, interval(b.ratio_low, b.ratio_high),
-        where, older, target)
+        older, target)
 
 
 @directive("result", "one recorded benchmark in a sentence: the kernel's value, its ratio to the baseline and the "

@@ -1,49 +1,58 @@
-"""::status, the lesson's badge, summary and sentence; ::badges, what each badge means."""
+"""::status, the lesson's status line; ::badges, what each badge means.
+
+The status line is what a learner reads above the lesson (issue 48 item 2): the badge, in its colour
+(a PARTIALLY VERIFIED by design in its own, with its own words), then one line in a learner's words, the
+judge's headline (at most 30 words: where and when it ran, what passed, and what a run did not reach as a
+short reason), then "The record →", the lesson's record page, which holds the badge's whole reason, every
+run, check, benchmark, prediction, the memory check and the releases (site/record_page.py).
+"""
 
 from __future__ import annotations
 
-from verified_triton.judge.status import STATUSES
+from verified_triton.judge.status import PARTIAL, STATUSES
 from verified_triton.site.directives import Page, directive, notebook_form
-from verified_triton.site.directives.memory import memory_fold
-from verified_triton.site.directives.releases import release_fold, release_line
 from verified_triton.site.door import Md, text, url
-from verified_triton.site.render import admonition, badge, md_table, unindexed
+from verified_triton.site.record_page import LINK_WORDS, link_from
+from verified_triton.site.render import BY_DESIGN, admonition, badge, badge_css, badge_label, md_table, unindexed
+from verified_triton.site.standin_status import by_design, headline
+
+BY_DESIGN_MEANING = ("what the lesson can run passed; the rest cannot run by design, and nothing is missing: "
+                     "Triton's interpreter cannot run Gluon kernels, or the lesson needs a GPU that has not run "
+                     "it (a GPU too old for it declines)")
 
 
-@directive("status", "the lesson's badge and what was verified in one line; why, folded under it")
+def status_line(page: Page) -> Md:
+    """The headline, then the link to the record."""
+    st = page.lesson
+    return Md("{} [{}]({}){{ .vt-record-link }}").format(headline(st), LINK_WORDS,
+                                                          url(link_from(page.src_uri, st.lesson)))
+
+
+@directive("status", "the lesson's status line: its badge, what its runs verified in at most 30 words, and a "
+                     "link to its record (the whole reason, every check, benchmark and run)")
 def status(page: Page) -> Md:
     st = page.lesson
-    # One compact line above the lesson (issue 25): the badge (the title), what was verified (failed
-    # checks, a declined or missing run included), and "Why", which unfolds the sentence that explains the
-    # badge and the source it was judged for.
-    why = [text(st.sentence), Md(""),
-           Md("<small>Source hash {}: the lesson file, the local modules it imports and what `lesson.toml` says "
-              "about running it. [How verification works]({})</small>").format(st.source_hash[:12],
-                                                                              url(page.root + "verification.md"))]
-    if st.stale:
-        why[-1:-1] = [Md("Rows and figures from a run of an older source are marked ⚠ older source."), Md("")]
-    # Then the Triton releases it was checked under (information, never the badge), their runs folded,
-    # and the memory check's line with its details folded (site/directives/memory.py).
-    line, fold = release_line(st), release_fold(st, page.root)
-    body = [Md("{}.").format(st.summary[:1].upper() + st.summary[1:]) + (Md(" ") + line if line else Md("")),
-            Md(""), admonition("vt-why", "Why", Md("\n").join(why), folded=True),
-            *([Md(""), fold] if fold else []), Md(""), memory_fold(st)]
-    # The same words on every lesson ("passed", "interpreter", "H200"): kept out of the search index, where
-    # they made every lesson match (a <section>, as ::checks does: the indexer ends an excluded <div> at
-    # the first inner </div>).
-    box = admonition(Md("{} vt-status").format(st.status.css), st.status.label, Md("\n").join(body))
+    designed = by_design(st)
+    # Kept out of the search index: the same words on every lesson made every lesson match "passed"
+    # (a <section>, as ::checks does: the indexer ends an excluded <div> at the first inner </div>).
+    box = admonition(Md("{} vt-status").format(badge_css(st.status, designed)), badge_label(st.status, designed),
+                     status_line(page))
     return unindexed(box)
 
 
 @directive("badges", "a table of the status badges and what each means", needs_lesson=False)
 def badges(page: Page) -> Md:
-    return md_table(["Badge", "Means"], [[badge(s), text(s.meaning)] for s in STATUSES])
+    rows = []
+    for s in STATUSES:
+        rows.append([badge(s), text(s.meaning)])
+        if s is PARTIAL:
+            rows.append([badge(s, by_design=True), text(f"{BY_DESIGN}: {BY_DESIGN_MEANING}")])
+    return md_table(["Badge", "Means"], rows)
 
 
 @notebook_form("status")
 def status_notebook(page: Page) -> Md:
+    # The notebook follows the lesson page: its status line, without the record (which is on the site).
     st = page.lesson
-    # The sentence says what the memory check found (status.py), so it is not said again. It is folded:
-    # the reader's first screen is the lesson, not its proof (the first code within 15 % of the page).
-    return Md("<details><summary><b>{}</b> on the site when this notebook was made: {}.</summary>"
-              "\n\n{}\n\n</details>").format(st.status.label, st.summary, st.sentence)
+    return Md("**{}** on the site when this notebook was made: {}").format(
+        badge_label(st.status, by_design(st)), headline(st))

@@ -16,7 +16,7 @@ from verified_triton.judge.evidence import Record
 from verified_triton.judge.status import LessonStatus
 from verified_triton.site import lesson_source
 from verified_triton.site.directives import DirectiveError, Page, directive
-from verified_triton.site.directives.common import STALE_MARK, gpu_first, mode_label, stale_note, where
+from verified_triton.site.directives.common import STALE_MARK, gpu_first, short_label, stale_note, where
 from verified_triton.site.directives.output import OUTPUT_ATTRS
 from verified_triton.site.door import Md, clean_output, code, code_block, indent, text
 from verified_triton.site.render import admonition
@@ -45,7 +45,7 @@ def step_line(st: LessonStatus, records: list[Record], name: str) -> Md:
             continue
         passed = sum(c.status == "pass" for c in mine)
         count = str(passed) if passed == len(mine) else f"{passed} of {len(mine)}"
-        where = "under the interpreter" if r.mode == "interpreter" else f"on {r.env.device_name}"
+        where = "under the interpreter" if r.mode == "interpreter" else "on the GPU"
         older = "" if st.is_current(r) else f" ({STALE_MARK})"
         if not parts:
             count = Md("**{} {} passed** in this step").format(count, "check" if len(mine) == 1 else "checks")
@@ -70,16 +70,17 @@ def step_markdown(page: Page, name: str) -> Md:
         return Md("_What the step {} prints appears here once the lesson has been run._").format(code(name))
     out = [Md('<p class="vt-step-label">Output of the step {}</p>').format(code(name)), Md("")]
     for record in records:
-        label = text(mode_label(record)) + ("" if st.is_current(record) else " (older source)")
+        label = text(short_label(record, records)) + ("" if st.is_current(record) else " (older source)")
         out += [Md('=== "{}"').format(label), Md(""), indent(_record_body(st, record, name), "    "), Md("")]
     return Md("\n").join(out).rstrip() + Md("\n")
 
 
 def _record_body(st: LessonStatus, record: Record, name: str) -> Md:
-    body = [Md("<small>{}</small>").format(where(record)), Md("")]
+    # The machine and date are the status line's; a run of an older source says its own.
+    body = [] if st.is_current(record) else [Md("<small>{}</small>").format(where(record)), Md("")]
     if not record.steps and record.outcome == "passed":  # a kit that kept no steps made it
         body.append(Md("This run was recorded before the kit kept its output step by step: its whole output is "
-                       "under *What the runs recorded*, at the end of the page."))
+                       "in the lesson's record, under *What each run printed*."))
         return Md("\n").join(body)
     note = stale_note(st, record)
     if note:

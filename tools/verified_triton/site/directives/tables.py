@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 from verified_triton.site.directives import DirectiveError, Page, directive, notebook_form
-from verified_triton.site.directives.common import STALE_MARK, gpu_first, mode_label, stale_note
+from verified_triton.site.directives.common import STALE_MARK, gpu_first, mode_label, run_words, stale_note
 from verified_triton.site.door import Md, text
 from verified_triton.site.render import SECOND_COPY, admonition, bounded_rows, number
 
@@ -52,7 +52,9 @@ def table_markdown(page: Page, name: str) -> Md:
             rows = [row[: len(t.columns)] for row in rows]
             # a header is repeated inside the fold of a long table: short, so it is no amplifier
             body = bounded_rows([text(c, SECOND_COPY) for c in t.columns], rows, what="rows")
-            where = Md("({}, {})").format(mode_label(record), record.date)
+            # which run recorded it; the machine and date are the page's status line's
+            where = Md("({})").format(run_words(record) if st.is_current(record)
+                                      else f"{mode_label(record)}, {record.date}")
             caption = (Md("{} ").format(t.caption) if t.caption else Md("")) + where
             block = Md("{}\n\n<small>{}</small>").format(body, caption)
             note = stale_note(st, record)

@@ -56,6 +56,7 @@ from __future__ import annotations
 import base64
 import functools
 import html
+import io
 import json
 import os
 import re
@@ -82,7 +83,6 @@ from verified_triton.site.record_page import LINK_WORDS, record_uri
 from verified_triton.site.render import badge_label, clean_output
 from verified_triton.site.snippets import extract
 from verified_triton.site.sources import page_uri, site_path
-from verified_triton.site.standin_status import by_design
 
 ROOT = Path(__file__).resolve().parent.parent
 TOOLS = ROOT / "tools"
@@ -164,6 +164,44 @@ def serve(directory: Path) -> Iterator[str]:
     thread.start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+
+
+class _SubpathHandler(_QuietHandler):
+    """The site under /vt/ as a project's GitHub Pages site is (https://OWNER.github.io/REPO/): anything else
+    is not found, and a missing page is answered with the site's 404.html, status 404, as GitHub Pages does."""
+
+    prefix = "/vt/"
+
+    def send_head(self):
+        path = urlsplit(self.path).path
+        if not path.startswith(self.prefix):
+            self.send_error(404)
+            return None
+        self.path = "/" + self.path[len(self.prefix):]
+        if Path(self.translate_path(self.path)).exists():
+            return super().send_head()
+        page = Path(self.directory) / "404.html"
+        body = page.read_bytes()
+        self.send_response(404)
+        self.send_header("Content-Type", "text/html; charset=utf-8")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        return io.BytesIO(body)
+
+
+@contextmanager
+def serve_under_subpath(directory: Path) -> Iterator[str]:
+    """Serve a built site at http://127.0.0.1:PORT/vt/; yields that URL."""
+    handler = functools.partial(_SubpathHandler, directory=str(directory))
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}{_SubpathHandler.prefix}"
     finally:
         server.shutdown()
         server.server_close()
@@ -513,7 +551,7 @@ def check_badge(page, lesson, statuses: dict[str, str]) -> None:
     expect(title).to_be_visible()
     st = judge(lesson, EVIDENCE_DIR)
     assert statuses[lesson.name] == st.status.label
-    want = badge_label(st.status, by_design(st))
+    want = badge_label(st.status, st.by_design)
     assert title.inner_text().strip() == want, f"{lesson.page}: badge {title.inner_text()!r}, not {want!r}"
 
 
@@ -716,7 +754,7 @@ def test_record_page_as_a_reader_sees_it(lesson, site_url, context, statuses):
     st = judge(lesson, EVIDENCE_DIR)
     assert statuses[lesson.name] == st.status.label
     badge = page.locator(".md-content .vt-badge").first
-    expect(badge).to_have_text(badge_label(st.status, by_design(st)))
+    expect(badge).to_have_text(badge_label(st.status, st.by_design))
     expect(page.locator(".md-content").first).to_contain_text(st.sentence[:60])
     back = page.locator(".md-content a", has_text="Back to the lesson")
     assert urlsplit(back.evaluate("a => a.href")).path == urlsplit(page_url(site_url, lesson.page)).path
@@ -821,6 +859,31 @@ def test_no_page_asks_another_host(real_site, site_url, context):
     assert not watched.outside(), f"requests to another host: {sorted(set(watched.outside()))}"
     assert any(u.endswith(".css") for u in watched.requests) and any(u.endswith(".js") for u in watched.requests)
     watched.assert_clean("every page")
+
+
+def test_the_404_page_works_under_a_subpath(real_site, context):
+    """Issue 51: published under a subpath, the 404 page loaded no style or script and its links left the site
+    (they were root-absolute). Served as GitHub Pages serves a project site, for a missing page at the site's
+    root and as 404.html itself, it loads everything from under the subpath and every link stays there."""
+    with serve_under_subpath(real_site) as base:
+        for missing in ("no-such-page", "404.html"):
+            watched = open_page(context, base)
+            page = watched.page
+            page.goto(base + missing, wait_until="load")
+            assert page.locator(".md-content h1").count() == 1, f"{missing}: no page shown"
+            loaded = [u for u in watched.requests if u != base + missing]
+            assert any(u.endswith(".css") for u in loaded) and any(u.endswith(".js") for u in loaded)
+            assert all(urlsplit(u).path.startswith("/vt/") for u in loaded), loaded
+            # the theme's stylesheet applied: Material's header is laid out, not a bare list
+            assert page.locator("header.md-header").evaluate("h => getComputedStyle(h).position") in ("sticky",
+                                                                                                     "fixed")
+            links = page.locator("a[href]").evaluate_all("links => links.map(a => a.href)")
+            inside = [u for u in links if urlsplit(u).netloc == urlsplit(base).netloc]
+            assert inside and all(urlsplit(u).path.startswith("/vt/") for u in inside), \
+                [u for u in inside if not urlsplit(u).path.startswith("/vt/")][:5]
+            watched.errors = [e for e in watched.errors if missing not in e]  # the page itself answers 404
+            watched.assert_clean(f"404 page at {missing}")
+            page.close()
 
 
 # -- search ---------------------------------------------------------------------------------

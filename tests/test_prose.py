@@ -117,6 +117,38 @@ def test_code_math_directives_and_front_matter_are_not_prose():
         """) == []
 
 
+def test_a_caret_in_prose_is_reported_where_math_and_code_are_not():
+    """Issue 51: 14 pages showed raw carets (`4096^3`, `QK^T`, `2^27`). In prose a caret is reported at its
+    line; math (inline, across lines, display), code spans, fenced code and directive lines keep theirs."""
+    found = findings("""\
+        A 4096^3 matmul computes QK^T, and
+        2^-11 is FP16's precision; (n+1)^2 too.
+
+        Math is fine: $4096^3$, $QK^\\top$, a formula across lines $a +
+        b^2$, and `x ** 2` or `2^27` in code.
+
+        $$
+        e^{x}
+        $$
+
+        ::table sweep-4096^3
+
+        ```python
+        y = x ^ mask  # 2^27
+        ```
+        """)
+    assert [f.split(": [caret] ")[0] for f in found] == ["page.md:1", "page.md:1", "page.md:2", "page.md:2"], found
+    assert "'4096^3'" in found[0] and "write math ($4096^3$" in found[0] and "'QK^T,'" in found[1]
+
+
+def test_lesson_titles_and_summaries_have_no_caret():
+    """A lesson's title and summary are shown as text (the home page's map, the navigation): no caret there
+    either (gluon-attention's summary said QK^T)."""
+    found = [f"{lesson.name}: {m.group(0)!r}" for lesson in LESSONS
+             for m in prose_lint.carets(f"{lesson.title} {lesson.summary}")]
+    assert not found, found
+
+
 def test_documents_the_reader_cannot_see():
     found = findings("""\
         The tolerance follows seed 004's rule and the course's length rule; NOTES.md has the numbers
@@ -195,6 +227,18 @@ def test_the_glossary_defines_the_course_terms_and_links_each_to_the_lesson_that
         page = (DOCS / lesson.page).read_text(encoding="utf-8")
         assert any(re.search(rf"(?<![\w-]){re.escape(f)}(?![\w])", page, re.I) for f in entry.forms), \
             f"{entry.term} is taught in {lesson.name}, whose page never uses it"
+
+
+def test_a_term_in_another_sense_gets_no_definition():
+    """Issue 51: on the home page, "Every code block" showed the definition of a Triton block. A term after
+    the words glossary.OTHER_SENSES names keeps its text and loses its <abbr>; every other use keeps it."""
+    from verified_triton.site.glossary import in_own_sense
+
+    html = ('Every code <abbr title="The elements one program handles">block</abbr> ran; Code '
+            '<abbr title="d">blocks</abbr>; a basic-<abbr title="d">block</abbr> boundary; a query '
+            '<abbr title="d">block</abbr>; a <abbr title="d">block</abbr> of data.')
+    assert in_own_sense(html) == ('Every code block ran; Code blocks; a basic-block boundary; a query '
+                                  '<abbr title="d">block</abbr>; a <abbr title="d">block</abbr> of data.')
 
 
 def test_forms_of_a_term_share_its_definition():

@@ -375,3 +375,21 @@ def test_every_zip_carries_the_licence_and_its_readme_says_so(built_site):
             assert zf.read(f"{name}/LICENSE") == licence, f"{path.name}: no LICENSE, or another one"
             readme = zf.read(f"{name}/README.md").decode()
             assert "## Licence" in readme and "MIT" in readme and "CC BY 4.0" in readme, path.name
+
+
+def test_the_home_pages_code_block_is_no_triton_block(built_site):
+    """Issue 51: "Every code block" on the home page carried the glossary's definition of a Triton block; a
+    lesson's own blocks keep theirs."""
+    home = (built_site / "index.html").read_text(encoding="utf-8")
+    assert "code block" in home and not re.search(r"code\s+<abbr[^>]*>block", home)
+    lesson = (built_site / "lessons" / "vector-add" / "index.html").read_text(encoding="utf-8")
+    assert re.search(r'<abbr title="The elements one program handles[^"]*">block</abbr>', lesson)
+
+
+def test_the_404_pages_links_are_not_root_absolute(built_site):
+    """Issue 51: 404.html linked /assets/... and /lessons/..., which break when the site lives under a subpath.
+    Without site_url its links are relative to the site's root (tests/test_browser.py opens it under one)."""
+    page = (built_site / "404.html").read_text(encoding="utf-8")
+    absolute = re.findall(r'(?:href|src)="(/(?!/)[^"]*)"', page)
+    assert not absolute, f"root-absolute links in 404.html: {absolute[:5]}"
+    assert '"base": "."' in page  # Material's search and scripts find the site's root from here

@@ -21,7 +21,8 @@ from verified_triton.site.hooks import (  # noqa: E402
     on_pre_build,
     on_serve,
     on_startup,
+    on_template_context,
 )
 
 __all__ = ["on_build_error", "on_config", "on_files", "on_nav", "on_page_content", "on_page_markdown",
-           "on_post_build", "on_pre_build", "on_serve", "on_startup"]
+           "on_post_build", "on_pre_build", "on_serve", "on_startup", "on_template_context"]

@@ -14,6 +14,9 @@ line:
 - `glossary`: a glossary term the page uses, but never in a form its
   abbreviation matches outside code (a plural, another case, only inside
   backticks), so no definition shows on hover on that page.
+- `caret`: a power written with a caret in prose (`4096^3`, `QK^T`, `2^27`):
+  a reader sees the caret. Write math (`$4096^3$`, `$QK^\top$`) or a
+  superscript (4096³).
 
 A paragraph may be exempted from a rule, with a reason, by a comment on the
 line before it (the reason is required):
@@ -39,7 +42,7 @@ from verified_triton.core.paths import ROOT
 from verified_triton.core.terminal import safe as terminal
 from verified_triton.site.glossary import ABBREVIATIONS, Entry, GlossaryError, read
 
-RULES = ("history", "unseen", "timing", "glossary")
+RULES = ("history", "unseen", "timing", "glossary", "caret")
 FENCE = re.compile(r"^\s*(`{3,}|~{3,})")
 DIRECTIVE = re.compile(r"^\s*::[a-z][a-z-]*(\s|$)")
 CREDITS = re.compile(r"^\*\*Credits\.\*\*", re.M)
@@ -261,7 +264,7 @@ def lint(page: str, markdown: str, entries: list[Entry], recorded_methods: set[s
     has_credits = bool(CREDITS.search(markdown))
     for para in paras:
         found += rule_history(page, para) + rule_unseen(page, para, has_credits)
-        found += rule_timing(page, para, recorded_methods)
+        found += rule_timing(page, para, recorded_methods) + rule_caret(page, para)
     found += rule_glossary(page, paras, entries)
     if len(CREDITS.findall(markdown)) > 1:
         found.append(Finding(page, 1, "unseen", "more than one credits line: say it once"))
@@ -287,6 +290,28 @@ def rule_unseen(page: str, para: Paragraph, has_credits: bool) -> list[Finding]:
                         f"{m.group(0)!r}: a notebook the page never introduces; add its credits line once "
                         "('**Credits.** ...', saying what it was) or name what is meant")
                 for m in NOTEBOOK.finditer(para.text)]
+    return out
+
+
+CARET = re.compile(r"[\w)\]}]\^[-+]?[\w({]")  # 4096^3, QK^T, 2^-11, (n+1)^2
+
+
+def carets(text: str) -> list[re.Match]:
+    """Each power written with a caret in a text of prose (math, code spans and link targets already out), in
+    one pass. Inline math that spans lines is joined in a paragraph's text, and taken out here."""
+    text = INLINE_MATH.sub(lambda m: " " * len(m.group(0)), text)
+    return list(CARET.finditer(text))
+
+
+def rule_caret(page: str, para: Paragraph) -> list[Finding]:
+    if "caret" in para.allowed:
+        return []
+    out = []
+    for m in carets(para.text):
+        word = para.text[max(0, para.text.rfind(" ", 0, m.start()) + 1):m.end() + 8].split(" ")[0]
+        out.append(Finding(page, para.line_at(m.start()), "caret",
+                           f"{word!r}: a caret in prose shows as a caret; write math ($4096^3$, $QK^\\top$) or a "
+                           "superscript (4096³)"))
     return out
 
 

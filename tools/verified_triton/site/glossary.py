@@ -18,6 +18,7 @@ backtrack: a line of 150,000 spaces is read, or refused, at once.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,6 +27,34 @@ from verified_triton.core.safefs import read_text
 
 ABBREVIATIONS = Path("includes") / "abbreviations.md"  # under docs/
 TAUGHT_IN = "Taught in: "
+
+
+# Words before a glossary term that make it a word of another sense, where no definition may attach: "Every
+# code block on a page" is no Triton block, and a basic block is the compiler's. The `abbr` extension matches
+# a term wherever it stands; the site takes the definition off these (hooks.on_page_content). Keys are the
+# terms (each form of them: "block" covers "blocks"); values the words that come before them.
+OTHER_SENSES: dict[str, tuple[str, ...]] = {
+    "block": ("code", "basic"),
+}
+
+
+def _other_sense_pattern() -> re.Pattern:
+    alternatives = "|".join(
+        rf"(?P<w{i}>\b(?:{'|'.join(map(re.escape, words))})[ \t\n-]+)<abbr title=\"[^\"<>]*\">"
+        rf"(?P<t{i}>{re.escape(term)}(?:s|es)?)</abbr>" for i, (term, words) in enumerate(OTHER_SENSES.items()))
+    return re.compile(alternatives, re.I)
+
+
+OTHER_SENSE = _other_sense_pattern()
+
+
+def in_own_sense(html: str) -> str:
+    """A page's HTML with no glossary definition on a term used in another sense (OTHER_SENSES): the words and
+    the term are kept, the <abbr> around the term is not."""
+    def plain(m: re.Match) -> str:
+        i = next(k for k, v in m.groupdict().items() if v is not None and k.startswith("w"))[1:]
+        return m.group(f"w{i}") + m.group(f"t{i}")
+    return OTHER_SENSE.sub(plain, html) if "<abbr" in html else html
 
 
 class GlossaryError(Exception):

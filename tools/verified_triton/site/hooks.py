@@ -35,7 +35,16 @@ from verified_triton.core.paths import ROOT
 from verified_triton.core.safefs import UnsafePathError, read_text
 from verified_triton.core.terminal import guard_handlers
 from verified_triton.judge.evidence import EvidenceError, figure_files, read_figure
-from verified_triton.site import directives, downloads, incremental, overlay, record_page, siteconfig, sources
+from verified_triton.site import (
+    directives,
+    downloads,
+    glossary,
+    incremental,
+    overlay,
+    record_page,
+    siteconfig,
+    sources,
+)
 from verified_triton.site.directives.output import log_text, log_uri
 from verified_triton.site.door import Md, code_span, nav_title, snippet_safe, text, url
 from verified_triton.site.siteconfig import ConfigError, check_branch, check_repo_url
@@ -411,11 +420,30 @@ _ABBR = re.compile(r'<abbr title="[^"]*">(.*?)</abbr>', re.S)
 
 
 def on_page_content(html: str, page, config, files) -> str:
-    """The glossary's abbreviations stay out of code: the `abbr` extension skips Markdown code spans but
-    not the text between the raw <code> tags that directives write around recorded names and commands."""
+    """The glossary's abbreviations stay out of code (the `abbr` extension skips Markdown code spans but
+    not the text between the raw <code> tags that directives write around recorded names and commands), and
+    off a term used in another sense ("code block": glossary.OTHER_SENSES)."""
     if "<abbr" not in html:
         return html
-    return _CODE.sub(lambda m: _ABBR.sub(r"\1", m.group(0)) if "<abbr" in m.group(0) else m.group(0), html)
+    html = _CODE.sub(lambda m: _ABBR.sub(r"\1", m.group(0)) if "<abbr" in m.group(0) else m.group(0), html)
+    return glossary.in_own_sense(html)
+
+
+def on_template_context(context, template_name, config):
+    """The 404 page's links relative to the site's root, not root-absolute, when site_url is not set.
+
+    MkDocs writes an error page's links from the server's root ("/assets/...", "/lessons/x/") unless site_url
+    names where the site lives, so a site published under a subpath (https://OWNER.github.io/REPO/) showed
+    its 404 page without styles, scripts or a working link. Relative links work wherever 404.html sits at the
+    site's root; with site_url set, MkDocs' own absolute links, with the subpath, work at any depth."""
+    if template_name != "404.html" or config.get("site_url"):
+        return context
+    from mkdocs.utils import normalize_url
+
+    context["base_url"] = "."
+    context["extra_css"] = [normalize_url(path, None, ".") for path in config.extra_css]
+    context["extra_javascript"] = [normalize_url(str(path), None, ".") for path in config.extra_javascript]
+    return context
 
 
 def _front_matter_lines(page, markdown: str) -> int:

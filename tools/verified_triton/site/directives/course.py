@@ -15,7 +15,6 @@ from verified_triton.site.door import Md, text, url
 from verified_triton.site.record_page import LINK_WORDS, record_uri
 from verified_triton.site.render import admonition, badge, md_table
 from verified_triton.site.requirements import COLAB_GPUS, version_tuple
-from verified_triton.site.standin_status import by_design
 
 FREE_COLAB_GPU = "T4"  # the GPU Colab's free tier gives a notebook
 SUMMARY_CHARS = 110  # a lesson's line on the map: its summary up to here (at a word), the rest is on its page
@@ -62,7 +61,7 @@ def course(page: Page) -> Md:
 def lesson_line(page: Page, number: int, st: LessonStatus) -> Md:
     """'- **6** [Title](page) badge' over the lesson's summary, shortened (a list item of two lines)."""
     return Md('- **{}** {} <small class="vt-map-badge">{}</small>  \n  {}').format(
-        number, link(page, st.lesson), badge(st.status, by_design(st)), short_summary(st.lesson.summary))
+        number, link(page, st.lesson), badge(st.status, st.by_design), short_summary(st.lesson.summary))
 
 
 def short_summary(summary: str, limit: int = SUMMARY_CHARS) -> str:
@@ -175,7 +174,7 @@ def memory_cell(st: LessonStatus) -> str:
            needs_lesson=False)
 def status_table(page: Page) -> Md:
     statuses = page.site.statuses.values()
-    rows = [[link(page, st.lesson), badge(st.status, by_design(st)), text(st.summary),
+    rows = [[link(page, st.lesson), badge(st.status, st.by_design), text(st.summary),
              mode_cell(st, "interpreter"), mode_cell(st, "gpu"), memory_cell(st),
              Md("[{}]({})").format(LINK_WORDS, url(page.root + record_uri(st.lesson)))] for st in statuses]
     table = md_table(["Lesson", "Status", "What was verified", "Interpreter run", "GPU run", "Memory check",

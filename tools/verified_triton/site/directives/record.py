@@ -17,7 +17,6 @@ from verified_triton.site.directives.common import STALE_MARK, gpu_first
 from verified_triton.site.directives.predictions import authored_explanations, prediction_block
 from verified_triton.site.door import Md, code, text, url
 from verified_triton.site.render import admonition, badge, md_table, unindexed
-from verified_triton.site.standin_status import by_design, headline
 
 MODE_WORDS = {"interpreter": "Interpreter (CPU)", "gpu": "GPU", "sanitize": "Memory check (GPU)"}
 
@@ -27,7 +26,7 @@ MODE_WORDS = {"interpreter": "Interpreter (CPU)", "gpu": "GPU", "sanitize": "Mem
 def record_verdict(page: Page) -> Md:
     st = page.lesson
     back = url(posixpath.relpath(st.lesson.page, posixpath.dirname(page.src_uri) or "."))
-    lines = [Md("{} {}").format(badge(st.status, by_design(st)), headline(st)), Md(""),
+    lines = [Md("{} {}").format(badge(st.status, st.by_design), st.headline), Md(""),
              Md("**Why this badge.** {}").format(st.sentence), Md(""),
              Md("**What was verified:** {}.").format(st.summary), Md(""),
              Md("**Source:** SHA-256 {}: the lesson file, the local modules it imports and what `lesson.toml` "

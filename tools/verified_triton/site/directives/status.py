@@ -14,7 +14,6 @@ from verified_triton.site.directives import Page, directive, notebook_form
 from verified_triton.site.door import Md, text, url
 from verified_triton.site.record_page import LINK_WORDS, link_from
 from verified_triton.site.render import BY_DESIGN, admonition, badge, badge_css, badge_label, md_table, unindexed
-from verified_triton.site.standin_status import by_design, headline
 
 BY_DESIGN_MEANING = ("what the lesson can run passed; the rest cannot run by design, and nothing is missing: "
                      "Triton's interpreter cannot run Gluon kernels, or the lesson needs a GPU that has not run "
@@ -24,7 +23,7 @@ BY_DESIGN_MEANING = ("what the lesson can run passed; the rest cannot run by des
 def status_line(page: Page) -> Md:
     """The headline, then the link to the record."""
     st = page.lesson
-    return Md("{} [{}]({}){{ .vt-record-link }}").format(headline(st), LINK_WORDS,
+    return Md("{} [{}]({}){{ .vt-record-link }}").format(st.headline, LINK_WORDS,
                                                           url(link_from(page.src_uri, st.lesson)))
 
 
@@ -32,7 +31,7 @@ def status_line(page: Page) -> Md:
                      "link to its record (the whole reason, every check, benchmark and run)")
 def status(page: Page) -> Md:
     st = page.lesson
-    designed = by_design(st)
+    designed = st.by_design
     # Kept out of the search index: the same words on every lesson made every lesson match "passed"
     # (a <section>, as ::checks does: the indexer ends an excluded <div> at the first inner </div>).
     box = admonition(Md("{} vt-status").format(badge_css(st.status, designed)), badge_label(st.status, designed),
@@ -55,4 +54,4 @@ def status_notebook(page: Page) -> Md:
     # The notebook follows the lesson page: its status line, without the record (which is on the site).
     st = page.lesson
     return Md("**{}** on the site when this notebook was made: {}").format(
-        badge_label(st.status, by_design(st)), headline(st))
+        badge_label(st.status, st.by_design), st.headline)

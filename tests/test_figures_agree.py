@@ -1,0 +1,354 @@
+"""A figure never contradicts its headline (issue 51 item 3).
+
+fp16-matmul's size sweep showed 0.85x cuBLAS at 4096^3 while the benchmark of the same run said 0.955
+[0.953, 0.960]. A figure's data is recorded as a table of the same step (`lesson.table`; the figure itself is
+a PNG, and the table is what the page and the record show beside it), and a table can show a quantity a
+benchmark also measures, at the same shape. Every such pair in the evidence is listed here (PAIRS), and each
+shown value must lie within the benchmark's 95 % interval (a ratio's, or the kernel's or baseline's value's,
+from the benchmark's own rounds), allowing for the table's rounding to four significant digits.
+
+KNOWN lists the pairs that disagree today, each with its reason, for the lesson helpers to empty as they
+convert each lesson (fixing the code: draw the point from the benchmark's rounds, or measure it there); a pair
+that disagrees and is not listed fails, and so does a listed one that agrees (take it off the list).
+
+Every table of a current GPU record whose columns name a benchmark's unit or a ratio is either in PAIRS or in
+OTHER_QUANTITY with why it shows no benchmark's quantity (another shape, another unit, a count), so a new
+table cannot join the evidence unclassified.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from verified_triton.core import kit
+from verified_triton.core.lessons import discover
+from verified_triton.judge.evidence import Record
+from verified_triton.judge.status import judge
+
+pytestmark = pytest.mark.unit
+
+ROOT = Path(__file__).resolve().parent.parent
+ROUNDING = 5e-4  # a table's values are written to four significant digits
+
+
+@dataclass(frozen=True)
+class Pair:
+    lesson: str
+    table: str
+    row: tuple[tuple[str, object], ...]  # the cells that pick the row: (column, value)
+    column: str  # the column that shows the benchmark's quantity
+    benchmark: str
+    quantity: str  # "ratio", "kernel" (the kernel's median value) or "baseline"
+
+    @property
+    def key(self) -> tuple[str, str, str, str]:
+        return (self.lesson, self.table, ", ".join(f"{c}={v}" for c, v in self.row), self.column)
+
+
+def pair(lesson: str, table: str, row: dict, column: str, benchmark: str, quantity: str) -> Pair:
+    return Pair(lesson, table, tuple(row.items()), column, benchmark, quantity)
+
+
+# Each table cell that shows a benchmark's quantity at the benchmark's shape and configuration.
+PAIRS = [
+    # attention-backward: the benchmark times the faster of the two backward kernels in each case
+    *(pair("attention-backward", "backward", {"head dim": d, "mask": m, "kernel": k}, col,
+           f"backward-{m}-b4-h16-s4096-{d.lower().replace('=', '')}-vs-sdpa", q)
+      for d, m, k in (("D=128", "full", "two-kernel"), ("D=128", "causal", "two-kernel"),
+                      ("D=64", "full", "atomic"), ("D=64", "causal", "two-kernel"))
+      for col, q in (("TFLOP/s", "kernel"), ("vs SDPA", "ratio"))),
+    *(pair("attention-backward", "backward", {"head dim": d, "mask": m, "kernel": "torch SDPA (CUDNN_ATTENTION)"},
+           "TFLOP/s", f"backward-{m}-b4-h16-s4096-{d.lower().replace('=', '')}-vs-sdpa", "baseline")
+      for d in ("D=128", "D=64") for m in ("full", "causal")),
+    *(pair("autotune", "winners", {"shape MxNxK": "4096x4096x4096"}, col, "autotuned-vs-cublas-4096", q)
+      for col, q in (("TFLOP/s", "kernel"), ("cuBLAS TFLOP/s", "baseline"), ("ratio", "ratio"))),
+    # batched-matmul: the race of configurations, and the batch sweep at the benchmark's batch of 64
+    pair("batched-matmul", "configs", {"configuration": "128x256x64, 8 warps, 3 stages"}, "Triton TFLOP/s",
+         "tiled-bmm-vs-torch-64x1024", "kernel"),
+    pair("batched-matmul", "configs", {"configuration": "128x256x64, 8 warps, 3 stages"}, "Triton / torch.bmm",
+         "tiled-bmm-vs-torch-64x1024", "ratio"),
+    pair("batched-matmul", "persistent-configs", {"configuration": "128x256x64, 8 warps, 4 stages"},
+         "Triton TFLOP/s", "bmm-vs-torch-64x1024", "kernel"),
+    pair("batched-matmul", "persistent-configs", {"configuration": "128x256x64, 8 warps, 4 stages"},
+         "Triton / torch.bmm", "bmm-vs-torch-64x1024", "ratio"),
+    *(pair("batched-matmul", "batch-sweep", {"batch": 64}, col, b, q) for col, b, q in (
+        ("step 1 TFLOP/s", "tiled-bmm-vs-torch-64x1024", "kernel"),
+        ("step 2 TFLOP/s", "bmm-vs-torch-64x1024", "kernel"),
+        ("torch.bmm TFLOP/s", "bmm-vs-torch-64x1024", "baseline"),
+        ("step 1 / torch.bmm", "tiled-bmm-vs-torch-64x1024", "ratio"),
+        ("step 2 / torch.bmm", "bmm-vs-torch-64x1024", "ratio"))),
+    pair("cross-entropy", "block-sweep", {"BLOCK": 32768}, "ms (copy subtracted)", "fused-vs-torch-net-of-copy",
+         "kernel"),
+    *(pair("dropout", "bytes", {"approach": a}, "ms per call", b, q) for a, b, q in (
+        ("Triton, tl.rand4x (seed)", "dropout-rand4x-vs-torch-2^27-fp32", "kernel"),
+        ("Triton, tl.rand (seed)", "dropout-rand-vs-torch-2^27-fp32", "kernel"),
+        ("torch F.dropout (fused)", "dropout-rand4x-vs-torch-2^27-fp32", "baseline"))),
+    *(pair("fp16-matmul", "code-or-config", {"kernel": k, "config (3 stages)": c}, col, b, q)
+      for k, c, b in (("recommended", "128x256x64, 8 warps", "recommended-vs-cublas-4096"),
+                      ("seed", "128x128x64, 4 warps", "seed-vs-cublas-4096"))
+      for col, q in (("TFLOP/s", "kernel"), ("vs cuBLAS", "ratio"))),
+    *(pair("fp16-matmul", "sweep", {"M=N=K": 4096}, col, b, q) for col, b, q in (
+        ("recommended TFLOP/s", "recommended-vs-cublas-4096", "kernel"),
+        ("seed TFLOP/s", "seed-vs-cublas-4096", "kernel"),
+        ("cuBLAS TFLOP/s", "recommended-vs-cublas-4096", "baseline"),
+        ("recommended / cuBLAS", "recommended-vs-cublas-4096", "ratio"))),
+    pair("fp8-matmul", "configs", {"configuration": "128x256x128, 8 warps, 3 stages"}, "TFLOP/s",
+         "fp8-vs-scaled-mm-4096", "kernel"),
+    *(pair("fp8-matmul", "speed", {"path": p}, "TFLOP/s", b, q) for p, b, q in (
+        ("fp16 torch.matmul", "fp8-vs-fp16-cublas-4096", "baseline"),
+        ("fp8 torch._scaled_mm", "fp8-vs-scaled-mm-4096", "baseline"),
+        ("fp8 torch._scaled_mm, fast accum", "fp8-vs-scaled-mm-fast-4096", "baseline"),
+        ("fp8 Triton, fast accum", "fp8-vs-scaled-mm-4096", "kernel"),
+        ("fp8 Triton, promoted", "fp8-promoted-vs-scaled-mm-4096", "kernel"))),
+    # fused-attention: the race picks the configuration, and the benchmark measures it afresh
+    *(pair("fused-attention", "configs", {"mask": m, "configuration": c}, "TFLOP/s", b, q)
+      for m, b in (("full", "full-b4-h32-s4096-d128-vs-sdpa"), ("causal", "causal-b4-h32-s4096-d128-vs-sdpa"))
+      for c, q in (("TMA 128x64, 4 warps, 2 stages", "kernel"), ("torch SDPA", "baseline"))),
+    *(pair("gelu-libdevice", "timing", {"variant": v}, "GB/s (its own bytes)", b, "kernel") for v, b in (
+        ("fused, normcdf", "geglu-normcdf-vs-torch-8192x8192-fp32"),
+        ("fused, tanh as sigmoid", "geglu-sigmoid-vs-torch-tanh-8192x8192-fp32"))),
+    *(pair("gluon-attention", "race", {"mask": m, "D": d}, col, f"{m}-d{d}-vs-{vs}", q)
+      for m, d in (("full", 128), ("causal", 128), ("full", 64), ("causal", 64))
+      for col, vs, q in (("chosen TFLOP/s", "sdpa", "kernel"), ("SDPA TFLOP/s", "sdpa", "baseline"),
+                         ("tl TFLOP/s", "tl", "baseline"))),
+    *(pair("gluon-attention", "race", {"mask": m, "D": d}, col, f"{m}-d{d}-vs-sdpa", "kernel")
+      for m, d, col in (("full", 128, "no ping-pong TFLOP/s (race)"), ("causal", 128, "ping-pong TFLOP/s (race)"),
+                        ("full", 64, "ping-pong TFLOP/s (race)"), ("causal", 64, "no ping-pong TFLOP/s (race)"))),
+    *(pair("gluon-basics", "bandwidth", {"kernel": k}, "GB/s", b, q) for k, b, q in (
+        ("step 1: through registers (BlockedLayout, 16-byte accesses)", "registers-vs-device-copy", "kernel"),
+        ("step 2: TMA, one 128x256 tile per program", "tma-one-tile-vs-device-copy", "kernel"),
+        ("step 3: persistent TMA ring, 8 stages of 32x256, 6 loads ahead", "tma-pipelined-vs-device-copy", "kernel"),
+        ("step 4: the ring warp-specialized, 6 stages (1 loading warp)", "warp-specialized-vs-device-copy", "kernel"),
+        ("device copy", "registers-vs-device-copy", "baseline"))),
+    *(pair("gluon-matmul", "sweep", {"size": f"{n}^3"}, col, f"{b}-{n}", q) for n in (4096, 8192)
+      for col, b, q in (("Gluon WS 3 stages TFLOP/s", "ws-3stage-vs-cublas", "kernel"),
+                        ("Gluon WS 4 stages TFLOP/s", "ws-4stage-vs-cublas", "kernel"),
+                        ("tl persistent TFLOP/s", "ws-3stage-vs-tl", "baseline"),
+                        ("cuBLAS TFLOP/s", "ws-3stage-vs-cublas", "baseline"),
+                        ("WS 4 stages / cuBLAS", "ws-4stage-vs-cublas", "ratio"))),
+    pair("grouped-gemm", "configs", {"configuration": "128x128x64, 4 warps, 3 stages, 264 programs"},
+         "speed-up vs loop", "grouped-vs-loop-16", "ratio"),
+    *(pair("grouped-gemm", "groups-sweep", {"groups": 16}, col, "grouped-vs-loop-16", q) for col, q in (
+        ("speed-up", "ratio"), ("grouped TFLOP/s", "kernel"), ("loop TFLOP/s", "baseline"))),
+    *(pair("layer-norm", "widths", {"N": 1024, "M": 32768}, col, b, q) for col, b, q in (
+        ("forward GB/s", "forward-vs-torch-32768x1024-fp16", "kernel"),
+        ("F.layer_norm GB/s", "forward-vs-torch-32768x1024-fp16", "baseline"),
+        ("forward / torch", "forward-vs-torch-32768x1024-fp16", "ratio"),
+        ("backward GB/s", "backward-vs-torch-32768x1024-fp16", "kernel"),
+        ("torch backward GB/s", "backward-vs-torch-32768x1024-fp16", "baseline"),
+        ("backward / torch", "backward-vs-torch-32768x1024-fp16", "ratio"),
+        ("forward / copy", "forward-vs-copy-32768x1024-fp16", "ratio"))),
+    *(pair("layer-norm", "widths", {"N": 4096, "M": 8192}, col, "forward-vs-torch-8192x4096-fp16", q)
+      for col, q in (("forward GB/s", "kernel"), ("F.layer_norm GB/s", "baseline"), ("forward / torch", "ratio"))),
+    *(pair("layer-norm", "rows-per-program", {"rows/program": 2}, col, "forward-vs-copy-32768x1024-fp16", q)
+      for col, q in (("forward GB/s", "kernel"), ("forward / copy", "ratio"))),
+    *(pair("persistent-tma-matmul", "sweep", {"size": f"{n}^3"}, col, b, q) for n, cols in (
+        (4096, (("tiled TFLOP/s", "tiled-vs-cublas-4096", "kernel"), ("TMA TFLOP/s", "tma-vs-cublas-4096", "kernel"),
+                ("persistent TMA TFLOP/s", "persistent-tma-vs-cublas-4096", "kernel"),
+                ("cuBLAS TFLOP/s", "persistent-tma-vs-cublas-4096", "baseline"),
+                ("persistent / cuBLAS", "persistent-tma-vs-cublas-4096", "ratio"))),
+        (8192, (("persistent TMA TFLOP/s", "persistent-tma-vs-cublas-8192", "kernel"),
+                ("cuBLAS TFLOP/s", "persistent-tma-vs-cublas-8192", "baseline"),
+                ("persistent / cuBLAS", "persistent-tma-vs-cublas-8192", "ratio")))) for col, b, q in cols),
+    pair("reductions-scans", "scan-tiles", {"the rule's pick": "yes"}, "cumsum GB/s", "cumsum-vs-torch-32768x4096-fp32",
+         "kernel"),
+    *(pair("reductions-scans", "widths", {"N": 4096, "rows": 32768}, col, "cumsum-vs-torch-32768x4096-fp32", q)
+      for col, q in (("Triton GB/s", "kernel"), ("torch GB/s", "baseline"))),
+    *(pair("rmsnorm-rope", "tokens", {"tokens": 32768}, col, b, q) for col, b, q in (
+        ("fused GB/s", "fused-vs-eager-32768x32x128-bf16", "kernel"),
+        ("eager GB/s", "fused-vs-eager-32768x32x128-bf16", "baseline"),
+        ("copy GB/s", "fused-vs-copy-32768x32x128-bf16", "baseline"))),
+    *(pair("softmax-fp32-matmul", "softmax-launches", {"shape": s, "kernel": k}, "GB/s", f"softmax-vs-{b}-{s}", q)
+      for s in ("32768x1024", "4096x16384")
+      for k, b, q in (("triton, one program per row", "torch", "kernel"), ("torch.softmax", "torch", "baseline"),
+                      ("copy", "copy", "baseline"))),
+    *(pair("softmax-fp32-matmul", "matmul-sweep-2048", {"precision": p, "B layout": lay, "BLOCK_M": 128,
+                                                        "BLOCK_N": n}, "TFLOP/s", b, "kernel")
+      for p, lay, n, b in (("ieee", "row", 128, "matmul-ieee-vs-cublas-fp32-2048"),
+                           ("tf32", "row", 128, "matmul-tf32-vs-cublas-tf32-2048"),
+                           ("tf32", "column", 256, "matmul-tf32-colmajor-b-vs-cublas-tf32-2048"))),
+    # split-k: the sweep at the benchmark's configuration (BLOCK_N 128, 4 slices) and the unsplit kernel
+    *(pair("split-k", "split-sweep", {"BLOCK_N": 128, "splits": 4}, col, b, q) for col, b, q in (
+        ("reduce TFLOP/s", "split-k-vs-cublas-16x4096x16384", "kernel"),
+        ("atomic TFLOP/s", "split-k-other-combine-vs-cublas", "kernel"),
+        ("best vs cuBLAS", "split-k-vs-cublas-16x4096x16384", "ratio"))),
+    pair("split-k", "split-sweep", {"BLOCK_N": 64, "splits": 1}, "reduce TFLOP/s", "tiled-vs-cublas-16x4096x16384",
+         "kernel"),
+]
+
+# Tables that show a unit or a ratio, and yet no benchmark's quantity at its shape: each with why.
+OTHER_QUANTITY = {
+    ("cross-entropy", "peak-memory"): "peak memory in MiB: no benchmark measures it",
+    ("gelu-libdevice", "timing"): "its other rows count each variant's own bytes (eager: 28 a element), the "
+                                  "benchmarks the fused kernel's 12; its fused rows are in PAIRS",
+    ("gluon-attention-backward", "split"): "times in ms of each kernel alone; the benchmarks are TFLOP/s of the whole",
+    ("gluon-matmul", "sweep"): "its 2048^3 row has no benchmark; 4096^3 and 8192^3 are in PAIRS",
+    ("layer-norm", "backward-programs"): "stage-one programs per SM; the benchmark's choice is not a column",
+    ("profiling-debugging", "clocks"): "milliseconds by three clocks, the lesson's subject; the benchmark is GB/s",
+    ("grouped-gemm", "groups-sweep"): "its other rows are other group counts; 16 groups is in PAIRS",
+}
+
+# Pairs that disagree today, each with its reason: the lesson helper empties this list as each lesson's code
+# draws its figure's and table's points from the benchmark's rounds or measures them there (or shows a race's
+# result relative to the race's own baseline only, and leaves the absolute number to the benchmark).
+SWEEP = "the sweep times each size once with do_bench, apart from the benchmark's interleaved rounds"
+RACE = "the race that picks the configuration ({} rounds), timed apart from the benchmark's rounds"
+OWN_ROUNDS = "the {} ({} rounds of its own), apart from the benchmark's rounds"
+SPLITS = "the split sweep, timed apart from the benchmark (its caption's cuBLAS: 44.1 TFLOP/s, the benchmark's 54.4)"
+KNOWN = {
+    ("fp16-matmul", "sweep", "M=N=K=4096", "recommended TFLOP/s"): SWEEP,
+    ("fp16-matmul", "sweep", "M=N=K=4096", "seed TFLOP/s"): SWEEP,
+    ("fp16-matmul", "sweep", "M=N=K=4096", "recommended / cuBLAS"): SWEEP,
+    ("batched-matmul", "configs", "configuration=128x256x64, 8 warps, 3 stages", "Triton / torch.bmm"): RACE.format(3),
+    ("batched-matmul", "configs", "configuration=128x256x64, 8 warps, 3 stages", "Triton TFLOP/s"): RACE.format(3),
+    ("batched-matmul", "persistent-configs", "configuration=128x256x64, 8 warps, 4 stages", "Triton / torch.bmm"):
+        RACE.format(3),
+    ("batched-matmul", "persistent-configs", "configuration=128x256x64, 8 warps, 4 stages", "Triton TFLOP/s"):
+        RACE.format(3),
+    ("cross-entropy", "block-sweep", "BLOCK=32768", "ms (copy subtracted)"):
+        "the block-size sweep, timed apart from the benchmark's rounds",
+    ("fp8-matmul", "configs", "configuration=128x256x128, 8 warps, 3 stages", "TFLOP/s"): RACE.format(3),
+    ("fused-attention", "configs", "mask=causal, configuration=TMA 128x64, 4 warps, 2 stages", "TFLOP/s"):
+        RACE.format(3),
+    ("fused-attention", "configs", "mask=causal, configuration=torch SDPA", "TFLOP/s"): RACE.format(3),
+    ("fused-attention", "configs", "mask=full, configuration=TMA 128x64, 4 warps, 2 stages", "TFLOP/s"):
+        RACE.format(3),
+    ("fused-attention", "configs", "mask=full, configuration=torch SDPA", "TFLOP/s"): RACE.format(3),
+    ("gluon-attention", "race", "mask=full, D=64", "ping-pong TFLOP/s (race)"):
+        "the race of the two schedules (3 rounds, as the column says), apart from the benchmark's 15",
+    ("grouped-gemm", "groups-sweep", "groups=16", "grouped TFLOP/s"): OWN_ROUNDS.format("sweep of group counts", 5),
+    ("grouped-gemm", "groups-sweep", "groups=16", "speed-up"): OWN_ROUNDS.format("sweep of group counts", 5),
+    ("layer-norm", "rows-per-program", "rows/program=2", "forward GB/s"): OWN_ROUNDS.format("rows-per-program race", 3),
+    ("reductions-scans", "scan-tiles", "the rule's pick=yes", "cumsum GB/s"): RACE.format(5),
+    ("reductions-scans", "widths", "N=4096, rows=32768", "Triton GB/s"):
+        "the row-width sweep, timed apart from the benchmark's rounds",
+    ("reductions-scans", "widths", "N=4096, rows=32768", "torch GB/s"):
+        "the row-width sweep, timed apart from the benchmark's rounds",
+    ("rmsnorm-rope", "tokens", "tokens=32768", "copy GB/s"): OWN_ROUNDS.format("token-count sweep", 5),
+    ("rmsnorm-rope", "tokens", "tokens=32768", "eager GB/s"): OWN_ROUNDS.format("token-count sweep", 5),
+    ("rmsnorm-rope", "tokens", "tokens=32768", "fused GB/s"): OWN_ROUNDS.format("token-count sweep", 5),
+    ("softmax-fp32-matmul", "matmul-sweep-2048", "precision=ieee, B layout=row, BLOCK_M=128, BLOCK_N=128", "TFLOP/s"):
+        OWN_ROUNDS.format("tile sweep", 3),
+    ("softmax-fp32-matmul", "matmul-sweep-2048", "precision=tf32, B layout=row, BLOCK_M=128, BLOCK_N=128", "TFLOP/s"):
+        OWN_ROUNDS.format("tile sweep", 3),
+    ("split-k", "split-sweep", "BLOCK_N=128, splits=4", "atomic TFLOP/s"): SPLITS,
+    ("split-k", "split-sweep", "BLOCK_N=128, splits=4", "best vs cuBLAS"): SPLITS,
+    ("split-k", "split-sweep", "BLOCK_N=128, splits=4", "reduce TFLOP/s"): SPLITS,
+    ("split-k", "split-sweep", "BLOCK_N=64, splits=1", "reduce TFLOP/s"): SPLITS,
+}
+
+
+# -- reading the evidence ----------------------------------------------------------------------------------
+
+LESSONS = {lesson.name: lesson for lesson in discover(ROOT / "code")}
+
+
+def gpu_record(lesson: str) -> Record | None:
+    """The current GPU record of a lesson (None when there is none for this source)."""
+    st = judge(LESSONS[lesson], ROOT / "evidence")
+    record = st.modes["gpu"].record
+    return record if record is not None and st.is_current(record) else None
+
+
+def cell(record: Record, p: Pair) -> float:
+    table = next((t for t in record.tables if t.name == p.table), None)
+    assert table is not None, f"{p.lesson}: no table {p.table!r} in its GPU record"
+    index = {name: i for i, name in enumerate(table.columns)}
+    missing = [c for c, _ in p.row if c not in index] + ([p.column] if p.column not in index else [])
+    assert not missing, f"{p.lesson}/{p.table}: no column {missing} (columns: {table.columns})"
+    rows = [r for r in table.rows if all(r[index[c]] == v for c, v in p.row)]
+    assert len(rows) == 1, f"{p.key}: {len(rows)} rows match"
+    return float(rows[0][index[p.column]])
+
+
+def interval(record: Record, p: Pair) -> tuple[float, float]:
+    """The benchmark's 95 % interval of the quantity: the ratio's as recorded; the kernel's or the baseline's
+    median value from its own rounds (a rate per round: its work over that round's time)."""
+    b = next((b for b in record.benchmarks if b.name == p.benchmark), None)
+    assert b is not None, f"{p.lesson}: no benchmark {p.benchmark!r}"
+    if p.quantity == "ratio":
+        return b.ratio_low, b.ratio_high
+    times, value = (b.kernel_ms, b.measured) if p.quantity == "kernel" else (b.baseline_ms, b.baseline)
+    if b.unit in kit.RATE_UNITS:
+        median = statistics.median(times)
+        per_round = [value * median / t for t in times]
+    else:
+        per_round = list(times)
+    _, low, high = kit.median_interval(per_round)
+    return low, high
+
+
+def agrees(value: float, low: float, high: float) -> bool:
+    return low * (1 - ROUNDING) - 1e-12 <= value <= high * (1 + ROUNDING) + 1e-12
+
+
+def disagreements() -> dict[tuple, str]:
+    found = {}
+    for p in PAIRS:
+        record = gpu_record(p.lesson)
+        if record is None:  # no current GPU run to compare with: a stale or missing one says so elsewhere
+            continue
+        value, (low, high) = cell(record, p), interval(record, p)
+        if not agrees(value, low, high):
+            found[p.key] = (f"{p.lesson}/{p.table} [{', '.join(f'{c}={v}' for c, v in p.row)}] {p.column} = "
+                            f"{value:g}, but {p.benchmark}'s {p.quantity} is within [{low:.4g}, {high:.4g}]")
+    return found
+
+
+# -- the tests ---------------------------------------------------------------------------------------------
+
+def test_every_figure_and_table_agrees_with_the_benchmark_of_the_same_quantity():
+    found = disagreements()
+    new = {k: v for k, v in found.items() if k not in KNOWN}
+    fixed = sorted(set(KNOWN) - set(found))
+    assert not new, "shown values that contradict their benchmark:\n  " + "\n  ".join(new.values())
+    assert not fixed, f"now in agreement, take them off KNOWN: {fixed}"
+
+
+def test_the_known_case_is_caught():
+    """fp16-matmul's sweep at 4096^3 against the benchmark of the same run (issue 51): 0.8509 outside
+    [0.9527, 0.9599]. The check catches it, and accepts the benchmark's own value."""
+    record = gpu_record("fp16-matmul")
+    if record is None:
+        pytest.skip("fp16-matmul has no current GPU record")
+    p = pair("fp16-matmul", "sweep", {"M=N=K": 4096}, "recommended / cuBLAS", "recommended-vs-cublas-4096", "ratio")
+    low, high = interval(record, p)
+    assert not agrees(cell(record, p), low, high)
+    bench = next(b for b in record.benchmarks if b.name == p.benchmark)
+    assert agrees(round(bench.ratio, 4), low, high) and agrees(bench.measured, *interval(record, Pair(
+        p.lesson, p.table, p.row, p.column, p.benchmark, "kernel")))
+
+
+# A benchmark's unit, or a ratio of two contenders ("recommended / cuBLAS", "vs SDPA", "speed-up"); not a count
+# per something ("registers / thread").
+UNIT_OR_RATIO = re.compile(r"TFLOP/s|GB/s|\bms\b|\bus\b|\bvs\b|\bratio\b|speed-up|"
+                           r" / (?:torch|cuBLAS|copy|SDPA)", re.I)
+
+
+def test_every_table_that_shows_a_unit_or_a_ratio_is_classified():
+    """A table whose columns name a benchmark's unit or a ratio is in PAIRS (its cells at the benchmark's shape)
+    or in OTHER_QUANTITY (with why not): a new one cannot slip past the check above."""
+    paired = {(p.lesson, p.table) for p in PAIRS}
+    unclassified = []
+    for name in LESSONS:
+        record = gpu_record(name)
+        if record is None or not record.benchmarks:
+            continue
+        for table in record.tables:
+            if any(UNIT_OR_RATIO.search(c) for c in table.columns) and (name, table.name) not in paired | set(
+                    OTHER_QUANTITY):
+                unclassified.append(f"{name}/{table.name} {table.columns}")
+    assert not unclassified, ("tables that may show a benchmark's quantity: add their cells at the benchmark's "
+                              "shape to PAIRS, or the table to OTHER_QUANTITY with why not:\n  "
+                              + "\n  ".join(unclassified))
+
+
+def test_the_lists_name_what_exists():
+    keys = {p.key for p in PAIRS}
+    assert set(KNOWN) <= keys, sorted(set(KNOWN) - keys)
+    assert all(reason.strip() for reason in [*KNOWN.values(), *OTHER_QUANTITY.values()])

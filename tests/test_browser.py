@@ -816,6 +816,29 @@ def test_site_page_in_the_browser(doc, site_url, context, statuses):
     watched.assert_clean(doc)
 
 
+def test_a_partial_by_design_has_its_own_colour(site_url, context):
+    """Issue 48 item 3: on the home page's list, on the status page and above a lesson, a PARTIALLY VERIFIED by
+    design is another colour than a partial that lacks evidence, and both are another than VERIFIED's."""
+    watched = open_page(context, site_url)
+    page = watched.page
+    colour = """sel => [...document.querySelectorAll(sel)].map(e => getComputedStyle(e).backgroundColor)"""
+    for doc in ("index.md", "status.md"):
+        page.goto(page_url(site_url, doc), wait_until="load")
+        designed = set(page.evaluate(colour, ".md-content .vt-badge.vt-partial.vt-by-design"))
+        lacking = set(page.evaluate(colour, ".md-content .vt-badge.vt-partial:not(.vt-by-design)"))
+        verified = set(page.evaluate(colour, ".md-content .vt-badge.vt-verified"))
+        assert len(designed) == 1 and len(lacking) == 1, (doc, designed, lacking)
+        assert designed.isdisjoint(lacking) and designed.isdisjoint(verified), (doc, designed, lacking, verified)
+    for lesson in LESSONS:
+        st = judge(lesson, EVIDENCE_DIR)
+        if st.by_design:
+            page.goto(page_url(site_url, lesson.page), wait_until="load")
+            border = page.evaluate("() => getComputedStyle(document.querySelector('.vt-status')).borderLeftColor")
+            assert border not in lacking | verified, (lesson.name, border)
+            break
+    watched.assert_clean("the badges' colours")
+
+
 def test_the_first_lesson_is_on_the_home_pages_first_screen(site_url, context):
     """Issue 32 item 1: at 390x844 the first lesson's link sat at y = 1,088, below the badge legend. Now a
     learner sees it on the first screen, on a phone and at 1440x900."""

@@ -47,14 +47,14 @@ from verified_triton.judge.matrix import ReleaseMatrix, judge_releases
 class Status(Enum):
     """The badges, with their CSS class and what each means (the site's table comes from here)."""
 
-    VERIFIED = ("VERIFIED", "vt-verified", "the interpreter run and a GPU run passed on the current source (and, "
-                "once the course records memory checks, compute-sanitizer found nothing unexplained in its kernels)")
+    VERIFIED = ("VERIFIED", "vt-verified", "the interpreter run and a GPU run passed on the current source, and "
+                "the memory check (compute-sanitizer's four tools on the GPU) found nothing unexplained in the "
+                "lesson's kernels")
     PARTIAL = ("PARTIALLY VERIFIED", "vt-partial",
-               "one of the two passed on the current source; the other has no current pass: not recorded yet, "
-               "or stopped by design, which the lesson's line then says in words (the interpreter cannot run "
-               "Gluon kernels, so those lessons run them on the GPU only; a GPU too old for the lesson declines); "
-               "or both passed and the memory check has not (not recorded yet, incomplete, or a finding neither "
-               "fixed nor declared)")
+               "something is missing: one of the two runs has no current pass (not recorded yet), or both passed "
+               "and the memory check has not (not recorded yet, incomplete, or a finding neither fixed nor "
+               "declared). A run stopped by design, with nothing missing, shows as PARTIALLY VERIFIED · by "
+               "design, in its own colour")
     FAILED = ("FAILED", "vt-failed", "a run on the current source failed, or its memory check found errors in the "
               "lesson's kernels")
     STALE = ("STALE", "vt-stale", "runs were recorded, but the source has changed since")

@@ -174,11 +174,11 @@ def memory_cell(st: LessonStatus) -> str:
            needs_lesson=False)
 def status_table(page: Page) -> Md:
     statuses = page.site.statuses.values()
-    rows = [[link(page, st.lesson), badge(st.status, st.by_design), text(st.summary),
-             mode_cell(st, "interpreter"), mode_cell(st, "gpu"), memory_cell(st),
-             Md("[{}]({})").format(LINK_WORDS, url(page.root + record_uri(st.lesson)))] for st in statuses]
-    table = md_table(["Lesson", "Status", "What was verified", "Interpreter run", "GPU run", "Memory check",
-                      "Record"], rows)
+    rows = [[link(page, st.lesson) + Md("<br><small>[{}]({})</small>").format(
+                 LINK_WORDS, url(page.root + record_uri(st.lesson))),
+             badge(st.status, st.by_design), text(st.summary),
+             mode_cell(st, "interpreter"), mode_cell(st, "gpu"), memory_cell(st)] for st in statuses]
+    table = md_table(["Lesson", "Status", "What was verified", "Interpreter run", "GPU run", "Memory check"], rows)
     sentences = Md("\n").join(Md("- **{}**: {}").format(st.lesson.title, st.sentence) for st in statuses)
     return Md("{}\n\n{}").format(table, admonition("abstract", "Why each lesson has its badge, in full", sentences,
                                                      folded=True))

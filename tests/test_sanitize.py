@@ -187,7 +187,7 @@ def test_the_tools_own_lines_are_notes_and_an_api_error_is_no_kernels_finding():
     assert any("terminated before first instrumented API call" in note for note in report.notes)
     api = sanitizer.group_findings(report.records, lambda file: file.startswith("code/"))
     assert api[0].host_frame == "code/racy/racy.py:52"
-    from verified_triton.judge.status import finding_is_lessons
+    from verified_triton.judge.memory import finding_is_lessons
     assert not finding_is_lessons(api[0], {"code/racy/racy.py": "0" * 64}, frozenset({"k_kernel"}))
 
 

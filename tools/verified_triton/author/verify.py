@@ -40,7 +40,8 @@ from verified_triton.core.paths import ROOT
 from verified_triton.core.safefs import UnsafePathError
 from verified_triton.judge.evidence import EvidenceError, read_record, record_path
 from verified_triton.judge.matrix import judge_releases
-from verified_triton.judge.status import judge, judge_memory
+from verified_triton.judge.memory import judge_memory
+from verified_triton.judge.status import judge
 from verified_triton.record.awaiting import FILE_NAME as AWAITING_FILE
 from verified_triton.record.awaiting import AwaitingError, load_awaiting
 from verified_triton.record.bundles import import_bundles, write_bundle

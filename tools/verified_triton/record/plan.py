@@ -20,7 +20,8 @@ from pathlib import Path
 
 from verified_triton.core.lessons import Lesson
 from verified_triton.judge.evidence import EvidenceError, Record, read_record, record_path
-from verified_triton.judge.status import contradictions, judge_memory
+from verified_triton.judge.memory import judge_memory
+from verified_triton.judge.status import contradictions
 from verified_triton.record.machine import Machine
 from verified_triton.record.report import terminal_safe
 from verified_triton.record.runner import RunResult, mode_key, run_lesson

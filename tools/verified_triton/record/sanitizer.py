@@ -42,7 +42,7 @@ from verified_triton.judge.evidence import (
     sanitize_key,
     write_record,
 )
-from verified_triton.judge.status import finding_is_lessons, judge_memory, lesson_kernels
+from verified_triton.judge.memory import finding_is_lessons, judge_memory, lesson_kernels
 from verified_triton.record.capture import Captured, run_bounded
 from verified_triton.record.changes import carry_history, finding_changes
 from verified_triton.record.machine import Machine

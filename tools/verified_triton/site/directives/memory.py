@@ -9,7 +9,8 @@ counted. `::status` shows the same fold under the badge; the status page's table
 
 from __future__ import annotations
 
-from verified_triton.judge.status import LessonStatus, MemoryCheck, ToolVerdict
+from verified_triton.judge.memory import MemoryCheck, ToolVerdict
+from verified_triton.judge.status import LessonStatus
 from verified_triton.site.directives import Page, directive, notebook_form
 from verified_triton.site.door import Md, code
 from verified_triton.site.render import admonition

@@ -42,7 +42,7 @@ from verified_triton.judge.evidence import (
     write_record,
 )
 from verified_triton.judge.status import FAILED, PARTIAL, VERIFIED, judge, judge_records
-from verified_triton.record import sanitizer
+from verified_triton.record import sanitizer, sanitizer_command, sanitizer_log
 from verified_triton.record.capture import Captured
 from verified_triton.record.report import check_problems
 
@@ -123,7 +123,7 @@ SYNCCHECK = """\
 
 
 def test_a_triton_kernels_memcheck_record_is_its_kernel_file_and_line():
-    report = sanitizer.parse_log(TRITON_MEMCHECK)
+    report = sanitizer_log.parse_log(TRITON_MEMCHECK)
     assert report.errors == 1 and report.has_summary and not report.unavailable
     [rec] = report.records
     assert (rec.kind, rec.message) == ("memory-access", "Invalid __global__ read of size 16 bytes")
@@ -134,7 +134,7 @@ def test_a_triton_kernels_memcheck_record_is_its_kernel_file_and_line():
 
 
 def test_older_location_forms_hardware_exceptions_and_counts_with_separators():
-    report = sanitizer.parse_log(OLD_FORMS)
+    report = sanitizer_log.parse_log(OLD_FORMS)
     places = [(r.kind, r.locations[0].kernel, r.locations[0].file, r.locations[0].line) for r in report.records]
     assert places == [
         ("memory-access", "fused_moe_kernel", "/opt/sglang/fused_moe_triton/fused_moe.py", 175),
@@ -148,7 +148,7 @@ def test_older_location_forms_hardware_exceptions_and_counts_with_separators():
 
 
 def test_a_race_is_one_record_with_every_access_and_the_summary_counts_singular_forms():
-    report = sanitizer.parse_log(RACECHECK)
+    report = sanitizer_log.parse_log(RACECHECK)
     first, second = report.records
     assert first.kind == "race" and first.severity == "Error" and first.hazards == 48
     assert [(loc.access, loc.kernel, loc.line) for loc in first.locations] == [
@@ -160,17 +160,17 @@ def test_a_race_is_one_record_with_every_access_and_the_summary_counts_singular_
 
 
 def test_initcheck_and_synccheck_records():
-    init = sanitizer.parse_log(INITCHECK)
+    init = sanitizer_log.parse_log(INITCHECK)
     [rec] = init.records
     assert rec.kind == "uninitialized" and (rec.locations[0].kernel, rec.locations[0].line) == ("vectorAdd", 41)
-    sync = sanitizer.parse_log(SYNCCHECK)
+    sync = sanitizer_log.parse_log(SYNCCHECK)
     [rec] = sync.records
     assert rec.kind == "barrier" and (rec.locations[0].kernel, rec.locations[0].line) == ("outlineSync", 42)
     assert sync.errors == 1
 
 
 def test_the_tools_own_lines_are_notes_and_an_api_error_is_no_kernels_finding():
-    report = sanitizer.parse_log(
+    report = sanitizer_log.parse_log(
         "========= COMPUTE-SANITIZER\n"
         "========= Target application terminated before first instrumented API call\n"
         "========= Internal Sanitizer Error: The Sanitizer encountered an error while launching k_kernel and didn't "
@@ -207,9 +207,9 @@ def run_captured(code: int | None = 0, timed_out: bool = False) -> Captured:
      "the launch.\n========= ERROR SUMMARY: 0 errors\n", "incomplete"),
 ])
 def test_a_tool_run_is_classified_failing_closed(log, state):
-    got, _ = sanitizer.classify_tool(sanitizer.parse_log(log), run_captured(), 60, "")
+    got, _ = sanitizer.classify_tool(sanitizer_log.parse_log(log), run_captured(), 60, "")
     assert got == state
-    assert sanitizer.classify_tool(sanitizer.parse_log(log), run_captured(None, True), 60, "")[0] == "timeout"
+    assert sanitizer.classify_tool(sanitizer_log.parse_log(log), run_captured(None, True), 60, "")[0] == "timeout"
 
 
 def test_a_huge_log_is_read_bounded_and_its_summary_still_found(tmp_path):
@@ -219,32 +219,32 @@ def test_a_huge_log_is_read_bounded_and_its_summary_still_found(tmp_path):
         for _ in range(LIMITS.sanitizer_log // len(record) + 2000):
             f.write(record)
         f.write("========= ERROR SUMMARY: 123,456 errors\n")
-    text, missing, problem = sanitizer.read_log(log)
-    assert not problem and missing > 0 and len(text) <= LIMITS.sanitizer_log + sanitizer.TAIL + 1
-    report = sanitizer.parse_log(text)
+    text, missing, problem = sanitizer_log.read_log(log)
+    assert not problem and missing > 0 and len(text) <= LIMITS.sanitizer_log + sanitizer_log.TAIL + 1
+    report = sanitizer_log.parse_log(text)
     assert report.errors == 123456
-    kept, omitted = sanitizer.kept_log(text)
+    kept, omitted = sanitizer_log.kept_log(text)
     assert omitted > 0 and len(kept) <= LIMITS.sanitizer_log_kept + 100
-    assert sanitizer.read_log(tmp_path / "none.log") == ("", 0, "")
+    assert sanitizer_log.read_log(tmp_path / "none.log") == ("", 0, "")
 
 
 def test_the_command_line_has_the_options_a_bounded_complete_report_needs(tmp_path):
-    memcheck = sanitizer.tool_options("memcheck", tmp_path / "m.log")
-    race = sanitizer.tool_options("racecheck", tmp_path / "r.log")
+    memcheck = sanitizer_command.tool_options("memcheck", tmp_path / "m.log")
+    race = sanitizer_command.tool_options("racecheck", tmp_path / "r.log")
     for options in (memcheck, race):
         pairs = dict(zip(options[::2], options[1::2], strict=False))
         assert pairs["--print-limit"] == str(LIMITS.sanitizer_print_limit)
-        assert pairs["--strip-paths"] == "no" and pairs["--error-exitcode"] == str(sanitizer.ERROR_EXITCODE)
+        assert pairs["--strip-paths"] == "no" and pairs["--error-exitcode"] == str(sanitizer_command.ERROR_EXITCODE)
     assert "--padding" in memcheck and "--padding" not in race
     assert race[race.index("--racecheck-report") + 1] == "analysis"
     # racecheck and synccheck skip cuBLAS, CUTLASS and cuDNN by name; memcheck and initcheck see them
     # (a library reading what the lesson never wrote is the lesson's bug)
     for tool in sanitizer.TOOLS:
-        options = sanitizer.tool_options(tool, tmp_path / f"{tool}.log")
+        options = sanitizer_command.tool_options(tool, tmp_path / f"{tool}.log")
         skipped = {options[i + 1] for i, o in enumerate(options) if o == "--kernel-name-exclude"}
         assert skipped == ({"kns=cudnn", "kns=cublas", "kns=cutlass", "kns=nvjet", "kns=xmma"}
                            if tool in ("racecheck", "synccheck") else set()), tool
-    env = sanitizer.sanitize_env({"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True",
+    env = sanitizer_command.sanitize_env({"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True",
                                   "TRITON_DISABLE_LINE_INFO": "1", "TRITON_INTERPRET": "1"}, "initcheck",
                                  tmp_path / "cache")
     assert env["PYTORCH_NO_CUDA_MEMORY_CACHING"] == "1" and env[kit.SANITIZE_ENV] == "initcheck"
@@ -657,7 +657,7 @@ def test_memcheck_errors_stop_the_other_tools_and_fail_the_run(project: Project,
     assert run.returncode == 1, run.stdout + run.stderr
     record = project.record("racy", sanitize_key(H200))
     assert [r.state for r in record.sanitizer.runs] == ["findings", "not-run", "not-run", "not-run"]
-    assert record.sanitizer.runs[0].exit_code == sanitizer.ERROR_EXITCODE and record.exit_code == 0
+    assert record.sanitizer.runs[0].exit_code == sanitizer_command.ERROR_EXITCODE and record.exit_code == 0
     assert "new finding, memcheck: Invalid __global__ write of size 4 bytes in exchange_kernel" in run.stdout
     st = project.judge("racy")
     assert st.status == FAILED and "exchange_kernel at code/racy/racy.py:" in st.sentence
@@ -765,12 +765,12 @@ REAL = os.environ.get("VT_REAL_COMPUTE_SANITIZER", "")
 def test_the_real_tool_accepts_every_option_and_says_when_it_cannot_run(tool, tmp_path):
     """Without a GPU the real tool runs nothing, but it parses the command line first: a misspelt option is
     rc 255 and `unrecognised option` on stderr. Measured with 2025.3.1 (the wheel above) on this machine."""
-    version, problem = sanitizer.tool_version(REAL)
+    version, problem = sanitizer_command.tool_version(REAL)
     assert not problem and version.startswith("20"), problem
     log = tmp_path / f"{tool}.log"
-    run = subprocess.run([REAL, *sanitizer.tool_options(tool, log), sys.executable, "-c", "pass"],
+    run = subprocess.run([REAL, *sanitizer_command.tool_options(tool, log), sys.executable, "-c", "pass"],
                          capture_output=True, text=True, timeout=120)
     assert "unrecognised option" not in run.stderr, run.stderr
-    report = sanitizer.parse_log(log.read_text())
+    report = sanitizer_log.parse_log(log.read_text())
     state, reason = sanitizer.classify_tool(report, run_captured(run.returncode), 120, "")
     assert state == "unavailable" and "compute-sanitizer could not run here" in reason  # no GPU: never "clean"

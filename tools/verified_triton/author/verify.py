@@ -17,7 +17,8 @@ This file is the command line only. The work lives in one module per job:
 machine.py (what this machine has), plan.py (what to run, shards, GPUs),
 runner.py (one run -> one record), capture.py (the child process),
 changes.py (history and changes beyond noise), bundles.py (carrying evidence),
-report.py (what is printed), sanitizer.py (runs under compute-sanitizer), status.py (the judgement),
+report.py (what is printed), sanitizer.py with sanitizer_command.py and sanitizer_log.py (runs under
+compute-sanitizer), status.py and memory.py (the judgement),
 evidence.py (the format); releases.py and matrix.py for other Triton releases (record/: environments
 and runs; judge/: the release record and what the records say about a lesson's [requires] triton).
 A machine without a GPU never writes, deletes or overwrites GPU evidence.
@@ -69,7 +70,8 @@ from verified_triton.record.report import (
     terminal_safe,
 )
 from verified_triton.record.runner import mode_key, run_lesson, sweep_orphans
-from verified_triton.record.sanitizer import find_tool, print_sanitize_summary, run_sanitize_lesson, tool_version
+from verified_triton.record.sanitizer import print_sanitize_summary, run_sanitize_lesson
+from verified_triton.record.sanitizer_command import find_tool, tool_version
 from verified_triton.record.smoke import smoke_command
 
 EPILOG = """\

@@ -50,7 +50,7 @@ LIST_LIMITS = {
 STRING_LIMITS = {
     "name": LIMITS.name, "stdout": LIMITS.stream_kept + 200, "stderr": LIMITS.stream_kept + 200,
     "log": LIMITS.sanitizer_log_kept + 200,  # a compute-sanitizer log, head and tail
-    # a compute-sanitizer finding's parts, shown on a page and in a sentence (record/sanitizer.py cuts them)
+    # a compute-sanitizer finding's parts, shown on a page and in a sentence (record/sanitizer_log.py cuts them)
     ("SanitizerFinding", "message"): LIMITS.sanitizer_text, ("SanitizerFinding", "detail"): LIMITS.sanitizer_text,
     ("SanitizerFinding", "host_frame"): LIMITS.sanitizer_text, ("SanitizerLocation", "file"): LIMITS.sanitizer_text,
     ("SanitizerLocation", "kernel"): LIMITS.name, ("SanitizerLocation", "access"): 20,

@@ -12,7 +12,7 @@ A sanitize record (mode "sanitize") is the lesson's run under compute-sanitizer
 on one GPU model: its top-level fields are the lesson's own run under
 memcheck, and `sanitizer` holds each tool's run (its command line, exit code,
 summary counts, findings and a bounded copy of its log) and the findings the
-lesson declared harmless (record/sanitizer.py writes it, status.py judges it).
+lesson declared harmless (record/sanitizer.py writes it, memory.py judges it).
 
 A figure's file name carries the first 12 hex digits of its SHA-256, so a new
 recording never overwrites a file an older record names, and the name is

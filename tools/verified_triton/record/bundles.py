@@ -11,10 +11,10 @@ source, figures present, PNG and named by the hash of their bytes) before anythi
 member refuses the bundle. Several bundles merge together; two records for
 the same lesson, mode and GPU model keep the newer by start time, and say so.
 Replacing a current record here by a different one for the same source
-(changes.differences lists what: the outcome, the checks, a ratio beyond
-noise or an implausibly wide interval, targets, predictions, steps, skipped
-parts, figures, an older start), or adding a first record of a new GPU model
-beside current GPU records of others, needs `--accept-changes`.
+(changes.differences lists what: every field but the few that may change
+silently or within their noise rule), or adding a first record of a new GPU
+model, in any mode on a GPU, beside current records of other models, needs
+`--accept-changes`.
 """
 
 from __future__ import annotations
@@ -156,7 +156,7 @@ def import_bundles(paths: list[Path], lessons: dict[str, Lesson], evidence_dir: 
         if previous is not None and previous.source_hash == item.record.source_hash:
             report.held += [f"{lesson}/{key}: {change}" for change in differences(previous, item.record)]
         elif previous is None:
-            others = _current_gpu_records(evidence_dir, lessons[lesson], item.record)
+            others = _current_of_other_models(evidence_dir, lessons[lesson], item.record)
             report.held += [f"{lesson}/{key}: {change}" for change in new_model(item.record, others)]
         writes.append((item, previous))
     if report.held and not accept_changes:
@@ -187,10 +187,10 @@ def _record_here(evidence_dir: Path, lesson: Lesson, key: str, report: ImportRep
     return previous
 
 
-def _current_gpu_records(evidence_dir: Path, lesson: Lesson, incoming: Record) -> list[Record]:
-    """The usable GPU records here of other models, for the source `incoming` was recorded from."""
+def _current_of_other_models(evidence_dir: Path, lesson: Lesson, incoming: Record) -> list[Record]:
+    """The usable records here of `incoming`'s mode from other GPU models, for the source it was recorded from."""
     records, _problems = lesson_records(evidence_dir, lesson.name)
-    return [r for r in records if r.mode == "gpu" and r.key != incoming.key
+    return [r for r in records if r.mode == incoming.mode and r.key != incoming.key
             and r.source_hash == incoming.source_hash and not contradictions(lesson, r)]
 
 

@@ -17,8 +17,9 @@ from pathlib import Path
 from verified_triton.core import kit
 from verified_triton.core.lessons import Lesson
 from verified_triton.core.limits import LIMITS
+from verified_triton.core.numfmt import number
 from verified_triton.core.safefs import UnsafePathError, read_text
-from verified_triton.judge.evidence import Record, SanitizerFinding, SanitizerToolRun
+from verified_triton.judge.evidence import UNFINISHED, Record, SanitizerFinding, SanitizerToolRun, failure_kind
 
 SANITIZE_COMMAND = "python3 tools/verify.py --lesson {name} --mode sanitize --bundle {name}-sanitize.tar.gz"
 ERROR_TOOLS = ("memcheck", "synccheck")  # any error in the lesson's kernels fails it
@@ -44,6 +45,7 @@ class ToolVerdict:
     library: int = 0  # report records outside the lesson's kernels (libraries, torch, CUDA API errors): information
     failed: bool = False  # memcheck or synccheck errors in the lesson's kernels
     problems: list[str] = field(default_factory=list)  # what keeps it from passing, one clause each
+    not_applicable: str = ""  # the sentence saying the tool is not applicable to some kernels, by its reproducer
 
 
 @dataclass
@@ -56,6 +58,7 @@ class MemoryCheck:
     refused: list[str]  # declarations that match nothing in the report
     line: str  # "memcheck, synccheck: 0 errors; initcheck: clean; racecheck: 2 races (25 hazards), each explained"
     problems: list[str]  # why it is failed or partial
+    not_applicable: list[str] = field(default_factory=list)  # one sentence per tool judged not applicable
 
 
 def lesson_kernels(lesson: Lesson) -> frozenset[str]:
@@ -70,8 +73,10 @@ def lesson_uses_gluon(lesson: Lesson) -> bool:
 
 
 def _lesson_jit(lesson: Lesson) -> frozenset[tuple[str, bool]]:
-    return _jit_functions(tuple(p for p in lesson.source_files() if p.suffix == ".py"), lesson.folder.parent,
-                          lesson.source_hash())
+    """The jit functions of the lesson's own modules (a reproducer's kernels are no lesson kernel)."""
+    reproducers = {n.reproducer for n in lesson.sanitize.not_applicable}
+    return _jit_functions(tuple(p for p in lesson.source_files() if p.suffix == ".py" and p not in reproducers),
+                          lesson.folder.parent, lesson.source_hash())
 
 
 @lru_cache(maxsize=256)
@@ -144,7 +149,8 @@ def judge_memory(lesson: Lesson, record: Record) -> MemoryCheck:
                             "not reach was not checked")
         state = "failed" if any(t.failed for t in tools) else "partial" if problems else "passed"
         line = _line(tools)
-    return MemoryCheck(record, state, tools, refused, line, problems)
+    return MemoryCheck(record, state, tools, refused, line, problems,
+                       [t.not_applicable for t in tools if t.not_applicable])
 
 
 def _app_words(outcome: str, reason: str) -> str:
@@ -153,9 +159,11 @@ def _app_words(outcome: str, reason: str) -> str:
 
 def _judge_tool(tool: str, run: SanitizerToolRun | None, record: Record, kernels: frozenset[str],
                 known: list[kit.KnownFinding], used: set[int]) -> ToolVerdict:
+    """One tool's verdict. Its findings first, whatever became of the tool afterwards: an error in a lesson's
+    kernel fails it whether the tool then finished, timed out or crashed; then how the tool ended."""
     if run is None:
         return ToolVerdict(tool, None, "not run", problems=[f"{tool} was not run"])
-    if run.state in ("not-run", "unavailable", "timeout", "inconclusive"):
+    if run.state in ("not-run", "unavailable"):
         return ToolVerdict(tool, run, TOOL_WORDS[run.state],
                            problems=[f"{tool} {PROBLEM_WORDS[run.state]} ({run.reason})"])
     verdict = ToolVerdict(tool, run, "")
@@ -166,48 +174,93 @@ def _judge_tool(tool: str, run: SanitizerToolRun | None, record: Record, kernels
         else:
             verdict.library += f.records
     if tool in ERROR_TOOLS:
-        verdict.lessons = [JudgedFinding(tool, f) for f in mine]
-        errors = sum(f.records for f in mine)
-        if mine:
-            verdict.failed = True
-            named = "; ".join(f"{f.records:,} in {f.kernel or 'a kernel'} at {_place(f)} ({f.message})"
-                              for f in mine[:3])
-            verdict.problems.append(f"{tool} found {errors:,} error(s) in the lesson's kernels: {named}")
-            verdict.words = f"{errors:,} error{'s' * (errors != 1)} in {_kernel_names(mine)}"
-        else:
-            verdict.words = "0 errors"
+        _judge_errors(verdict, mine)
     else:
-        for f in mine:
-            matches = [i for i, k in enumerate(known) if _covers(k, tool, f)]
-            used.update(matches)  # every declaration that covers a finding matches something
-            verdict.lessons.append(JudgedFinding(tool, f, known[matches[0]] if matches else None))
-        open_ = [j.finding for j in verdict.lessons if j.known is None]
-        for f in open_[:3]:
-            verdict.problems.append(f"{tool} reports {f.message} in {f.kernel or 'a kernel'} at {_place(f)}, "
-                                    "neither fixed nor declared")
-        if len(open_) > 3:
-            verdict.problems.append(f"{tool}: {len(open_) - 3} more findings neither fixed nor declared")
-        verdict.words = _declared_words(tool, verdict.lessons, len(open_))
+        _judge_declared(verdict, mine, known, used)
     unseen = run.not_printed or (run.findings_omitted if all(finding_is_lessons(f, record.source_files, kernels)
                                                              for f in run.findings) else 0)
     if unseen and not verdict.failed:
-        verdict.problems.append(f"{tool}: {unseen:,} record(s) past the limits were not kept, and may be in the "
-                                "lesson's kernels")
-        verdict.words += f", {unseen:,} not shown"
+        verdict.problems.append(f"{tool}: {number(unseen)} record(s) past the limits were not kept, and may be in "
+                                "the lesson's kernels")
+        verdict.words += f", {number(unseen)} not shown"
     if run.state == "findings" and not run.findings and not unseen:
-        verdict.problems.append(f"{tool} counts {run.errors:,} error(s), none of them in the log kept")
-        verdict.words += f", {run.errors:,} counted, none shown"
-    if run.state == "incomplete":
-        verdict.problems.append(f"{tool} is incomplete ({run.reason})")
-        verdict.words += " (incomplete)"
+        verdict.problems.append(f"{tool} counts {number(run.errors)} error(s), none of them in the log kept")
+        verdict.words += f", {number(run.errors)} counted, none shown"
+    if run.state in UNFINISHED:
+        _judge_unfinished(verdict, record, kernels)
     if verdict.library:
-        verdict.words += f" (+{verdict.library:,} outside the lesson's kernels)"
+        verdict.words += f" (+{number(verdict.library)} outside the lesson's kernels)"
     return verdict
+
+
+def _judge_errors(verdict: ToolVerdict, mine: list[SanitizerFinding]) -> None:
+    """memcheck, synccheck: any report in the lesson's kernels fails it."""
+    tool = verdict.tool
+    verdict.lessons = [JudgedFinding(tool, f) for f in mine]
+    errors = sum(f.records for f in mine)
+    if mine:
+        verdict.failed = True
+        named = "; ".join(f"{number(f.records)} in {f.kernel or 'a kernel'} at {_place(f)} ({f.message})"
+                          for f in mine[:3])
+        verdict.problems.append(f"{tool} found {number(errors)} error(s) in the lesson's kernels: {named}")
+        verdict.words = f"{number(errors)} error{'s' * (errors != 1)} in {_kernel_names(mine)}"
+    elif verdict.run.state in ("clean", "findings", "incomplete"):
+        verdict.words = "0 errors"
+
+
+def _judge_declared(verdict: ToolVerdict, mine: list[SanitizerFinding], known: list[kit.KnownFinding],
+                    used: set[int]) -> None:
+    """initcheck, racecheck: every finding in the lesson's kernels fixed or declared harmless."""
+    tool = verdict.tool
+    for f in mine:
+        matches = [i for i, k in enumerate(known) if _covers(k, tool, f)]
+        used.update(matches)  # every declaration that covers a finding matches something
+        verdict.lessons.append(JudgedFinding(tool, f, known[matches[0]] if matches else None))
+    open_ = [j.finding for j in verdict.lessons if j.known is None]
+    for f in open_[:3]:
+        verdict.problems.append(f"{tool} reports {f.message} in {f.kernel or 'a kernel'} at {_place(f)}, "
+                                "neither fixed nor declared")
+    if len(open_) > 3:
+        verdict.problems.append(f"{tool}: {number(len(open_) - 3)} more findings neither fixed nor declared")
+    if verdict.lessons or verdict.run.state in ("clean", "findings", "incomplete"):
+        verdict.words = _declared_words(tool, verdict.lessons, len(open_))
+
+
+def _judge_unfinished(verdict: ToolVerdict, record: Record, kernels: frozenset[str]) -> None:
+    """A tool that timed out, left no summary or says it missed something: the check is incomplete, unless the
+    lesson declares the tool not applicable to some of its kernels with a reproducer the recording ran, and that
+    reproducer fails the same way. Then the tool is not applicable to those kernels (one sentence on the
+    record); what it saw still counts. A reproducer that no longer fails the same way makes it applicable
+    again."""
+    run, tool = verdict.run, verdict.tool
+    state_words = {"timeout": "timed out", "inconclusive": "left no summary", "incomplete": "is incomplete"}
+    short = {"timeout": "timed out", "inconclusive": "no summary", "incomplete": "(incomplete)"}[run.state]
+    repro = next((r for r in record.sanitizer.reproducers if r.tool == tool), None)
+    why_not = ""
+    if repro is not None:
+        strangers = [k for k in repro.kernels if k not in kernels]
+        if strangers:
+            why_not = (f"; the lesson declares {tool} not applicable to {', '.join(strangers[:3])}, which is not one "
+                       "of its kernels")
+        elif failure_kind(repro.run) != failure_kind(run):
+            ended = failure_kind(repro.run) or f"finished ({repro.run.state})"
+            why_not = (f"; its declared reproducer {repro.file} no longer fails the same way ({ended}), so "
+                       f"{tool} applies to {', '.join(repro.kernels[:3])} again")
+        else:
+            names = ", ".join(repro.kernels[:3]) + (f" and {number(len(repro.kernels) - 3)} more"
+                                                     if len(repro.kernels) > 3 else "")
+            verdict.not_applicable = (f"{tool} is not applicable to {names}: its reproducer {repro.file} fails the "
+                                      f"same way ({repro.why})")
+            verdict.words = f"not applicable to {names}" + (f", {verdict.words}" if verdict.lessons else "")
+            return
+    verdict.problems.append(f"{tool} {state_words[run.state]} ({run.reason}){why_not}")
+    verdict.words = f"{verdict.words} {short}" if verdict.words and run.state == "incomplete" else (
+        f"{verdict.words}, then {short}" if verdict.words else short)
 
 
 def _kernel_names(findings: list[SanitizerFinding]) -> str:
     names = list(dict.fromkeys(f.kernel or "a kernel" for f in findings))
-    return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+    return ", ".join(names[:3]) + (f" and {number(len(names) - 3)} more" if len(names) > 3 else "")
 
 
 def _declared_words(tool: str, judged: list[JudgedFinding], open_count: int) -> str:
@@ -215,11 +268,12 @@ def _declared_words(tool: str, judged: list[JudgedFinding], open_count: int) -> 
         return "clean"
     if tool == "racecheck":
         hazards = sum(j.finding.hazards for j in judged)
-        what = f"{len(judged)} race{'s' * (len(judged) != 1)}" + (f" ({hazards:,} hazards)" if hazards else "")
+        what = f"{number(len(judged))} race{'s' * (len(judged) != 1)}" + (
+            f" ({number(hazards)} hazards)" if hazards else "")
     else:
-        what = f"{len(judged)} finding{'s' * (len(judged) != 1)}"
+        what = f"{number(len(judged))} finding{'s' * (len(judged) != 1)}"
     if open_count:
-        return f"{what}, {open_count} unexplained"
+        return f"{what}, {number(open_count)} unexplained"
     return f"{what}, each explained" if len(judged) > 1 else f"{what}, explained"
 
 
@@ -276,19 +330,34 @@ def _memory_phrase(check: MemoryCheck) -> str:
     if check.state == "by-design":
         return f"the memory check under {who} stopped by design ({record.reason})"
     if check.state == "passed":
-        return f"the memory check under {who} found nothing unexplained in the lesson's kernels: {check.line}"
+        return (f"the memory check under {who} found nothing unexplained in the lesson's kernels: {check.line}"
+                + "".join(f"; {sentence}" for sentence in check.not_applicable))
     if check.state == "failed":  # the errors; what was not run for them is in the details
         return f"the memory check under {who} failed: " + "; ".join(p for t in check.tools if t.failed
                                                                     for p in t.problems)
     return f"the memory check under {who} is incomplete: " + "; ".join(check.problems)
 
 
-def sanitizer_contradictions(record: Record) -> list[str]:
-    """A sanitize record's tool runs against their own counts: findings kept never outnumber what was counted."""
+def sanitizer_contradictions(lesson: Lesson, record: Record) -> list[str]:
+    """A sanitize record against its own counts (findings kept never outnumber what was counted) and, for the
+    current source, against what that source says: the inputs lesson.size() picked (lesson.toml's [sanitize]
+    size, which the kit reads and the source hash covers) and the tools it declares not applicable, with their
+    reproducers. A claim the source settles is checked, never believed."""
     found = []
     for i, run in enumerate(record.sanitizer.runs):
         kept = sum(f.records for f in run.findings if f.kind not in ("api", "leak"))
         counted = run.errors + run.warnings
         if run.state in ("findings", "incomplete") and run.tool != "racecheck" and kept > counted:
-            found.append(f"sanitizer.runs[{i}].errors: {counted:,} counted, but {kept:,} records kept")
+            found.append(f"sanitizer.runs[{i}].errors: {number(counted)} counted, but {number(kept)} records kept")
+    if record.source_hash != lesson.source_hash():
+        return found
+    size = lesson.sanitize.size
+    if record.sanitizer.size != size:
+        found.append(f"sanitizer.size: {record.sanitizer.size!r}, but this source's lesson.toml makes lesson.size() "
+                     f"pick the {size!r} inputs under the tool")
+    declared = [(n.tool, list(n.kernels), lesson.relative(n.reproducer), n.why) for n in lesson.sanitize.not_applicable]
+    recorded = [(r.tool, r.kernels, r.file, r.why) for r in record.sanitizer.reproducers]
+    if recorded != declared:
+        found.append(f"sanitizer.reproducers: {number(len(recorded))} recorded, but this source's lesson.toml "
+                     f"declares {number(len(declared))} ([[sanitize.not_applicable]]), each run once under its tool")
     return found

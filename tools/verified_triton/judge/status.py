@@ -180,7 +180,7 @@ def contradictions(lesson: Lesson, record: Record) -> list[str]:
         found += _benchmark_contradictions(bench, f"benchmarks[{i}]")
     found += _outcome_contradictions(lesson, record)
     if record.sanitizer is not None:
-        found += sanitizer_contradictions(record)
+        found += sanitizer_contradictions(lesson, record)
     if record.mode == "gpu" and record.skipped_parts:
         found.append("skipped_parts: a GPU run skips no parts (the kit records them under the interpreter only)")
     if record.source_hash == lesson.source_hash() and record.outcome == "passed":

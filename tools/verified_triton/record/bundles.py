@@ -33,6 +33,7 @@ from pathlib import Path
 from verified_triton.core import schema
 from verified_triton.core.lessons import Lesson
 from verified_triton.core.limits import LIMITS
+from verified_triton.core.numfmt import exact
 from verified_triton.judge.evidence import (
     PNG_MAGIC,
     EvidenceError,
@@ -238,7 +239,7 @@ def read_bundle(path: Path, lessons: dict[str, Lesson], selected: set[str] | Non
     if not source.is_file() or source.is_symlink():
         return [], [f"{path}: not a plain file"], []
     if size > LIMITS.bundle_file:
-        return [], [f"{path}: {size:,} bytes, over the limit of {LIMITS.bundle_file:,}"], []
+        return [], [f"{path}: {exact(size)} bytes, over the limit of {exact(LIMITS.bundle_file)}"], []
     try:
         with open(source, "rb") as raw:
             gzipped = raw.read(2) == b"\x1f\x8b"
@@ -253,7 +254,7 @@ def read_bundle(path: Path, lessons: dict[str, Lesson], selected: set[str] | Non
             while not refused and budget.read(1 << 16):  # read to the end: a cut or corrupt end is refused too
                 pass
     except _TooBig:
-        return [], [f"{path}: more than {LIMITS.bundle_total:,} bytes uncompressed; refused whole"], []
+        return [], [f"{path}: more than {exact(LIMITS.bundle_total)} bytes uncompressed; refused whole"], []
     except (tarfile.TarError, OSError, EOFError, zlib.error) as exc:
         return [], [f"{path}: not a readable bundle, or truncated ({exc}); nothing imported"], []
     if refused and not (jsons or pngs):
@@ -300,8 +301,8 @@ def _members(path: Path, tar: tarfile.TarFile, selected: set[str] | None):
         limit = LIMITS.bundle_member
         total += member.size
         if member.size > limit or total > LIMITS.bundle_total:
-            why = (f"{member.size:,} bytes, over the limit of {limit:,}" if member.size > limit
-                   else f"the members pass {LIMITS.bundle_total:,} bytes in all")
+            why = (f"{exact(member.size)} bytes, over the limit of {exact(limit)}" if member.size > limit
+                   else f"the members pass {exact(LIMITS.bundle_total)} bytes in all")
             return ({}, {}), [*refused, f"{where}: {why}; the bundle is refused whole"], notes
         data = tar.extractfile(member).read(limit + 1)
         (jsons if match["key"] else pngs)[name] = data
@@ -331,7 +332,7 @@ def _records(path: Path, jsons: dict[str, bytes], pngs: dict[str, bytes], lesson
             if data is None:
                 refused.append(f"{where}: figure {file} is not in the bundle; refused")
             elif not data.startswith(PNG_MAGIC) or len(data) > LIMITS.figure:
-                refused.append(f"{path}:{member}: not a PNG within {LIMITS.figure:,} bytes; refused")
+                refused.append(f"{path}:{member}: not a PNG within {exact(LIMITS.figure)} bytes; refused")
             elif figure_mismatch(file, data):  # a figure is named by its content: checked, never believed
                 refused.append(f"{path}:{member}: {figure_mismatch(file, data)}; refused")
             else:

@@ -301,7 +301,8 @@ def _shown(a, b) -> str:
     if isinstance(a, str) and isinstance(b, str):
         at = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
         start = max(0, at - 20)
-        return f"its text changed at character {at:,} ({_value(a[start:start + 60])} -> {_value(b[start:start + 60])})"
+        before, after = _value(a[start:start + 60]), _value(b[start:start + 60])
+        return f"its text changed at character {number(at)} ({before} -> {after})"
     return f"{_value(a)} -> {_value(b)}"
 
 

@@ -17,9 +17,11 @@ they make of its badge, is judge/memory.py's job; this module only records.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
@@ -29,9 +31,11 @@ from pathlib import Path
 from verified_triton.core import kit, schema
 from verified_triton.core.lessons import Lesson, combined_hash
 from verified_triton.core.limits import LIMITS
+from verified_triton.core.numfmt import number
 from verified_triton.judge.evidence import (
     Record,
     SanitizerFinding,
+    SanitizerReproducer,
     SanitizerRun,
     SanitizerToolRun,
     record_path,
@@ -103,27 +107,36 @@ def group_findings(records: list[ParsedRecord], project_file) -> list[SanitizerF
 
 
 def tool_run(lesson: Lesson, tool: str, binary: str, work: Path, base_env: dict[str, str], limit: float,
-             source_files: dict[str, str], scrub) -> tuple[SanitizerToolRun, Captured, kit.Results | None, str]:
-    """Run the lesson under one tool; (its run, what the lesson printed, its results, why they are missing)."""
-    log, results_file = work / f"{tool}.log", work / f"results-{tool}.json"
+             source_files: dict[str, str], scrub, script: Path | None = None
+             ) -> tuple[SanitizerToolRun, Captured, kit.Results | None, str]:
+    """Run the lesson (or `script`, a reproducer of its folder) under one tool; (its run, what it printed, the
+    kit's results, why they are missing)."""
+    script = script or lesson.main
+    name = tool if script == lesson.main else f"{tool}-{script.stem}"
+    log, results_file = work / f"{name}.log", work / f"results-{name}.json"
     env = sanitize_env({**base_env, kit.RESULTS_ENV: str(results_file), kit.FIGURES_ENV: str(work / "figures")},
                        tool, work / "triton-cache")
     options = tool_options(tool, log)
-    captured = run_bounded(str(lesson.main), lesson.folder, env, limit, prefix=[binary, *options])
+    captured = run_bounded(str(script), lesson.folder, env, limit, prefix=[binary, *options])
     results, problem = read_results(results_file)
     text, missing, log_problem = read_log(log)
     text = scrub(text)
     report = parse_log(text)
     if missing and not report.incomplete:  # what the middle of the log said is not known
-        report.incomplete = f"its log passed {LIMITS.sanitizer_log:,} bytes: {missing:,} bytes of it were not read"
+        report.incomplete = (f"its log passed {number(LIMITS.sanitizer_log)} bytes: {number(missing)} bytes of it "
+                             "were not read")
     stderr_problem = next((line.strip()[:LIMITS.sanitizer_text] for line in captured.stderr.splitlines()
                            if any(marker in line for marker in UNAVAILABLE[:3])), "")
     state, reason = classify_tool(report, captured, limit, stderr_problem)
     if log_problem and state != "timeout":
         reason = f"{reason}; {log_problem}" if reason else log_problem
     app = _app_run(captured, report)
-    app_outcome, app_reason = ("", "") if state == "unavailable" else classify(lesson, "gpu", app, limit, results,
-                                                                               problem)
+    if state == "unavailable":
+        app_outcome, app_reason = "", ""
+    elif script != lesson.main:  # a reproducer is a plain script: its exit says how it ended
+        app_outcome, app_reason = _plain_outcome(app)
+    else:
+        app_outcome, app_reason = classify(lesson, "gpu", app, limit, results, problem)
     kernels = lesson_kernels(lesson)
 
     def project_file(file: str) -> bool:
@@ -136,11 +149,11 @@ def tool_run(lesson: Lesson, tool: str, binary: str, work: Path, base_env: dict[
     stored, log_omitted = kept_log(text)
     notes = list(report.notes)
     if report.not_printed:
-        notes.insert(0, f"{report.not_printed:,} records were not printed (over --print-limit "
+        notes.insert(0, f"{number(report.not_printed)} records were not printed (over --print-limit "
                         f"{LIMITS.sanitizer_print_limit}); the summary counts them")
     run = SanitizerToolRun(
         tool=tool, state=state, reason=reason[:LIMITS.string], command=scrub(shown_command(
-            binary, options, lesson.relative(lesson.main), work)),
+            binary, options, lesson.relative(script), work)),
         exit_code=None if captured.timed_out else captured.exit_code, wall_s=round(captured.wall_s, 2),
         app_outcome=app_outcome, app_reason=scrub(app_reason)[:LIMITS.string],
         errors=(report.errors or 0) + race[1], warnings=race[2], not_printed=report.not_printed,
@@ -159,8 +172,33 @@ def _app_run(captured: Captured, report: Report) -> Captured:
     return captured
 
 
+def _plain_outcome(run: Captured) -> tuple[str, str]:
+    """How a plain script (a reproducer) ended, from its exit code alone."""
+    if run.timed_out:
+        return "timeout", "killed at the time limit"
+    if run.exit_code == 0:
+        return "passed", ""
+    if run.exit_code is not None and run.exit_code < 0:
+        return "crashed", f"killed by signal {-run.exit_code}"
+    return "failed", f"exit {run.exit_code}"
+
+
 def not_run(tool: str, reason: str) -> SanitizerToolRun:
     return SanitizerToolRun(tool=tool, state="not-run", reason=reason)
+
+
+_GPU_LOCKS: dict[int | None, threading.Lock] = {}
+_GPU_LOCKS_GUARD = threading.Lock()
+
+
+def one_racecheck_per_gpu(tool: str, gpu: int | None):
+    """A lock for racecheck on this GPU (a no-op context for the other tools): racecheck with every kernel
+    instrumented is the slow tool, and three at a time on one GPU did not finish fp16-matmul, fp8-matmul or
+    split-k in 330 s where one alone did in 390 s (issue 48); the other tools may share the GPU."""
+    if tool != "racecheck":
+        return contextlib.nullcontext()
+    with _GPU_LOCKS_GUARD:
+        return _GPU_LOCKS.setdefault(gpu, threading.Lock())
 
 
 # == one lesson ======================================================================================
@@ -174,7 +212,7 @@ def run_sanitize_lesson(lesson: Lesson, mode: str, machine: Machine, evidence_di
     `force`: a run never erases better evidence than it makes.
     """
     spec = lesson.sanitize
-    limit = timeout or spec.timeout
+    limits = {tool: timeout or spec.timeout(tool) for tool in TOOLS}  # --timeout, else the lesson's, per tool
     device = machine.gpu(gpu)
     binary = find_tool()
     if binary is None:
@@ -191,12 +229,15 @@ def run_sanitize_lesson(lesson: Lesson, mode: str, machine: Machine, evidence_di
         started = datetime.now(UTC)
         source_files = lesson.source_file_hashes()
         kernels = lesson_kernels(lesson)
-        def one_tool(tool: str) -> SanitizerToolRun:
+        def one_tool(tool: str, script: Path | None = None) -> SanitizerToolRun:
             t0 = time.monotonic()
-            run, captured, results, problem = tool_run(lesson, tool, binary, work, base, limit, source_files, scrub)
-            report(f"    {lesson.name} [sanitize] {tool}: {_progress(run, source_files, kernels)} "
+            with one_racecheck_per_gpu(tool, gpu):
+                run, captured, results, problem = tool_run(lesson, tool, binary, work, base, limits[tool],
+                                                           source_files, scrub, script)
+            what = tool if script is None else f"{tool}, reproducer {script.name}"
+            report(f"    {lesson.name} [sanitize] {what}: {_progress(run, source_files, kernels)} "
                    f"in {time.monotonic() - t0:.1f} s")
-            if tool == "memcheck":
+            if tool == "memcheck" and script is None:
                 first.append((captured, results, problem))
             return run
 
@@ -214,9 +255,10 @@ def run_sanitize_lesson(lesson: Lesson, mode: str, machine: Machine, evidence_di
             with ThreadPoolExecutor(max_workers=len(rest)) as pool:
                 others = list(pool.map(one_tool, rest))
         runs = [memcheck, *others]
+        reproducers = _reproducers(lesson, runs, one_tool)
         captured, results, problem = first[0]
         app = _app_run(captured, Report())
-        outcome, reason = classify(lesson, "gpu", app, limit, results, problem)
+        outcome, reason = classify(lesson, "gpu", app, limits["memcheck"], results, problem)
         environment = environment_failure(app.exit_code, captured.stderr, lesson.root)
         if outcome == "failed" and environment and app.exit_code != kit.EXIT_CANNOT_RUN:
             reason = f"this machine could not run it ({environment})"
@@ -231,7 +273,7 @@ def run_sanitize_lesson(lesson: Lesson, mode: str, machine: Machine, evidence_di
             checks=results.checks if results else [], skipped_parts=results.skipped_parts if results else [],
             steps=results.steps if results else [], filtered_warnings=results.filtered_warnings if results else [],
             sanitizer=SanitizerRun(version=version, size="gpu" if spec.size == "gpu" else "smoke", runs=runs,
-                                   known=list(results.sanitizer_known) if results else []),
+                                   known=list(results.sanitizer_known) if results else [], reproducers=reproducers),
         )
         scrub_record(record, scrub)
         path = record_path(evidence_dir, lesson.name, record.key)
@@ -246,11 +288,28 @@ def run_sanitize_lesson(lesson: Lesson, mode: str, machine: Machine, evidence_di
         shutil.rmtree(work, ignore_errors=True)
 
 
+def _reproducers(lesson: Lesson, runs: list[SanitizerToolRun], one_tool) -> list[SanitizerReproducer]:
+    """Each reproducer the lesson declares ([[sanitize.not_applicable]]) under its tool, as the lesson was run:
+    judge/memory.py holds the lesson's run of that tool against it. One whose tool did not run on the lesson
+    is not run either (and says so)."""
+    ran = {run.tool: run for run in runs}
+    out = []
+    for declared in lesson.sanitize.not_applicable:
+        lesson_run = ran.get(declared.tool)
+        if lesson_run is None or lesson_run.state == "not-run":
+            run = not_run(declared.tool, f"{declared.tool} was not run on the lesson")
+        else:
+            run = one_tool(declared.tool, declared.reproducer)
+        out.append(SanitizerReproducer(declared.tool, list(declared.kernels), lesson.relative(declared.reproducer),
+                                       declared.why[:LIMITS.string], run))
+    return out
+
+
 def _progress(run: SanitizerToolRun, source_files: dict[str, str], kernels: frozenset[str]) -> str:
     if run.state in ("clean", "not-run"):
         return run.state if run.state == "clean" else f"not run ({terminal_safe(run.reason)})"
     mine = [f for f in run.findings if finding_is_lessons(f, source_files, kernels)]
-    counts = f"{run.errors:,} errors" + (f", {run.warnings:,} warnings" if run.warnings else "")
+    counts = f"{number(run.errors)} errors" + (f", {number(run.warnings)} warnings" if run.warnings else "")
     text = f"{run.state}, {counts}, {len(mine)} finding(s) in the lesson's kernels"
     if mine:
         where = mine[0].locations[0] if mine[0].locations else None

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from verified_triton.core.limits import LIMITS
-from verified_triton.judge.evidence import SanitizerLocation
+from verified_triton.judge.evidence import INCOMPLETE_MARKERS, SanitizerLocation
 
 TAIL = 64 * 1024  # the last bytes of a log always read, wherever the head stopped: the summaries are there
 PREFIX = "========="
@@ -49,9 +49,8 @@ DETAIL = re.compile(r"^(?:by thread|Address|Access to|and is|Not written|[0-9]+%
 # The tool could not look at this machine's GPU, or was not given a usable command line: no verdict.
 UNAVAILABLE = ("Device not supported", "unrecognised option", "unrecognized option", "No attachable process",
                "couldn't find exit code")
-# It looked, but not at everything: what it says stays, with this said.
-INCOMPLETE = ("Internal Sanitizer Error", "didn't track the launch", "Detected overflow of tracked cuda::barrier",
-              "racecheck-num-hazards")
+# It looked, but not at everything: what it says stays, with this said (the evidence format's markers).
+INCOMPLETE = INCOMPLETE_MARKERS
 
 
 @dataclass

@@ -316,3 +316,27 @@ def test_one_explanation_is_said_once_however_many_findings_it_covers(project, l
     escaped = "&#123;&#124;&#125;&#126;" * (LIMITS.string // 4)
     assert shown.count(escaped) == 2 * 2  # each explanation once, in each of the two folds
     assert len(shown.encode()) <= LIMITS.amplification * size + LIMITS.amplification_allowance, (len(shown), size)
+
+
+def test_declarations_that_match_nothing_are_bounded_after_repetition(project, lesson):
+    """As many declarations as the schema allows, none matching, each naming its places in the longest words it
+    may: the sentence, the problems and the fold name three and count the rest."""
+    from verified_triton.core.limits import LIMITS
+    from verified_triton.judge.evidence import record_path, write_record
+    from verified_triton.site.directives import REGISTRY, Page, Site
+
+    long = "{|}~" * (LIMITS.string // 4)
+    known = [kit.KnownFinding("racecheck", "matmul_kernel", [long] * 20, [kit.SourceSpan(MAIN, 1, 2)], "why")
+             for _ in range(100)]
+    record = memory(lesson)
+    record.sanitizer.known = known
+    for mode in ("interpreter", "gpu"):
+        write_record(project.evidence, fake_record(lesson, mode))
+    write_record(project.evidence, record)
+    size = record_path(project.evidence, "mm", record.key).stat().st_size
+    site = Site.load(project.code, project.evidence)
+    page = Page(site, "lessons/mm.md", site.status("mm"))
+    assert page.lesson.status is PARTIAL and "97 more declarations match nothing" in page.lesson.sentence
+    shown = str(REGISTRY["status"].render(page)) + str(REGISTRY["memory-check"].render(page))
+    assert len(shown.encode()) <= LIMITS.amplification * size + LIMITS.amplification_allowance, (len(shown), size)
+    assert len(page.lesson.sentence) < 10_000

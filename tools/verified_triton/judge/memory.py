@@ -136,9 +136,12 @@ def judge_memory(lesson: Lesson, record: Record) -> MemoryCheck:
     for i, known in enumerate(san.known):
         run = runs.get(known.tool)
         if i not in used and run is not None and run.state in ("clean", "findings"):
-            refused.append(f"the lesson declares a {known.tool} finding in {known.kernel} at "
-                           f"{', '.join(known.where)} that the report does not hold (remove it or fix its lines)")
-    problems = [p for t in tools for p in t.problems] + refused
+            where = ", ".join(w[:80] for w in known.where[:3]) + (" ..." if len(known.where) > 3 else "")
+            refused.append(f"the lesson declares a {known.tool} finding in {known.kernel} at {where} that the "
+                           "report does not hold (remove it or fix its lines)")
+    # Each said once and at most three in words: a sentence repeated on the page is bounded after repetition
+    problems = [p for t in tools for p in t.problems] + refused[:3] + (
+        [f"{number(len(refused) - 3)} more declarations match nothing in the report"] if len(refused) > 3 else [])
     outcome = record.outcome
     if outcome == "by-design":
         state, problems = "by-design", []

@@ -69,10 +69,13 @@ def _details(check: MemoryCheck) -> list[Md]:
         out.append(Md("- **{}**, reproducer {}: {}{}").format(
             repro.tool, code(repro.file), repro.run.state, Md(" ({})").format(repro.run.reason) if repro.run.reason
             else Md("")))
-    for known in record.sanitizer.known:
-        if not any(j.known is known for t in check.tools for j in t.lessons):
-            out.append(Md("- Declared in the lesson but matched nothing: {} in {} at {}").format(
-                known.tool, code(known.kernel), ", ".join(known.where)))
+    unmatched = [known for known in record.sanitizer.known
+                 if not any(j.known is known for t in check.tools for j in t.lessons)]
+    for known in unmatched[:3]:  # the rest counted: the sentence says the same, bounded alike (judge/memory.py)
+        out.append(Md("- Declared in the lesson but matched nothing: {} in {} at {}").format(
+            known.tool, code(known.kernel), ", ".join(w[:80] for w in known.where[:3])))
+    if len(unmatched) > 3:
+        out.append(Md("- and {} more declarations that matched nothing").format(number(len(unmatched) - 3)))
     return out
 
 

@@ -15,6 +15,7 @@ import hashlib
 import json
 import os
 import re
+import sys
 import tomllib
 from dataclasses import asdict, dataclass, field, replace
 from functools import cached_property
@@ -285,7 +286,8 @@ def _local_imports(path: Path, search: tuple[Path, ...], code_dir: Path) -> list
                 found.append(folder / top)
                 break
         else:
-            outside = _outside_code(code_dir).get(top)
+            # (a name of the standard library is Python's own, whatever the repository also holds)
+            outside = None if top in sys.stdlib_module_names else _outside_code(code_dir).get(top)
             if outside is not None:
                 raise LessonError(f"{path}: imports {top!r}, which is {outside}, outside code/: a lesson's source "
                                   "hash, zip and notebook cover code/ only; move it into the lesson's folder or "
@@ -294,7 +296,7 @@ def _local_imports(path: Path, search: tuple[Path, ...], code_dir: Path) -> list
 
 
 def _package_modules(folder: Path, code_dir: Path) -> list[Path]:
-    """The .py files of a package folder in code/, sorted (bounded: LIMITS.source_files at most)."""
+    """The .py files of a package folder in code/, sorted (PACKAGE_MODULES at most)."""
     try:
         files = walk_files(folder, skip=lambda name: name.startswith(".") or name == "__pycache__")
     except UnsafePathError as exc:

@@ -382,7 +382,9 @@ def publish_problems(statuses) -> list[str]:
         elif st.modes["sanitize"].state == "partial" and st.memory is not None:
             problems.append(f"{name}: PARTIALLY VERIFIED, not by design: the memory check "
                             f"{'; '.join(st.memory.problems)}. Fix each finding or declare it with "
-                            "lesson.sanitizer_known (docs/writing-a-lesson.md), then record the memory check again")
+                            "lesson.sanitizer_known; for a tool that cannot finish, make the run smaller under the "
+                            "tool, or declare it with a reproducer ([[sanitize.not_applicable]], "
+                            "docs/writing-a-lesson.md); then record the memory check again")
         else:
             problems.append(f"{name}: PARTIALLY VERIFIED, not by design: {st.sentence}")
     return problems

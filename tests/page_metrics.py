@@ -229,10 +229,15 @@ READING = """() => {
     const title = status.querySelector(':scope > .admonition-title');
     statusText = status.innerText.replace(title ? title.innerText : '', '');
   }
+  // the prose a reader sees: no code, no maths, no closed fold's body, no hidden tab
+  const prose = article.cloneNode(true);
+  prose.querySelectorAll('pre, code, .arithmatex, .katex, details:not([open]) > :not(summary), '
+                         + '.tabbed-content > .tabbed-block:not(:first-child)').forEach(e => e.remove());
   return {height: document.documentElement.scrollHeight, text: article.innerText, statusText,
-          recordLink: status ? !!status.querySelector('a.vt-record-link') : false};
+          prose: prose.textContent, recordLink: status ? !!status.querySelector('a.vt-record-link') : false};
 }"""
 INTERVAL_WORDS = re.compile(r"95\s*%\s*(?:confidence\s+)?interval", re.I)
+CARET_WORD = re.compile(r"\S*[\w)\]}]\^[-+]?[\w({]\S*")  # a power written with a caret, as prose_lint's rule
 
 
 def words(text: str) -> int:
@@ -307,7 +312,8 @@ def reading_measures(browser, base: str, lessons, wide: dict, phone: dict, page_
             repeats, which = headline_repeats(lesson, seen["text"])
             row.update(gpu=mentions(models, seen["text"]), interval=len(INTERVAL_WORDS.findall(seen["text"])),
                        repeats=repeats, repeated=which, status_words=words(seen["statusText"]),
-                       record_link=seen["recordLink"])
+                       record_link=seen["recordLink"], carets=sorted({m.group(0) for m in CARET_WORD.finditer(
+                           seen["prose"])}))
         ctx.close()
     return out
 
@@ -315,12 +321,13 @@ def reading_measures(browser, base: str, lessons, wide: dict, phone: dict, page_
 def reading_table(measures: dict[str, dict], converted=CONVERTED) -> str:
     """The measures as a Markdown table, each page's, then the course's median and max heights."""
     head = ("| Lesson | Converted | Height 1440 | Height 390 | GPU named | \"95 % interval\" | Most repeated "
-            "headline number | Status words |")
+            "headline number | Status words | Carets in prose |")
     lines = [head, "|" + " --- |" * (head.count("|") - 1)]
     for name, r in measures.items():
         lines.append(f"| {name} | {'yes' if name in converted else ''} | {r['height_1440']:,} | "
                      f"{r['height_390']:,} | {r['gpu']} | {r['interval']} | {r['repeats']}"
-                     f"{' (' + r['repeated'] + ')' if r['repeats'] > 1 else ''} | {r['status_words']} |")
+                     f"{' (' + r['repeated'] + ')' if r['repeats'] > 1 else ''} | {r['status_words']} | "
+                     f"{', '.join(r['carets'][:4]) or 0} |")
     for width in ("1440", "390"):
         heights = [r[f"height_{width}"] for r in measures.values()]
         lines.append(f"\nat {width} px: median height {statistics.median(heights):,.0f} px, max {max(heights):,} px "
@@ -330,8 +337,9 @@ def reading_table(measures: dict[str, dict], converted=CONVERTED) -> str:
 
 def goal_problems(measures: dict[str, dict], converted=CONVERTED, goals: Goals = GOALS) -> list[str]:
     """What misses a goal: on every lesson page, the status line (at most 30 words, a link to the record); on
-    each converted page, its height, GPU and interval mentions and repeated headline numbers; once every lesson
-    is converted, the course's median height."""
+    each converted page, its height, GPU and interval mentions, repeated headline numbers and carets in its
+    prose (recorded labels and captions included); once every lesson is converted, the course's median
+    height."""
     problems = []
     for name, r in measures.items():
         if r["status_words"] > goals.status_words:
@@ -347,6 +355,8 @@ def goal_problems(measures: dict[str, dict], converted=CONVERTED, goals: Goals =
             if r[key] > most:
                 extra = f": {r['repeated']}" if key == "repeats" else ""
                 problems.append(f"{name}: {r[key]:,} {what} (at most {most:,}){extra}")
+        if r["carets"]:  # a benchmark's label, a caption or a table cell the lesson records: 4096³, not 4096^3
+            problems.append(f"{name}: carets in the prose a reader sees: {', '.join(r['carets'][:5])}")
     unknown = sorted(set(converted) - set(measures))
     problems += [f"CONVERTED names '{name}', which is no lesson" for name in unknown]
     if measures and set(measures) <= set(converted):

@@ -155,12 +155,14 @@ def amplified(tmp_path_factory):
 
 
 def generated(site, name: str) -> dict[str, int]:
-    """Bytes of each file generated for lesson `name`: its page, its search entries, its notebook, its README."""
+    """Bytes of each file generated for lesson `name`: its page, its record (issue 51: the page holding most of
+    what a record says), its search entries, its notebook, its README."""
     index = json.loads((site.site / "search" / "search_index.json").read_text(encoding="utf-8"))
     entries = [d for d in index["docs"] if d["location"].startswith(f"lessons/{name}/")]
     with zipfile.ZipFile(io.BytesIO((site.site / "downloads" / f"{name}.zip").read_bytes())) as zf:
         readme = len(zf.read(f"{name}/README.md"))
     return {"page": (site.site / "lessons" / name / "index.html").stat().st_size,
+            "record page": (site.site / "lessons" / name / "record" / "index.html").stat().st_size,
             "search index": len(json.dumps(entries, ensure_ascii=False).encode()),
             "notebook": (site.site / "notebooks" / f"{name}.ipynb").stat().st_size, "README": readme}
 

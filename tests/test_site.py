@@ -7,6 +7,7 @@ VERIFIED, only that the site builds, shows its regions, and links resolve.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -423,3 +424,30 @@ def test_a_partial_by_design_is_told_apart_on_every_list(built_site):
             assert ("vt-by-design" in row.group(1)) == st.by_design, (where, lesson.name, row.group(1))
             assert row.group(2).endswith("· by design") == st.by_design, (where, lesson.name, row.group(2))
     assert kinds == {True, False}, "the course has partials of both kinds; this test needs both"
+
+
+def test_every_lesson_has_its_record_out_of_search_and_after_it_in_the_navigation(built_site):
+    """Issue 51 item 1: lessons/NAME/record/ is built for every lesson from its evidence, the lesson's status
+    line links it, the navigation lists it right after its lesson, and the search index leaves it out (the
+    lesson page is what a search should find)."""
+    from verified_triton.site.hooks import course_nav, with_records
+
+    lessons = discover(ROOT / "code")
+    index = json.loads((built_site / "search" / "search_index.json").read_text(encoding="utf-8"))
+    assert not [e["location"] for e in index["docs"] if "/record/" in e["location"]]
+    for lesson in lessons:
+        record = built_site / lesson.page.removesuffix(".md") / "record" / "index.html"
+        assert record.is_file(), lesson.name
+        html = record.read_text(encoding="utf-8")
+        assert "Why this badge." in html and 'href="../"' in html, lesson.name  # the reason; back to the lesson
+        page = (built_site / lesson.page.removesuffix(".md") / "index.html").read_text(encoding="utf-8")
+        assert re.search(r'<a class="vt-record-link" href="record/">The record →</a>', page), lesson.name
+
+    def flat(nav):
+        for item in nav:
+            value = next(iter(item.values()))
+            yield from flat(value) if isinstance(value, list) else [value]
+
+    pages = list(flat(with_records(course_nav(lessons), lessons)))
+    for lesson in lessons:
+        assert pages[pages.index(lesson.page) + 1] == lesson.page.removesuffix(".md") + "/record.md"

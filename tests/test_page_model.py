@@ -1,0 +1,160 @@
+"""One page model (issue 46, item 3): a page is parsed once, by site/page.py, into prose, fences, `::` directives
+with their bodies, and Material's blocks, each with its line. The build, the check before a run, the notebook
+and the prose lint read pages through it, and no other module scans the page format itself. Before, four
+modules each had their own fence rule (one closed a fence on any line starting with its backticks), and a fence
+never closed silently turned the rest of a page into code."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from verified_triton.author import prose_lint
+from verified_triton.site import directives
+from verified_triton.site.page import Block, Command, Fence, PageFormatError, Text, parse
+
+pytestmark = pytest.mark.unit
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "tools" / "verified_triton"
+
+
+def kinds(model) -> list[tuple[str, int]]:
+    return [(type(part).__name__, part.line) for part in model.parts]
+
+
+def test_a_fence_holding_directive_lines_is_code():
+    model = parse(textwrap.dedent("""\
+        Prose.
+
+        ````markdown
+        ::snippet code/x/x.py region
+        ```
+        ::status
+        ````
+        ::status
+        """))
+    assert kinds(model) == [("Text", 1), ("Text", 2), ("Fence", 3), ("Command", 8), ("Text", 9)]
+    fence = model.parts[2]
+    assert fence.code == ("::snippet code/x/x.py region", "```", "::status")  # the shorter fence does not close it
+    assert fence.info == "markdown"
+    assert [c.name for c in model.commands()] == ["status"]
+
+
+@pytest.mark.parametrize("closing, closes", [("```", True), ("````", True), ("```   ", True), ("~~~", False),
+                                             ("``` python", False), ("    ```", True)])
+def test_a_fence_closes_on_its_own_character_at_least_as_long_and_nothing_else(closing, closes):
+    text = f"```\ncode\n{closing}\nafter\n"
+    if closes:
+        assert kinds(parse(text))[:2] == [("Fence", 1), ("Text", 4)]
+    else:
+        with pytest.raises(PageFormatError):
+            parse(text)
+
+
+def test_an_inline_code_span_at_a_line_start_opens_no_fence():
+    """CommonMark: a backtick fence's info string holds no backtick, so ```x``` is a code span, not a fence."""
+    model = parse("```inline``` words\n::status\n")
+    assert kinds(model) == [("Text", 1), ("Command", 2), ("Text", 3)]
+
+
+def test_an_unterminated_fence_is_an_error_at_its_line():
+    text = "---\nlesson: x\n---\n\n# T\n\n```python\nx = 1\n\n::status\n"
+    with pytest.raises(PageFormatError) as info:
+        parse(text)
+    assert info.value.line == 7 and "never closed" in info.value.message
+
+
+def test_the_build_names_the_line_of_an_unterminated_fence():
+    site = directives.Site(Path("code"), Path("evidence"), [], {})
+    page = directives.Page(site, "page.md", None)
+    with pytest.raises(directives.PageError) as info:
+        directives.expand_page("# T\n\n~~~~\ncode\n~~~\n", page, first_line=4)
+    assert info.value.line == 6 and "the fence ~~~~ opened here is never closed" in str(info.value.error)
+
+
+def test_the_prose_lint_names_the_line_of_an_unterminated_fence():
+    found = prose_lint.lint("page.md", "# T\n\nWords.\n\n```\ncode\n", [])
+    assert [str(f) for f in found] == [
+        "page.md:5: [page] the fence ``` opened here is never closed: add a line ``` where the code ends (else the "
+        "rest of the page is code)"]
+
+
+def test_front_matter_and_line_numbers():
+    text = "---\ntitle: T\nlesson: 'vector-add'  # the lesson\n---\n\n# Title\n::status\n"
+    model = parse(text)
+    assert model.lesson == "vector-add" and model.first_line == 5
+    assert model.front_matter == ("---", "title: T", "lesson: 'vector-add'  # the lesson", "---")
+    assert [(row.number, row.text) for row in model.rows()] == [(5, ""), (6, "# Title"), (7, "::status"), (8, "")]
+    assert model.body == "\n# Title\n::status\n"
+    offset = parse("# Title\n::status\n", first_line=5, front_matter=False)
+    assert [(type(p).__name__, p.line) for p in offset.parts] == [("Text", 5), ("Command", 6), ("Text", 7)]
+
+
+def test_front_matter_ends_with_dots_too_and_is_none_without_its_end():
+    assert parse("---\nlesson: a\n...\ntext\n").lesson == "a"
+    unended = parse("---\nlesson: a\ntext\n")
+    assert unended.lesson == "" and unended.first_line == 1 and unended.parts[0].text == "---"
+
+
+def test_a_directive_body_is_the_lines_indented_under_it():
+    text = "::prediction speed\n    It was slower:\n\n\tthe loads.\n\nAfter.\n::prediction other\nNext.\n"
+    model = parse(text, bodies={"prediction"})
+    first, *_ = model.parts
+    assert isinstance(first, Command) and first.args == "speed"
+    assert first.body_lines == ("    It was slower:", "", "\tthe loads.")  # a tab counts 4 columns
+    assert parse("::prediction x\n      a\n    b\n", bodies={"prediction"}).parts[0].body == "  a\nb"  # dedented
+    assert [(type(p).__name__, p.line) for p in model.parts[1:]] == [
+        ("Text", 5), ("Text", 6), ("Command", 7), ("Text", 8), ("Text", 9)]
+    assert model.parts[3].body_lines == ()  # nothing indented under it: an empty body
+    plain = parse(text)  # a directive that takes no body: its indented lines are prose
+    assert [type(p).__name__ for p in plain.parts[:3]] == ["Command", "Text", "Text"]
+
+
+def test_nested_folds_and_tabs_and_where_each_part_lies():
+    text = textwrap.dedent('''\
+        === "Tab one"
+
+            ??? success "Solution"
+
+                ::snippet code/x/x.py answer
+
+                ```python
+                ::not-a-directive
+                ```
+
+            Back in the tab.
+
+        Outside.
+        !!! note
+            ???+ tip
+                deep
+        ''')
+    model = parse(text)
+    tab, fold = model.parts[0], model.parts[2]
+    assert isinstance(tab, Block) and tab.tab and tab.title == "Tab one" and not tab.folded
+    assert isinstance(fold, Block) and fold.folded and fold.kind == "success" and fold.title == "Solution"
+    assert fold.within == (tab,)
+    snippet = next(model.commands())
+    assert snippet.line == 5 and snippet.within == (tab, fold) and snippet.indent == " " * 8
+    fence = next(p for p in model.parts if isinstance(p, Fence))
+    assert fence.line == 7 and fence.within == (tab, fold)
+    back = next(p for p in model.parts if isinstance(p, Text) and p.text.strip() == "Back in the tab.")
+    assert back.line == 11 and back.within == (tab,)
+    outside = next(p for p in model.parts if isinstance(p, Text) and p.text == "Outside.")
+    assert outside.within == ()
+    note, tip = [p for p in model.parts if isinstance(p, Block)][2:]
+    assert note.kind == "note" and note.title is None and tip.marker == "???+" and tip.within == (note,)
+    deep = next(p for p in model.parts if isinstance(p, Text) and p.text.strip() == "deep")
+    assert deep.line == 16 and deep.within == (note, tip)
+
+
+def test_every_row_belongs_to_one_part_and_the_rows_are_the_page():
+    text = (ROOT / "docs" / "lessons" / "gluon-attention.md").read_text(encoding="utf-8")
+    model = directives.parse(text)
+    rows = list(model.rows())
+    assert [row.number for row in rows] == list(range(model.first_line, model.first_line + len(rows)))
+    assert "\n".join(model.front_matter + tuple(row.text for row in rows)) == text
+    assert sum(isinstance(p, Command) for p in model.parts) > 10 and model.lesson == "gluon-attention"

@@ -6,6 +6,7 @@ never closed silently turned the rest of a page into code."""
 
 from __future__ import annotations
 
+import ast
 import textwrap
 from pathlib import Path
 
@@ -13,6 +14,7 @@ import pytest
 
 from verified_triton.author import prose_lint
 from verified_triton.site import directives
+from verified_triton.site import page as page_model
 from verified_triton.site.page import Block, Command, Fence, PageFormatError, Text, parse
 
 pytestmark = pytest.mark.unit
@@ -158,3 +160,61 @@ def test_every_row_belongs_to_one_part_and_the_rows_are_the_page():
     assert [row.number for row in rows] == list(range(model.first_line, model.first_line + len(rows)))
     assert "\n".join(model.front_matter + tuple(row.text for row in rows)) == text
     assert sum(isinstance(p, Command) for p in model.parts) > 10 and model.lesson == "gluon-attention"
+
+
+# -- no module but the page model scans the page format -----------------------------------------------------------
+
+REGEX_CALLS = {"compile", "match", "search", "fullmatch", "findall", "finditer", "sub", "subn", "split"}
+# what a regular expression that reads the page format holds: a fence, a directive line, a block's marker, the
+# front matter's edge or its lesson line
+FORMAT_IN_PATTERN = ("`{3", "~{3", "```", "~~~", r"\?\?\?", "!!!", "===", "---", "lesson:", "::")
+FORMAT_LITERALS = ("```", "~~~", "---", "...", "???", "!!!", "===", "::")
+MODEL_RULES = {"FENCE", "COMMAND", "ADMONITION", "TAB", "FRONT_MATTER_LESSON", "_fence_end", "_body_end",
+               "_front_matter_end"}
+
+
+def format_scans(source: str) -> list[tuple[int, str]]:
+    """(line, what) of every place a module's code reads the page format by itself: a regular expression holding
+    its marks, a startswith/endswith/comparison against one, or one of the model's own rules used directly."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            func, first = node.func, node.args[0] if node.args else None
+            text = first.value if isinstance(first, ast.Constant) and isinstance(first.value, str) else None
+            if isinstance(func.value, ast.Name) and func.value.id == "re" and func.attr in REGEX_CALLS and text:
+                found += [(node.lineno, f"re.{func.attr}({text!r})") for mark in FORMAT_IN_PATTERN if mark in text][:1]
+            if func.attr in ("startswith", "endswith") and text and text.startswith(FORMAT_LITERALS):
+                found.append((node.lineno, f"{func.attr}({text!r})"))
+        if isinstance(node, ast.Compare):
+            values = [node.left, *node.comparators]
+            values += [e for v in values if isinstance(v, (ast.Tuple, ast.List, ast.Set)) for e in v.elts]
+            found += [(node.lineno, f"== {v.value!r}") for v in values
+                      if isinstance(v, ast.Constant) and v.value in FORMAT_LITERALS]
+        names = {ast.Attribute: "attr", ast.Name: "id", ast.alias: "name"}
+        if type(node) in names:
+            name = getattr(node, names[type(node)])
+            if name in MODEL_RULES:
+                found.append((node.lineno, f"the page model's {name}"))
+    return found
+
+
+def test_the_guard_sees_a_scan_of_the_page_format():
+    """The guard below is able to fail: each way the four readers used to scan pages is seen."""
+    assert format_scans('import re\nFENCE = re.compile(r"^\\s*(`{3,}|~{3,})")\n')
+    assert format_scans('import re\nLINE = re.compile(r"^(?P<indent>[ \\t]*)::(?P<name>[a-z-]+)")\n')
+    assert format_scans('if lines[0].strip() == "---":\n    pass\n')
+    assert format_scans('ok = line.strip().startswith("???")\n')
+    assert format_scans('from verified_triton.site.directives import FENCE\n')
+    assert format_scans('opened = page.FENCE.match(line)\n')
+    assert not format_scans('table = [Md("---"), Md("---:")]\nfence = "`" * 4\n')
+
+
+def test_no_module_outside_the_page_model_scans_the_page_format():
+    found = [f"{path.relative_to(ROOT)}:{line}: {what}"
+             for path in sorted((ROOT / "tools").rglob("*.py")) if path != PACKAGE / "site" / "page.py"
+             for line, what in format_scans(path.read_text(encoding="utf-8"))]
+    assert found == [], "read pages through tools/verified_triton/site/page.py:\n" + "\n".join(found)
+
+
+def test_the_page_model_holds_the_rules():
+    assert {name for name in MODEL_RULES if hasattr(page_model, name)} == MODEL_RULES

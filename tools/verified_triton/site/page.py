@@ -59,16 +59,31 @@ def columns(line: str) -> int:
 
 
 @dataclass(frozen=True)
-class Block:
-    """The opening line of an admonition, a fold or a tab."""
+class OneLine:
+    """A part that is one page line."""
 
     line: int
     text: str
+    within: tuple[Block, ...]
+
+    @property
+    def lines(self) -> tuple[str, ...]:
+        return (self.text,)
+
+
+@dataclass(frozen=True)
+class Text(OneLine):
+    """One line of prose (blank lines included)."""
+
+
+@dataclass(frozen=True)
+class Block(OneLine):
+    """The opening line of an admonition, a fold or a tab."""
+
     indent: str
     marker: str  # "!!!", "???", "???+", "===" or "===+"
     kind: str  # the admonition's kind ("note", "success"); "" for a tab
     title: str | None  # the quoted title, None when the line gives none
-    within: tuple[Block, ...]
 
     @property
     def folded(self) -> bool:
@@ -78,23 +93,6 @@ class Block:
     @property
     def tab(self) -> bool:
         return self.marker.startswith("===")
-
-    @property
-    def lines(self) -> tuple[str, ...]:
-        return (self.text,)
-
-
-@dataclass(frozen=True)
-class Text:
-    """One line of prose (blank lines included)."""
-
-    line: int
-    text: str
-    within: tuple[Block, ...]
-
-    @property
-    def lines(self) -> tuple[str, ...]:
-        return (self.text,)
 
 
 @dataclass(frozen=True)
@@ -221,8 +219,8 @@ def _part_at(lines: list[str], index: int, number: int, within: tuple[Block, ...
     block = ADMONITION.match(line) or TAB.match(line)
     if block:
         fields = block.groupdict()
-        return Block(number, line, block.group("indent"), block.group("marker"), fields.get("kind") or "",
-                     block.group("title"), within), index + 1
+        return Block(number, line, within, block.group("indent"), block.group("marker"), fields.get("kind") or "",
+                     block.group("title")), index + 1
     return Text(number, line, within), index + 1
 
 

@@ -404,6 +404,113 @@ def median_interval(
     return statistics.median(xs), xs[k], xs[n - 1 - k]
 
 
+# == Formats lessons and tools share =============================================
+# The snippet regions a page shows (and sanitizer_known names) and lesson.toml are
+# read here, once: tools/verified_triton reads them through these functions too.
+
+
+class FormatError(ValueError):
+    """A malformed region marker or lesson.toml, at `where`:`line`."""
+
+    def __init__(self, where: str, line: int, message: str):
+        self.where, self.line, self.message = str(where), line, message
+        super().__init__(f"{self.where}:{line}: {message}")
+
+
+def source_lines(text: str) -> list[str]:
+    """A source's lines as Python counts them: each ends at LF, CR LF or CR.
+
+    Not str.splitlines(), which also breaks at form feeds and U+2028 and would
+    shift every later line number."""
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    if lines[-1] == "":
+        lines.pop()  # the empty piece after the final newline is not a line
+    return lines
+
+
+# A region: a line `# snippet: NAME` opens it, a line `# end snippet` closes it
+# (spaces around the words as you like); what looks like an attempt at a marker is
+# an error, so a typo never leaves a region that silently never starts.
+SNIPPET_START = re.compile(r"^\s*#\s*snippet:\s*(?P<name>\S*)\s*$")
+SNIPPET_END = re.compile(r"^\s*#\s*end snippet\s*$")
+SNIPPET_LIKE = re.compile(r"^\s*#\s*(end[\s_-]*snippet|snippet\s*:)", re.IGNORECASE)
+SNIPPET_NAME = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
+
+
+def snippet_regions(text: str, where: str = "<string>") -> dict[str, tuple[int, int]]:
+    """Every region of a source, in order: NAME -> (first, last), the 1-based
+    lines of its text without blank lines at either end ((first, first - 1)
+    when it has none). FormatError at the line of a malformed, nested,
+    duplicate, unopened or unclosed marker."""
+    lines = source_lines(text)
+    regions: dict[str, tuple[int, int]] = {}
+    opened: dict[str, int] = {}  # the line of each region's start marker
+    current = ""
+    for number, line in enumerate(lines, start=1):
+        start = SNIPPET_START.match(line)
+        if start:
+            current = _open_region(start.group("name"), current, opened, where, number)
+        elif SNIPPET_END.match(line):
+            if not current:
+                raise FormatError(
+                    where,
+                    number,
+                    "'# end snippet' without a matching '# snippet: NAME'",
+                )
+            regions[current] = _text_span(lines, opened[current] + 1, number - 1)
+            current = ""
+        elif SNIPPET_LIKE.match(line):
+            raise FormatError(
+                where,
+                number,
+                f"malformed snippet marker {line.strip()!r}: expected "
+                "'# snippet: NAME' or '# end snippet'",
+            )
+    if current:
+        raise FormatError(
+            where,
+            opened[current],
+            f"region '{current}' is never closed with '# end snippet'",
+        )
+    return regions
+
+
+def _open_region(
+    name: str, current: str, opened: dict[str, int], where: str, number: int
+) -> str:
+    if current:
+        raise FormatError(
+            where,
+            number,
+            f"region '{name}' starts inside region '{current}' (opened at line "
+            f"{opened[current]}); regions do not nest",
+        )
+    if not SNIPPET_NAME.match(name):
+        raise FormatError(
+            where,
+            number,
+            f"invalid region name {name!r}: use lower-case letters, digits and '-'",
+        )
+    if name in opened:
+        raise FormatError(
+            where,
+            number,
+            f"duplicate region '{name}' (first defined at line {opened[name]})",
+        )
+    opened[name] = number
+    return name
+
+
+def _text_span(lines: list[str], first: int, last: int) -> tuple[int, int]:
+    """Lines first..last (1-based) without the blank lines at either end: a page
+    shows neither, so no caption's range or line number counts them."""
+    while first <= last and not lines[first - 1].strip():
+        first += 1
+    while last >= first and not lines[last - 1].strip():
+        last -= 1
+    return first, last
+
+
 # == Lessons ====================================================================
 
 
@@ -1449,7 +1556,8 @@ def _resolve_place(folder: Path, place: str) -> SourceSpan:
             "FILE:NAME with FILE a source file of the lesson (relative to its folder)"
         )
     rel = path.relative_to(code.parent).as_posix()
-    lines = path.read_text(encoding="utf-8").splitlines()
+    text = path.read_text(encoding="utf-8")
+    lines = source_lines(text)
     numbers = re.fullmatch(r"([0-9]+)(?:-([0-9]+))?", spec)
     if numbers:
         first = int(numbers.group(1))
@@ -1459,25 +1567,13 @@ def _resolve_place(folder: Path, place: str) -> SourceSpan:
                 f"sanitizer_known: {place!r}: {file} has lines 1-{len(lines)}"
             )
         return SourceSpan(rel, first, last)
-    span = _snippet_lines(lines, spec) or _function_lines("\n".join(lines), spec)
+    span = snippet_regions(text, rel).get(spec) or _function_lines(text, spec)
     if span is None:
         raise ValueError(
             f"sanitizer_known: {place!r}: {file} has no snippet region or function "
             f"named {spec!r}"
         )
     return SourceSpan(rel, *span)
-
-
-def _snippet_lines(lines: list[str], name: str) -> tuple[int, int] | None:
-    """The lines inside `# snippet: NAME` ... `# end snippet`, 1-based."""
-    start = None
-    for number, line in enumerate(lines, start=1):
-        stripped = line.strip()
-        if start is None and stripped == f"# snippet: {name}":
-            start = number + 1
-        elif start is not None and stripped == "# end snippet":
-            return (start, max(start, number - 1))
-    return None
 
 
 def _function_lines(source: str, name: str) -> tuple[int, int] | None:

@@ -41,6 +41,7 @@ device, a timing or a plot.
 from __future__ import annotations
 
 import collections
+import difflib
 import json
 import math
 import os
@@ -414,7 +415,8 @@ class FormatError(ValueError):
 
     def __init__(self, where: str, line: int, message: str):
         self.where, self.line, self.message = str(where), line, message
-        super().__init__(f"{self.where}:{line}: {message}")
+        at = f"{self.where}:{line}" if line else self.where
+        super().__init__(f"{at}: {message}")
 
 
 def source_lines(text: str) -> list[str]:
@@ -511,6 +513,125 @@ def _text_span(lines: list[str], first: int, last: int) -> tuple[int, int]:
     return first, last
 
 
+# lesson.toml: each key and what it holds (a table: its keys; a tuple: the values
+# allowed; {str: str}: a table of any keys, each holding text). The kit reads its
+# [requires] and [sanitize] through read_lesson_toml, and the tools the whole file;
+# what needs more than one key (main names a file, `order` or `after`) the tools say.
+_MODE_TOML = {
+    "supported": bool, "reason": str, "timeout": float, "expected_exits": {str: str}
+}
+LESSON_TOML = {
+    "title": str, "main": str, "page": str, "order": float, "after": str,
+    "part": str, "summary": str, "prerequisites": [str], "uses": [str],
+    "timeout": float,
+    "requires": {"capability": str, "triton": str, "why": str,
+                 "optional": {str: str}},
+    "interpreter": _MODE_TOML, "gpu": _MODE_TOML,
+    "sanitize": {"supported": bool, "reason": str, "size": ("smoke", "gpu"),
+                 "timeout": float},
+}
+_KINDS = {str: "text", bool: "true or false", float: "a number", dict: "a table",
+          list: "a list", int: "a number"}
+
+
+def read_lesson_toml(text: str, where: str = "lesson.toml") -> dict:
+    """lesson.toml's tables, each key checked against LESSON_TOML: FormatError
+    naming the line and the field (an unknown one with the known one it is
+    closest to)."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        found = re.search(r" \(at line (\d+), column \d+\)$", str(exc))
+        message = str(exc)[: found.start()] if found else str(exc)
+        raise FormatError(where, int(found.group(1)) if found else 0, message) from None
+    except RecursionError:
+        raise FormatError(
+            where, 0, "values nested too deeply to read (lesson.toml holds flat tables)"
+        ) from None
+    _check_toml(data, LESSON_TOML, (), text, where)
+    return data
+
+
+def _check_toml(data: dict, shape: dict, at: tuple, text: str, where: str) -> None:
+    for key, value in data.items():
+        path = (*at, key)
+        kind = shape.get(key, shape.get(str))  # {str: ...}: a table of any keys
+        if kind is None:
+            near = difflib.get_close_matches(key, list(shape), 1)
+            hint = f" (did you mean '{near[0]}'?)" if near else ""
+            table = f" in [{'.'.join(at)}]" if at else ""
+            raise FormatError(
+                where,
+                toml_line(text, path),
+                f"unknown field '{key[:60]}'{table}{hint}",
+            )
+        problem = _toml_problem(value, kind)
+        if problem is None:
+            _check_toml(value, kind, path, text, where)
+        elif problem:
+            raise FormatError(
+                where, toml_line(text, path), f"{toml_field(path)}: {problem}"
+            )
+
+
+def _toml_problem(value, kind) -> str | None:
+    """'' when `value` is a `kind`, None when it is a table to check key by key,
+    else what is wrong with it."""
+    found = _KINDS.get(type(value), type(value).__name__)
+    if isinstance(kind, dict):
+        return None if type(value) is dict else f"expected a table, found {found}"
+    if isinstance(kind, tuple):
+        allowed = ", ".join(repr(k) for k in kind)
+        return "" if value in kind else f"{str(value)[:60]!r} is not one of {allowed}"
+    if isinstance(kind, list):
+        if type(value) is list and all(type(v) is str for v in value):
+            return ""
+        return f"expected a list of text, found {found}"
+    if kind is float and type(value) in (int, float):
+        return "" if math.isfinite(value) else f"{value!r} is not a finite number"
+    return "" if type(value) is kind else f"expected {_KINDS[kind]}, found {found}"
+
+
+def toml_field(path: tuple) -> str:
+    """A key as lesson.toml spells it: 'timeout', '[requires] capability'."""
+    if len(path) == 1:
+        return path[0]
+    return f"[{'.'.join(path[:-1])}] {path[-1]}"
+
+
+def toml_line(text: str, path: tuple) -> int:
+    """The line that sets `path` (('requires', 'capability')): tomllib gives no
+    line for a key, so the text is scanned, table headers and dotted keys read;
+    else the line of the nearest table that holds it (0 when none)."""
+    best, best_depth, table, in_string = 0, 0, (), False
+    for number, line in enumerate(source_lines(text), start=1):
+        opens = (line.count('"""') + line.count("'''")) % 2 == 1
+        if in_string:  # a multi-line string's lines set nothing
+            in_string = not opens
+            continue
+        in_string = opens
+        header = re.match(r"\s*\[\[?([^\]]+)\]", line)
+        key = None if header else re.match(r"\s*([\w.\-\"' ]+?)\s*=", line)
+        if header:
+            table = keys = _toml_key(header.group(1))
+        elif key:
+            keys = (*table, *_toml_key(key.group(1)))
+        else:
+            continue
+        if keys == path:
+            return number
+        if best_depth < len(keys) < len(path) and path[: len(keys)] == keys:
+            best, best_depth = number, len(keys)
+    return best
+
+
+def _toml_key(text: str) -> tuple:
+    """A dotted key's parts: 'gpu.expected_exits' and '"3"' as TOML reads them."""
+    return tuple(
+        a or b or c for a, b, c in re.findall(r'"([^"]*)"|\'([^\']*)\'|([\w-]+)', text)
+    )
+
+
 # == Lessons ====================================================================
 
 
@@ -527,7 +648,10 @@ class Lesson:
         folder = _main_folder()
         self._folder = folder
         self._figure_dir = Path(os.environ.get(FIGURES_ENV) or folder / "_output")
-        toml = _lesson_toml(folder / "lesson.toml")
+        try:
+            toml = _lesson_toml(folder / "lesson.toml")
+        except FormatError as exc:  # said as FILE:LINE, never a traceback
+            self._stop(EXIT_FAILED, f"{name}: {exc}")
         self.requires = dict(toml.get("requires", {}))
         self._sanitize_sizes = dict(toml.get("sanitize", {})).get("size", "smoke")
         self._missing: set[str] = set()  # optional baselines that could not be imported
@@ -1600,13 +1724,21 @@ def _main_folder() -> Path:
 
 
 def _lesson_toml(toml_path: Path) -> dict:
-    """lesson.toml as the kit reads it: its [requires] table (capability, triton,
-    why and the optional baselines, [requires.optional]) and its [sanitize]
-    table (size), all optional."""
+    """lesson.toml as the kit reads it (read_lesson_toml): its [requires] table
+    (capability, triton, why and the optional baselines, [requires.optional]) and
+    its [sanitize] table (size), all optional; {} without the file (a lesson file
+    copied alone). FormatError for a file the tools would refuse too."""
     try:
-        return dict(tomllib.loads(toml_path.read_text(encoding="utf-8")))
-    except (OSError, tomllib.TOMLDecodeError):
+        data = toml_path.read_bytes()
+    except OSError:
         return {}
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise FormatError(
+            toml_path, 0, f"not UTF-8 text ({exc.reason} at byte {exc.start})"
+        ) from None
+    return read_lesson_toml(text, str(toml_path))
 
 
 def _version_tuple(version: str) -> tuple[int, ...]:

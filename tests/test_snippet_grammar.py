@@ -84,7 +84,8 @@ def test_the_readings_are_what_the_grammar_says():
     assert site_reading(HOSTILE["crlf"]) == {"a": (4, 4)}
     assert site_reading(HOSTILE["form feed and U+2028 do not end lines"]) == {"a": (4, 5)}
     assert site_reading(HOSTILE["tight and spaced"]) == {"tight": (2, 2), "spaced": (5, 5)}
-    assert site_reading(HOSTILE["a marker inside a string"]) == {"a": (3, 4)}  # lines, not Python: a marker in a string is one
+    # the grammar reads lines, not Python: a marker in a string is a marker
+    assert site_reading(HOSTILE["a marker inside a string"]) == {"a": (3, 4)}
     assert site_reading(HOSTILE["a marker after code"]) == {}
     assert site_reading(HOSTILE["empty"]) == {"nothing": (3, 2)}
     assert site_reading(HOSTILE["duplicate"]) == ("error", 5, "duplicate region 'twice' (first defined at line 1)")

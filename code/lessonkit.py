@@ -32,8 +32,9 @@ judgement holds against the report.
 
 The first part of this file is the contract between lessons and
 `tools/verify.py`: the variable names, the exit codes, the shape of the
-results and the rule that says whether a run passed. The tools load this file
-by path and use the same definitions, so the two sides cannot drift apart.
+results and the rule that says whether a run passed, then the reading of the
+formats both sides share (snippet regions, lesson.toml). The tools load this
+file by path and use the same definitions, so the two sides cannot drift apart.
 Nothing here imports more than the standard library until a lesson asks for a
 device, a timing or a plot.
 """

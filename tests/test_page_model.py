@@ -56,10 +56,11 @@ def test_a_fence_closes_on_its_own_character_at_least_as_long_and_nothing_else(c
             parse(text)
 
 
-def test_an_inline_code_span_at_a_line_start_opens_no_fence():
-    """CommonMark: a backtick fence's info string holds no backtick, so ```x``` is a code span, not a fence."""
-    model = parse("```inline``` words\n::status\n")
-    assert kinds(model) == [("Text", 1), ("Command", 2), ("Text", 3)]
+def test_a_fence_title_may_hold_a_backtick():
+    """The site's Markdown (pymdownx.superfences) opens a fence whose attributes hold a backtick, as a source
+    page's title does when a file's name has one; so does the model."""
+    model = parse('```python title="a `b` c.py" linenums="1"\n::status\n```\nafter\n')
+    assert kinds(model) == [("Fence", 1), ("Text", 4), ("Text", 5)]
 
 
 def test_an_unterminated_fence_is_an_error_at_its_line():

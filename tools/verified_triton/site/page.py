@@ -16,8 +16,9 @@ another module scans the page format itself.
 
 The rules, once:
 
-- A fence opens with three or more backticks (an info string without one) or tildes, at any indent, and closes
-  with a line of the same character, at least as long, and nothing else. A fence never closed is a
+- A fence opens with three or more backticks or tildes, at any indent, and closes with a line of the same
+  character, at least as long, and nothing else. As pymdownx's superfences reads it (which the site builds
+  with), not CommonMark: the opening line's attributes may hold a backtick (a source page's title). A fence never closed is a
   PageFormatError at the line that opened it: the rest of the page would silently be code.
 - A directive line is `::NAME ARGS` alone on its line (NAME: lower-case letters and '-'), at any indent.
 - A body (of a directive that takes one, of a block) is the lines after it that are blank or indented 4 or more
@@ -35,7 +36,7 @@ import textwrap
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 
-FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}(?=[^`]*$)|~{3,})")
+FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})")
 COMMAND = re.compile(r"^(?P<indent>[ \t]*)::(?P<name>[a-z][a-z-]*)(?:[ \t]+(?P<args>.*?))?[ \t]*$")
 ADMONITION = re.compile(r'^(?P<indent>[ \t]*)(?P<marker>!!!|\?\?\?\+?)\s+(?P<kind>[\w-]+)?[\w -]*?'
                         r'(?:\s*"(?P<title>[^"]*)")?\s*$')

@@ -18,8 +18,8 @@ The rules, once:
 
 - A fence opens with three or more backticks or tildes, at any indent, and closes with a line of the same
   character, at least as long, and nothing else. As pymdownx's superfences reads it (which the site builds
-  with), not CommonMark: the opening line's attributes may hold a backtick (a source page's title). A fence never closed is a
-  PageFormatError at the line that opened it: the rest of the page would silently be code.
+  with), not CommonMark: the opening line's attributes may hold a backtick (a source page's title). A fence
+  never closed is a PageFormatError at the line that opened it: the rest of the page would silently be code.
 - A directive line is `::NAME ARGS` alone on its line (NAME: lower-case letters and '-'), at any indent.
 - A body (of a directive that takes one, of a block) is the lines after it that are blank or indented 4 or more
   columns past it, a tab counting 4; a directive's body leaves its trailing blank lines to the page.

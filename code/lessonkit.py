@@ -1086,6 +1086,60 @@ class Lesson:
         self._save()
         print(f"  figure {name}: {files['light']}, {files['dark']}")
 
+    def compiled_table(
+        self, name: str, kernels: dict, ptx: dict[str, str], caption: str
+    ) -> None:
+        """A table of what the compiler made of each kernel: one row per
+        {label: compiled kernel} (what a launch returns), with its registers per
+        thread, its shared memory in KiB, and one column per {column: regex} of
+        `ptx`: how many times the regex occurs in the PTX, or, when it has a
+        group, the distinct values that group takes (setmaxnreg's targets, say)."""
+        rows = []
+        for label, compiled in kernels.items():
+            text = compiled.asm["ptx"]
+            facts = [ptx_fact(text, pattern) for pattern in ptx.values()]
+            shared = round(compiled.metadata.shared / 1024, 1)
+            rows.append([label, getattr(compiled, "n_regs", None), shared, *facts])
+        columns = ["kernel", "registers / thread", "shared memory KiB", *ptx]
+        self.table(name, columns, rows, caption)
+
+    def rates(
+        self, name: str, caption: str, ms: Timings, work: float, unit: str = "GB/s",
+        labels: dict | None = None, line: float | None = None,
+        size: tuple[float, float] = (4.8, 3.0),
+    ) -> None:
+        """A table and a figure of each timed function's rate, `work` per call in
+        `unit` ("GB/s": bytes, "TFLOP/s": FLOPs): the median over the rounds of
+        `ms` as a bar from zero with its 95 % interval, and every round as a dot;
+        `line`, a rate to mark with a dotted line (a gate's). `labels` names the
+        functions for the reader."""
+        labels = labels or {}
+        scale = RATE_UNITS[unit]
+
+        def rate(t: float) -> float:
+            return work / t * scale
+
+        rows = [[labels.get(n, n), round(ms.median(n), 4), round(rate(ms.median(n)), 1)]
+                for n in ms]
+        self.table(name, ["kernel", "ms (median)", unit], rows, caption)
+
+        def draw(fig):
+            ax = fig.subplots()
+            for row, n in enumerate(ms):
+                mid, low, high = median_interval([rate(t) for t in ms[n]])
+                ax.barh(row, mid, height=0.6, color="#9ecae1",
+                        xerr=[[mid - low], [high - mid]], capsize=3)
+                ax.scatter([rate(t) for t in ms[n]], [row] * len(ms[n]), s=6,
+                           color="#08519c", zorder=3)
+            if line is not None:
+                ax.axvline(line, color="#d62728", linewidth=1, linestyle=":")
+            ax.set_yticks(range(len(ms)), [labels.get(n, n) for n in ms])
+            ax.invert_yaxis()
+            ax.set_axisbelow(True)
+            ax.set_xlabel(unit)
+
+        self.plot(name, caption, draw, size=size)
+
     # -- the end -----------------------------------------------------------
 
     def finish(self) -> int:
@@ -1705,6 +1759,13 @@ def _graph_timer(fn, rep_ms: float):
         return start.elapsed_time(end) / calls
 
     return replay
+
+
+def ptx_fact(ptx: str, pattern: str) -> int | str:
+    """How many times `pattern` occurs in `ptx`; with a group, the distinct values
+    it takes, sorted and joined by spaces ("" when none)."""
+    found = re.findall(pattern, ptx)
+    return " ".join(sorted(set(found))) if re.compile(pattern).groups else len(found)
 
 
 # == Numerics shared by lessons ===================================================

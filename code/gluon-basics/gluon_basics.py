@@ -1,12 +1,26 @@
-"""The Gluon kernels of the gluon-basics lesson (imported only on a GPU run).
+"""Gluon basics: a matrix copy four ways, one Gluon idea at a time.
 
-Gluon kernels do not run under TRITON_INTERPRET, so the lesson file keeps its
-CPU-side models and checks free of this module: it imports it only once it
-knows it runs on a Hopper GPU. Written against Triton 3.6's Gluon API
+1. through registers, with the layout written out (16-byte accesses);
+2. one tile through shared memory by TMA, waited for on an mbarrier;
+3. persistent and pipelined: a ring of shared-memory stages, loads running
+   ahead of stores;
+4. the same ring warp-specialized: one warp loads, the others store.
+
+Gluon kernels compile straight to GPU code: there is no interpreter for them,
+so they run on a Hopper GPU only. Written against Triton 3.6's Gluon API
 (`tma.async_copy_global_to_shared`, `mbarrier.expect(bar, bytes)`,
 `gl.warp_specialize(functions_and_args, worker_num_warps, worker_num_regs)`).
+
+Run it:
+    python gluon_basics.py   # a Hopper GPU: each copy checked bit for bit, one timing
+
+Beside it: copy_model.py runs the rings of steps 3 and 4 on any CPU;
+exercises.py poses exercises on them; lesson.py is the run the course records.
 """
 
+import os
+
+import torch
 import triton
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
@@ -266,3 +280,36 @@ def copy_ws(
         in_desc, out_desc, num_tiles, tiles_n, stages, num_warps=num_warps
     )
     return (dst, k) if with_kernel else dst
+
+
+# snippet: self-check
+def self_check() -> None:
+    """Each copy, bit for bit, on a matrix no tile shape divides; one timing."""
+    if not torch.cuda.is_available() or os.environ.get("TRITON_INTERPRET") == "1":
+        print("Gluon kernels run on a GPU only (compute capability 9.0, Hopper): "
+              "nothing to check here. On a CPU, run exercises.py: the rings' models.")
+        return
+    num_sms = torch.cuda.get_device_properties(0).multi_processor_count
+    torch.manual_seed(0)
+    src = torch.randn(4160, 8200, device="cuda", dtype=torch.float16)
+    copies = {
+        "registers": lambda s, d: copy_blocked(s.view(-1), d.view(-1)),
+        "TMA, one tile": lambda s, d: copy_tma_tile(s, d, block=(128, 256)),
+        "TMA ring": lambda s, d: copy_tma_pipelined(s, d, num_sms, (32, 256), 8, 6),
+        "warp-specialized": lambda s, d: copy_ws(s, d, num_sms, (64, 256), 6),
+    }
+    for name, copy in copies.items():
+        dst = torch.full_like(src, float("nan"))  # a tile never written stays NaN
+        copy(src, dst)
+        torch.testing.assert_close(dst, src, rtol=0, atol=0)
+        print(f"{name}: 4160 x 8200 copied bit for bit")
+    dst = torch.empty_like(src)
+    ms = triton.testing.do_bench(lambda: copies["TMA ring"](src, dst))
+    print(f"TMA ring: {ms:.3f} ms, {2 * src.numel() * 2 / ms / 1e6:.0f} GB/s")
+
+
+# end snippet
+
+
+if __name__ == "__main__":
+    self_check()

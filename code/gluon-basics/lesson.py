@@ -1,31 +1,18 @@
-"""Gluon basics: layouts, shared memory, TMA and mbarriers, a pipelined copy.
+"""Gluon basics, as the course records it: the checks, pictures and benchmarks.
 
-Gluon (`triton.experimental.gluon`) is the language under `tl`: the same
-Python front end, but the kernel states what the `tl` compiler decides by
-itself. Where a register tensor lives (its *layout*: which thread holds which
-element), what goes into shared memory and in which swizzled layout, when a
-TMA copy starts and which mbarrier says it has landed, how many tiles are in
-flight, and which warps do what. This lesson copies a large matrix four ways:
-
-1. through registers, with the layout written out (16-byte accesses);
-2. one tile through shared memory by TMA, waited for on an mbarrier;
-3. persistent and pipelined: a ring of shared-memory stages, loads running
-   ahead of stores;
-4. the same ring warp-specialized: one warp loads, the others store.
-
-Gluon kernels do not run under TRITON_INTERPRET. The interpreter run checks
-what a CPU can: the layout's arithmetic, and the ring's schedule run against
-a small model of an mbarrier and of the asynchronous copies, under random
-timings; then it stops by design. The GPU run checks every kernel bit for
-bit against the input and times them against a device copy.
+The kernels are in gluon_basics.py (a Hopper GPU runs them alone), the rings
+of steps 3 and 4 as CPU models in copy_model.py. This file checks what a CPU
+can (the layout's arithmetic, the rings under many random schedules), draws
+the page's pictures from those models, and on the GPU checks every kernel bit
+for bit and times it against a device copy, through the course's kit
+(lessonkit.py), which keeps the record. Gluon has no interpreter: under
+TRITON_INTERPRET=1 the run stops by design after the CPU half.
 
 Run it:
-    TRITON_INTERPRET=1 python gluon_basics.py   # any machine: the CPU models
-    python gluon_basics.py                      # Hopper, Triton 3.6: kernels, GB/s
+    TRITON_INTERPRET=1 python lesson.py   # any machine: the CPU models
+    python lesson.py                      # Hopper, Triton 3.6: kernels, GB/s
 """
 
-import random
-import re
 import sys
 from pathlib import Path
 
@@ -34,10 +21,10 @@ HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent)]
 import gluon_figures  # noqa: E402
 import partition_state  # noqa: E402
+from copy_model import copies_intact, pipelined_copy, traced_ws_ring, warp_specialized  # noqa: E402
 from layout_model import REGISTERS_PER_SM, blocked_owner, register_split  # noqa: E402
-from ring_model import AsyncGroups, Deadlock, MBarrier, Trace, run, run_in_rounds  # noqa: E402
 
-from lessonkit import Lesson, bench_interleaved, median_interval  # noqa: E402
+from lessonkit import Lesson, bench_interleaved  # noqa: E402
 
 DECLINE = (
     "Gluon kernels do not run under TRITON_INTERPRET (Gluon compiles straight to "
@@ -109,121 +96,9 @@ def check_layout(
     )
 
 
-# -- The copy engine and the rings, as a model ---------------------------------------
-# The mbarrier, the asynchronous groups and the random scheduler are in
-# ring_model.py, shared with the other two Gluon lessons.
-
-
-class Copier:
-    """The copy engine of the copy kernels: shared-memory slots, TMA loads that
-    land later, TMA stores that read their slot later (one bulk group each)."""
-
-    def __init__(self, events: list, stages: int, tiles: int):
-        self.events, self.slots, self.out = events, [None] * stages, [None] * tiles
-        self.stores = AsyncGroups()
-
-    def load(self, tile: int, slot: int, bar: MBarrier) -> None:
-        bar.expect(1)  # one "byte" per tile in the model
-
-        def land():
-            self.slots[slot] = tile
-            bar.landed(1)
-
-        self.events.append(land)
-
-    def store(self, tile: int, slot: int) -> None:
-        group = self.stores.issue()
-
-        def read():  # the copy engine reads the slot whenever it gets to it
-            self.out[tile] = self.slots[slot]
-            self.stores.finish(group)
-
-        self.events.append(read)
-
-
-# snippet: ring-model
-def pipelined_copy(copier, tiles, stages, ahead, wait_slack=0):
-    """The schedule of copy_tma_pipelined_kernel for one program, step by step."""
-    ready = [MBarrier(1) for _ in range(stages)]
-    for i in range(min(ahead, tiles)):
-        copier.load(i, i % stages, ready[i % stages])
-    for i in range(tiles):
-        s = i % stages
-        yield ready[s].wait((i // stages) & 1)
-        copier.store(i, s)
-        yield copier.stores.wait(stages - ahead + wait_slack)  # tma.store_wait
-        if i + ahead < tiles:
-            copier.load(i + ahead, (i + ahead) % stages, ready[(i + ahead) % stages])
-    yield copier.stores.wait(0)
-
-
-# end snippet
-
-
-def ws_loader(copier, tiles, ready, empty, parity_bug=False):
-    stages = len(ready)
-    for i in range(tiles):
-        s, lap = i % stages, (i // stages) & 1
-        yield empty[s].wait(lap if parity_bug else lap ^ 1)
-        copier.load(i, s, ready[s])
-
-
-def ws_storer(copier, tiles, ready, empty):
-    stages = len(ready)
-    for i in range(tiles):
-        s, lap = i % stages, (i // stages) & 1
-        yield ready[s].wait(lap)
-        copier.store(i, s)
-        yield copier.stores.wait(1)
-        if i > 0:
-            empty[(i + stages - 1) % stages].arrive()
-    yield copier.stores.wait(0)
-
-
-# snippet: ring-checks
-def copies_intact(roles, stages: int, tiles: int, seeds: int) -> int:
-    """How many of `seeds` random schedules copy every tile into its place.
-
-    `roles(copier)` gives the kernel's roles as actors; the copy engine
-    finishes its loads and stores in a different random order each time.
-    """
-    intact = 0
-    for seed in range(seeds):
-        events = []
-        copier = Copier(events, stages, tiles)
-        run(roles(copier), events, random.Random(seed))
-        intact += copier.out == list(range(tiles))
-    return intact
-
-
-def warp_specialized(copier, tiles, parity_bug=False, ready=None, empty=None) -> dict:
-    """The loader and the storer of step 4, meeting only at ready/empty barriers."""
-    stages = len(copier.slots)
-    ready = ready or [MBarrier(1) for _ in range(stages)]
-    empty = empty or [MBarrier(1) for _ in range(stages)]
-    return {
-        "loader": ws_loader(copier, tiles, ready, empty, parity_bug),
-        "storer": ws_storer(copier, tiles, ready, empty),
-    }
-
-
-# end snippet
-
-
-def traced_ws_ring(stages: int, tiles: int) -> Trace:
-    """One schedule of step 4's ring, in rounds, recorded for the picture."""
-    events = []
-    copier = Copier(events, stages, tiles)
-    ready = [MBarrier(1) for _ in range(stages)]
-    empty = [MBarrier(1) for _ in range(stages)]
-    trace = Trace(
-        {f"ready[{s}]": ready[s] for s in range(stages)}
-        | {f"empty[{s}]": empty[s] for s in range(stages)}
-    )
-    roles = warp_specialized(copier, tiles, ready=ready, empty=empty)
-    run_in_rounds(roles, events, trace)
-    assert copier.out == list(range(tiles)), "the pictured schedule copies every tile"
-    return trace
+# -- The rings, as a model ------------------------------------------------------------
+# The rings of steps 3 and 4 run as roles of ring_model.py's actors in
+# copy_model.py, which the exercises use too.
 
 
 def draw_ring(lesson: Lesson, stages: int = 4, tiles: int = 10) -> None:
@@ -241,6 +116,19 @@ def draw_ring(lesson: Lesson, stages: int = 4, tiles: int = 10) -> None:
             fig.subplots(), trace, rows, {"loader": "#1f77b4", "storer": "#d62728"}
         ),
         size=(gluon_figures.WIDTH, 6.4),
+    )
+
+
+def draw_laps(lesson: Lesson, stages: int = 4, tiles: int = 12) -> None:
+    trace = traced_ws_ring(stages, tiles)
+    lesson.plot(
+        "ring-laps",
+        f"Step 4's ring by lap and parity, {stages} slots and {tiles} tiles, drawn "
+        "from the waits the model's roles went past: tile i uses slot i mod "
+        f"{stages} on lap i // {stages}; the storer waits on the slot's ready barrier "
+        "with the lap's parity, the loader on its empty barrier with the other one",
+        lambda fig: gluon_figures.ring_laps(fig.subplots(), trace, stages),
+        size=(gluon_figures.WIDTH, 5.0),
     )
 
 
@@ -278,47 +166,6 @@ def check_ring_models(lesson: Lesson, seeds: int) -> None:
         ok == seeds,
         f"{ok} of {seeds} random interleavings of loader and storer copied 23 "
         "tiles intact",
-    )
-
-
-# -- try this (CPU half) ---------------------------------------------------------------
-
-
-def exercise_store_wait(lesson: Lesson, seeds: int) -> None:
-    # snippet: solution-store-wait
-    # Exercise: allow one store more in flight, store_wait(STAGES - AHEAD + 1).
-    # The next load then reuses a slot whose store may not have read it yet:
-    # some random schedule must copy a later tile where an earlier one belongs.
-    stages, ahead, tiles = 4, 3, 23
-    def one_too_loose(copier):
-        return {"program": pipelined_copy(copier, tiles, stages, ahead, wait_slack=1)}
-
-    corrupted = seeds - copies_intact(one_too_loose, stages, tiles, seeds)
-    # end snippet
-    lesson.check(
-        "exercise-store-wait",
-        corrupted > 0,
-        f"store_wait one too loose: {corrupted} of {seeds} schedules corrupted "
-        "the copy",
-    )
-
-
-def exercise_parity(lesson: Lesson) -> None:
-    # snippet: solution-parity
-    # Exercise: the loader waits on `empty` with the lap's own parity instead
-    # of the opposite one. A fresh barrier has phase 0 in progress, so
-    # wait(0) blocks until a phase completes, which only the storer can
-    # cause, and the storer waits for a tile nobody loads: a deadlock.
-    try:
-        copies_intact(lambda c: warp_specialized(c, 8, parity_bug=True), 4, 8, 1)
-        stuck = ""
-    except Deadlock as stop:
-        stuck = str(stop)
-    # end snippet
-    lesson.check(
-        "exercise-parity",
-        stuck == "loader, storer",
-        f"waiting on parity lap instead of lap ^ 1: deadlock of {stuck or 'nobody'}",
     )
 
 
@@ -389,46 +236,16 @@ def show_compiled(lesson: Lesson, ck, num_sms: int) -> None:
 
     src = torch.randn(4096, 8192, device="cuda", dtype=torch.float16)
     dst = torch.empty_like(src)
-    rows = []
-    for name, copy in kernels(ck, num_sms).items():
-        _, compiled = copy(src, dst, with_kernel=True)
-        ptx = compiled.asm["ptx"]
-        rows.append(
-            [
-                short_label(name),
-                getattr(compiled, "n_regs", None),
-                round(compiled.metadata.shared / 1024, 1),
-                len(re.findall(r"ld\.global\.v4", ptx)),
-                len(re.findall(r"cp\.async\.bulk\.tensor\.2d\.shared\S*\.global", ptx)),
-                len(re.findall(r"cp\.async\.bulk\.tensor\.2d\.global\.shared", ptx)),
-                len(re.findall(r"mbarrier\.try_wait", ptx)),
-                " ".join(
-                    sorted(
-                        set(
-                            re.findall(
-                                r"setmaxnreg\.\w+\.sync\.aligned\.u32\s+(\d+)", ptx
-                            )
-                        )
-                    )
-                ),
-            ]
-        )
-    lesson.table(
-        "compiled",
-        [
-            "step",
-            "registers / thread",
-            "shared memory KiB",
-            "16-byte loads",
-            "TMA loads",
-            "TMA stores",
-            "mbarrier waits",
-            "setmaxnreg",
-        ],
-        rows,
-        "What Triton 3.6 compiled for each step (instructions counted in the PTX, "
-        "not executions)",
-    )
+    compiled = {short_label(name): copy(src, dst, with_kernel=True)[1]
+                for name, copy in kernels(ck, num_sms).items()}
+    lesson.compiled_table("compiled", compiled, {
+        "16-byte loads": r"ld\.global\.v4",
+        "TMA loads": r"cp\.async\.bulk\.tensor\.2d\.shared\S*\.global",
+        "TMA stores": r"cp\.async\.bulk\.tensor\.2d\.global\.shared",
+        "mbarrier waits": r"mbarrier\.try_wait",
+        "setmaxnreg": r"setmaxnreg\.\w+\.sync\.aligned\.u32\s+(\d+)",
+    }, "What Triton 3.6 compiled for each step (instructions counted in the PTX, "
+       "not executions)")
 
 
 def benchmark(lesson: Lesson, ck, num_sms: int) -> None:
@@ -490,49 +307,16 @@ def benchmark(lesson: Lesson, ck, num_sms: int) -> None:
         gate=False,
         note="informational: why the main baseline is timed with events",
     )
-    # round(x, 1), not round(x): an untimed run's median is NaN (no int of it)
-    rows = [
-        [LABELS.get(n, n), round(ms.median(n), 4),
-         round(nbytes / ms.median(n) / 1e6, 1)]
-        for n in ms
-    ]
-    lesson.table(
+    base = nbytes / ms.median("device copy") / 1e6 if ms.timed else None
+    lesson.rates(
         "bandwidth",
-        ["kernel", "ms (median)", "GB/s"],
-        rows,
-        "Copy of 16384x16384 fp16 (bytes read + written), 15 interleaved rounds",
-    )
-    plot(lesson, ms, nbytes)
-
-
-def plot(lesson: Lesson, ms, nbytes: float) -> None:
-    names = list(ms)
-    rounds = len(ms[names[0]])
-    base = nbytes / ms.median("device copy") / 1e6
-
-    def draw(fig):
-        ax = fig.subplots()
-        for row, name in enumerate(names):
-            rates = [nbytes / t / 1e6 for t in ms[name]]
-            mid, low, high = median_interval(rates)
-            ax.barh(row, mid, height=0.6, color="#bdbdbd" if "device" in name
-                    else "#9ecae1", xerr=[[mid - low], [high - mid]], capsize=3)
-            ax.scatter(rates, [row] * len(rates), s=6, color="#08519c", zorder=3)
-        ax.axvline(GATE * base, color="#d62728", linewidth=1, linestyle=":")
-        ax.set_yticks(range(len(names)), [short_label(n) for n in names])
-        ax.invert_yaxis()
-        ax.set_xlim(0, None)
-        ax.set_axisbelow(True)
-        ax.set_xlabel("GB/s, bytes read + written")
-
-    lesson.plot(
-        "bandwidth",
-        f"Bandwidth of each step and of the device copy: the median of {rounds} "
-        "rounds (bar, from zero, with its 95 % interval) and every round (dots), "
-        f"timed with CUDA events; dotted, {GATE:.2f} x the device copy's median "
-        "(step 3's gate is on the ratio of paired rounds)",
-        draw,
-        size=(4.8, 3.0),
+        f"Bandwidth of each step and of the device copy, 16384x16384 fp16 (bytes "
+        f"read + written): the median of {len(ms['device copy'])} interleaved rounds "
+        "(a bar from zero, with its 95 % interval) and every round (dots), timed with "
+        f"CUDA events; dotted, {GATE:.2f} x the device copy's median (step 3's gate "
+        "is on the ratio of paired rounds)",
+        ms, nbytes, labels={n: short_label(n) for n in ms},
+        line=GATE * base if base else None,
     )
 
 
@@ -544,7 +328,7 @@ def main() -> int:
     lesson = Lesson("gluon-basics")
     device = lesson.device()  # declines below compute capability 9.0 (lesson.toml)
     # racecheck's report on the warp-specialized kernel, explained (partition_state.py)
-    partition_state.declare(lesson, HERE / "copy_kernels.py", "copy_ws_kernel")
+    partition_state.declare(lesson, HERE / "gluon_basics.py", "copy_ws_kernel")
     seeds = 40 if lesson.interpret else 10
     with lesson.step("layout"):
         # Step 1's layout, at the two sizes the lesson uses, and a wrapped one.
@@ -554,11 +338,12 @@ def main() -> int:
     with lesson.step("ring-models"):
         check_ring_models(lesson, seeds)
         draw_ring(lesson)
+        draw_laps(lesson)
     with lesson.step("registers"):
         register_table(lesson)
     # Gluon has no interpreter, nor a smoke run on the CPU (lessonkit.py).
     if lesson.step("gpu-checks", needs_gpu="Gluon has no interpreter", smoke=False):
-        import copy_kernels as ck  # Gluon: only here, on a Hopper GPU
+        import gluon_basics as ck  # Gluon: only here, on a Hopper GPU
         import torch
 
         num_sms = torch.cuda.get_device_properties(0).multi_processor_count
@@ -566,9 +351,6 @@ def main() -> int:
         show_compiled(lesson, ck, num_sms)
     if lesson.step("benchmark", needs_gpu="Gluon has no interpreter", smoke=False):
         benchmark(lesson, ck, num_sms)
-    with lesson.step("exercises"):
-        exercise_store_wait(lesson, seeds)
-        exercise_parity(lesson)
     if device == "cpu":  # the models ran; the kernels cannot: not a verification
         lesson.decline(DECLINE)
     return lesson.finish()

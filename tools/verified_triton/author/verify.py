@@ -39,12 +39,14 @@ from verified_triton.core.lessons import MODES, Lesson, LessonError, discover
 from verified_triton.core.paths import ROOT
 from verified_triton.core.safefs import UnsafePathError
 from verified_triton.judge.evidence import EvidenceError, read_record, record_path
+from verified_triton.judge.exercises import judge_exercises
 from verified_triton.judge.matrix import judge_releases
 from verified_triton.judge.status import judge, judge_memory
 from verified_triton.record.awaiting import FILE_NAME as AWAITING_FILE
 from verified_triton.record.awaiting import AwaitingError, load_awaiting
 from verified_triton.record.bundles import import_bundles, write_bundle
 from verified_triton.record.capture import kill_all_on_signals
+from verified_triton.record.exercises import needs_proof, prove_lesson
 from verified_triton.record.machine import SETUP, Machine, mode_problem, this_machine
 from verified_triton.record.matrix import elapsed, plan_matrix, run_matrix, summary_lines
 from verified_triton.record.plan import execute, parse_shard, plan_runs, recorded_wall, shard
@@ -450,7 +452,7 @@ def do_run(args, lessons: list[Lesson], evidence_dir: Path) -> int:
                   sanitize=partial(run_sanitize_lesson, force=args.force))
     print_summary(ran + skipped)
     print_sanitize_summary(ran + skipped, {lesson.name: lesson for lesson in lessons})
-    status = 0
+    status = 0 if "interpreter" not in modes else prove_exercises(lessons, evidence_dir, args.force, args.timeout)
     if args.bundle:
         keys = {mode_key(m, machine.gpus[0].name if machine.gpus else "") for m in modes
                 if m == "interpreter" or machine.has_gpu}
@@ -470,6 +472,24 @@ def do_run(args, lessons: list[Lesson], evidence_dir: Path) -> int:
     bad = [r for r in ran if r.record is None or r.record.failed
            or (r.record.sanitizer is not None and judge_memory(r.lesson, r.record).state == "failed")]
     return 1 if bad else status
+
+
+def prove_exercises(lessons: list[Lesson], evidence_dir: Path, force: bool, timeout: float | None) -> int:
+    """Each lesson's exercises under the interpreter, where their record is missing or for other exercises:
+    the starter must fail, the solution pass and every declared mistake be caught (record/exercises.py). 1 when
+    a proof fails, 0 otherwise."""
+    todo = [lesson for lesson in lessons if not needs_proof(lesson, evidence_dir, force)]
+    if todo:
+        preflight(["interpreter"])
+    failed = 0
+    for lesson in todo:
+        result = prove_lesson(lesson, evidence_dir, timeout)
+        judged = judge_exercises(lesson, evidence_dir)
+        failed += judged.state != "passed"
+        print(f"exercises {lesson.name}: {judged.state} in {result.record.wall_s:.1f} s: "
+              f"{terminal_safe(judged.phrase)}", file=sys.stderr if judged.state != "passed" else sys.stdout,
+              flush=True)
+    return 1 if failed else 0
 
 
 def do_matrix(args, lessons: list[Lesson], evidence_dir: Path) -> int:

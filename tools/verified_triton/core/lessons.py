@@ -358,3 +358,45 @@ def course_order(lessons: list[Lesson]) -> list[Lesson]:
         raise LessonError(f"{stuck.folder / 'lesson.toml'}: after = '{stuck.after}' makes a loop of `after` "
                           f"keys; give one lesson of the loop an order = N instead")
     return placed
+
+
+# -- the exercises: exercises.py, solutions.py and what they import --------------------------------
+
+EXERCISE_FILES = ("exercises.py", "solutions.py")
+
+
+def has_exercises(lesson: Lesson) -> bool:
+    """Whether the lesson poses exercises (its folder holds exercises.py)."""
+    return (lesson.folder / EXERCISE_FILES[0]).is_file()
+
+
+def exercise_files(lesson: Lesson) -> list[Path]:
+    """exercises.py, solutions.py and every local module they import, transitively (practice.py, the
+    kernels module, the models): what the exercises' record is tied to, apart from the lesson's run, so that
+    changing an exercise leaves the GPU record current. [] for a lesson without exercises."""
+    if not has_exercises(lesson):
+        return []
+    return list(_exercise_files(lesson))
+
+
+def _exercise_files(lesson: Lesson) -> tuple[Path, ...]:
+    seen: dict[Path, None] = {}
+    todo = [lesson.folder / name for name in reversed(EXERCISE_FILES) if (lesson.folder / name).is_file()]
+    search = (lesson.folder, lesson.folder.parent, *(lesson.folder.parent / name for name in lesson.uses))
+    while todo:
+        path = todo.pop()
+        if path not in seen:
+            seen[path] = None
+            todo.extend(_local_imports(path, (path.parent, *search), lesson.folder.parent))
+    return tuple(sorted(seen, key=lesson.relative))
+
+
+def exercise_file_hashes(lesson: Lesson) -> dict[str, str]:
+    """{relative path: SHA-256} of the exercises' files, in path order."""
+    return {lesson.relative(path): _file_sha256(path, lesson.folder.parent) for path in exercise_files(lesson)}
+
+
+def exercise_hash(lesson: Lesson) -> str:
+    """The one hash the exercises' record carries ("" for a lesson without exercises)."""
+    hashes = exercise_file_hashes(lesson)
+    return combined_hash(hashes) if hashes else ""

@@ -59,6 +59,7 @@ OUTCOMES = ("passed", "failed", "timeout", "crashed", "by-design")
 FAILED_OUTCOMES = ("failed", "timeout", "crashed")
 MODES = ("interpreter", "gpu", "sanitize")
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+EXERCISES_RECORD = "exercises.json"  # beside the records: the exercises' proof (judge/exercises.py), no run record
 SANITIZE_KEY = re.compile(r"\Asanitize-gpu-[a-z0-9]+(?:-[a-z0-9]+)*\Z")
 # What became of one tool's run: its summary said nothing (clean) or something (findings); it
 # stopped short of seeing everything (incomplete: an internal error, dropped hazards); no summary
@@ -576,7 +577,7 @@ def lesson_records(evidence_dir: Path, lesson: str) -> tuple[list[Record], list[
     except UnsafePathError as exc:
         return [], [str(exc)]
     for path in files:
-        if path.parent != folder or path.suffix != ".json":
+        if path.parent != folder or path.suffix != ".json" or path.name == EXERCISES_RECORD:
             continue
         try:
             record = read_record(path, evidence_dir)

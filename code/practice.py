@@ -143,11 +143,17 @@ def main(argv=None):
     args = parser.parse_args(argv)
     m = importlib.import_module("solutions") if args.solutions else None
     names = [args.only] if args.only else list(CHECKS)
-    return int("failed" in [report(name, m) for name in names])
+    return int("failed" in [said(name, m) for name in names])
 
 
-def report(name, m=None):
-    """Check exercise `name` (in a notebook: against the cells above); one line."""
+def said(name, m=None):
+    """Check exercise `name` on module `m` (the one run as a script by default), print
+    one line, and return its status."""
     status, message = attempt(CHECKS[name], m or sys.modules["__main__"])
     print(f"{name}: {status}" + (f": {message}" if message else ""))
     return status
+
+
+def report(name):
+    """In a notebook: check exercise `name` against the cells above, in one line."""
+    said(name)

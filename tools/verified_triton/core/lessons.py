@@ -400,3 +400,10 @@ def exercise_hash(lesson: Lesson) -> str:
     """The one hash the exercises' record carries ("" for a lesson without exercises)."""
     hashes = exercise_file_hashes(lesson)
     return combined_hash(hashes) if hashes else ""
+
+
+def kernels_module(lesson: Lesson) -> Path | None:
+    """The lesson's kernels module, code/<lesson>/<name_snake>.py (the kernels, their launchers and their
+    teaching comments, runnable alone), when the lesson has one beside a lesson.py; else None."""
+    path = lesson.folder / f"{lesson.name.replace('-', '_')}.py"
+    return path if lesson.main.name == "lesson.py" and path.is_file() else None

@@ -303,3 +303,11 @@ def judged(record: ExercisesRecord) -> ExercisesState:
     return ExercisesState("passed", record, exercises, [],
                           f"the checks of its {len(here)} exercises catch {caught} of {proven} listed mistakes "
                           f"(proven on {record.date}){tail}")
+
+
+def exercises_reason(exercises: ExercisesState | None) -> list[str]:
+    """The headline's short reason, from a fixed vocabulary (nothing the record says in its own words)."""
+    if exercises is None:
+        return []
+    return {"failed": ["an exercise's check is not proven"], "stale": ["its exercises changed since checked"],
+            "none": ["its exercises not checked yet"]}.get(exercises.state, [])

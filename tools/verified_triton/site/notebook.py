@@ -864,12 +864,13 @@ def recorded_run_cells(lesson: Lesson, site: directives.Site, record: Record | N
     return [Cell("markdown", body, "recorded-run")]
 
 
-def build(lesson: Lesson, site: directives.Site, docs_dir: Path):
-    """The notebook (nbformat's NotebookNode)."""
+def build(lesson: Lesson, site: directives.Site, docs_dir: Path, plan=None):
+    """The notebook (nbformat's NotebookNode); `plan` decides its cells (default: this module's, the page run
+    step by step; a converted lesson's tutorial: site/tutorial.py)."""
     from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
     cells = []
-    for cell in plan(lesson, site, docs_dir):
+    for cell in (plan or globals()["plan"])(lesson, site, docs_dir):
         if cell.kind == "markdown":
             made = new_markdown_cell(cell.source)
             if cell.attachments:

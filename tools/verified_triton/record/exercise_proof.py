@@ -10,7 +10,9 @@ through the schema and judge/exercises.py judges it. Loading each mutant in this
 Triton and torch imported once: the lesson's whole proof costs one interpreter start.
 
 This file runs under the lesson's Python with the lesson's imports (torch, Triton, practice.py), not
-the tools': it imports nothing of verified_triton, and nothing here is trusted by the judge.
+the tools': it imports nothing of verified_triton, and nothing here is trusted by the judge. It runs as a
+copy in a scratch folder, with PYTHONPATH naming the lesson's folder, so no module of the tools' folders
+can stand in for one of the lesson's.
 """
 
 import importlib
@@ -87,7 +89,6 @@ def prove(folder: Path) -> dict:
 
 def main() -> int:
     out, folder = os.environ["VT_PROOF_OUT"], Path.cwd()
-    sys.path[0] = str(folder)  # the lesson's modules, not this folder's
     Path(out).write_text(json.dumps(prove(folder), indent=1, ensure_ascii=False), encoding="utf-8")
     return 0
 

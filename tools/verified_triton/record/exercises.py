@@ -74,9 +74,12 @@ def prove_lesson(lesson: Lesson, evidence_dir: Path, timeout: float | None = Non
             env.pop(name, None)
         env[kit.INTERPRET_ENV] = "1"
         env[PROOF_OUT] = str(out)
+        env["PYTHONPATH"] = str(lesson.folder)  # its modules first; the copy's folder holds only the copy
+        script = work / PROOF.name
+        shutil.copyfile(PROOF, script)
         started = datetime.now(UTC)
         limit = timeout or TIMEOUT_S
-        run = run_bounded(str(PROOF), lesson.folder, env, limit)
+        run = run_bounded(str(script), lesson.folder, env, limit)
         record = _record(lesson, files, started, run, limit, out)
         scrub_record(record, scrubber(lesson.root))  # no path of this machine in the record
         write_exercises(evidence_dir, record)
@@ -88,8 +91,8 @@ def prove_lesson(lesson: Lesson, evidence_dir: Path, timeout: float | None = Non
 def _record(lesson: Lesson, files: dict[str, str], started: datetime, run: Captured, limit: float,
             out: Path) -> ExercisesRecord:
     common = dict(lesson=lesson.name, started_utc=started.strftime(schema.UTC_FORMAT), wall_s=round(run.wall_s, 2),
-                  command=f"{kit.INTERPRET_ENV}=1 python tools/verified_triton/record/exercise_proof.py "
-                          f"(in {lesson.relative(lesson.folder)}/)",
+                  command=f"record/exercise_proof.py in {lesson.relative(lesson.folder)}/, "
+                          f"{kit.INTERPRET_ENV}=1",
                   source_hash=combined_hash(files), source_files=files,
                   env=ProofEnv(python=_python_version()))
     tail = run.stderr[-STDERR_KEPT:]

@@ -156,6 +156,19 @@ class Tutorial:
         block = str(plain_code_block(f"{head}\n{region.text.rstrip()}", "python"))
         return "\n".join(match.group("indent") + ln if ln else ln for ln in block.split("\n"))
 
+    def split_long_prose(self) -> None:
+        """Markdown cells over MAX_CELL lines, split between paragraphs (outside fences and folded blocks)."""
+        out = []
+        for cell in self.cells:
+            if cell.kind != "markdown" or len(cell.source.split("\n")) <= MAX_CELL:
+                out.append(cell)
+                continue
+            for i, part in enumerate(_paragraph_chunks(cell.source, MAX_CELL)):
+                used = {n: d for n, d in cell.attachments.items() if f"attachment:{n}" in part}
+                out.append(Cell("markdown", part, cell.id if i == 0 else self.cell_id(f"{cell.id}-more"),
+                                attachments=used))
+        self.cells = out
+
     def plan(self) -> list[Cell]:
         body, first_line = page_body(self.lesson, self.docs_dir)
         lines = body.split("\n")
@@ -166,6 +179,7 @@ class Tutorial:
         self.walk(lines, opening_end, first_line)
         self.self_check()
         self.markdown(str(self.record_cell()), "run-the-record", join=False)
+        self.split_long_prose()
         return self.cells
 
     def head(self, title: str, opening: list[str], first_line: int) -> None:
@@ -402,6 +416,27 @@ def _drop_empty(lines: list[str]) -> list[str]:
                 changed = True
                 break
     return lines
+
+
+def _paragraph_chunks(markdown: str, limit: int) -> list[str]:
+    """`markdown` in pieces of at most `limit` lines, cut at a blank line outside a fence or a <details> block,
+    before a line that starts a paragraph or a heading (not an indented one)."""
+    lines = markdown.split("\n")
+    cuts, fence, depth = [], None, 0
+    for i, line in enumerate(lines):
+        fence, inside = _fence(line, fence)
+        if not inside:
+            depth += line.count("<details") - line.count("</details>")
+        if not line.strip() and fence is None and depth == 0 and i + 1 < len(lines) and lines[i + 1][:1] not in (
+                "", " ", "\t"):
+            cuts.append(i)
+    out, start = [], 0
+    while len(lines) - start > limit:
+        cut = max((c for c in cuts if start < c <= start + limit), default=start + limit)
+        out.append("\n".join(lines[start:cut]).strip("\n"))
+        start = cut + 1
+    out.append("\n".join(lines[start:]).strip("\n"))
+    return [part for part in out if part.strip()]
 
 
 def _chunks(source: str, limit: int) -> list[str]:

@@ -185,11 +185,15 @@ class Tutorial:
     def head(self, title: str, opening: list[str], first_line: int) -> None:
         intro = [page_markdown(title, plain=True), PlainMd(""),
                  PlainMd("*{}*").format(self.lesson.summary) if self.lesson.summary else PlainMd("")]
-        expanded = for_jupyter(directives.expand_page("\n".join(_without_record_only(opening)), self.page,
-                                                      first_line))
+        lines = _without_record_only(opening)
+        later = [i for i, ln in enumerate(lines) if (m := directives.LINE.match(ln)) and not m.group("indent")
+                 and m.group("name") in ("status", "requirements")]  # after the opening, as in the older notebooks
+        expanded = for_jupyter(directives.expand_page("\n".join("" if i in later else ln
+                                                                for i, ln in enumerate(lines)), self.page, first_line))
+        status = [for_jupyter(directives.expand_page(lines[i], self.page, first_line + i)) for i in later]
         how = PlainMd("**Run the cells in order.** {}").format(PlainMd(self.where_it_runs()))
-        self.markdown("\n\n".join(str(p) for p in ("\n".join(str(x) for x in intro), expanded, how) if str(p).strip()),
-                      "title")
+        parts = ("\n".join(str(x) for x in intro), expanded, *status, str(how))
+        self.markdown("\n\n".join(p for p in parts if p.strip()), "title")
         self.code(self.setup(), "setup")
         imports = [i for i in self.kernels.kind("prelude")]
         self.kernels.placed.update(imports + self.kernels.kind("docstring"))

@@ -300,3 +300,23 @@ def test_the_line_is_in_the_status_json(project, lesson):
 
     [out] = status_json([judge(lesson, Path(project.evidence))])
     assert out["headline"].startswith("Verified: ran on an H200") and out["by_design"] is False
+
+
+def test_the_publish_gate_refuses_exactly_the_partials_not_by_design(project):
+    """One gate: `verify.py --check --publish` takes VERIFIED and PARTIALLY VERIFIED by design (the judgement's
+    flag), and refuses every other PARTIALLY VERIFIED, whatever made it partial."""
+    from verified_triton.author.verify import publish_problems
+
+    project.add("hostile", GLUON_MAIN, toml='[requires]\ncapability = "9.0"\nwhy = "x"\n', files={"kernels.py": GLUON})
+    lesson = project.lesson("hostile")
+    partial = 0
+    for interp, gpu, mem in itertools.product(STATES, STATES, [None, "clean", "findings", "incomplete", "old"]):
+        records = [run_record(lesson, mode, state, "NVIDIA H200")
+                   for mode, state in (("interpreter", interp), ("gpu", gpu)) if state is not None]
+        if mem is not None:
+            records.append(memory(lesson, "clean" if mem == "old" else mem, source_hash=OLD if mem == "old" else None))
+        st = judge_records(lesson, records, memory_required=True)
+        refused = publish_problems([st])
+        assert bool(refused) == (st.status is PARTIAL and not st.by_design), (interp, gpu, mem, refused)
+        partial += st.status is PARTIAL
+    assert partial > 10

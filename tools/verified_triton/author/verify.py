@@ -17,7 +17,8 @@ This file is the command line only. The work lives in one module per job:
 machine.py (what this machine has), plan.py (what to run, shards, GPUs),
 runner.py (one run -> one record), capture.py (the child process),
 changes.py (history and changes beyond noise), bundles.py (carrying evidence),
-report.py (what is printed), sanitizer.py (runs under compute-sanitizer), status.py (the judgement),
+report.py (what is printed), sanitizer.py with sanitizer_command.py and sanitizer_log.py (runs under
+compute-sanitizer), status.py and memory.py (the judgement),
 evidence.py (the format); releases.py and matrix.py for other Triton releases (record/: environments
 and runs; judge/: the release record and what the records say about a lesson's [requires] triton).
 A machine without a GPU never writes, deletes or overwrites GPU evidence.
@@ -41,7 +42,8 @@ from verified_triton.core.safefs import UnsafePathError
 from verified_triton.judge.evidence import EvidenceError, read_record, record_path
 from verified_triton.judge.exercises import judge_exercises
 from verified_triton.judge.matrix import judge_releases
-from verified_triton.judge.status import judge, judge_memory
+from verified_triton.judge.memory import judge_memory
+from verified_triton.judge.status import PARTIAL, judge
 from verified_triton.record.awaiting import FILE_NAME as AWAITING_FILE
 from verified_triton.record.awaiting import AwaitingError, load_awaiting
 from verified_triton.record.bundles import import_bundles, write_bundle
@@ -70,7 +72,8 @@ from verified_triton.record.report import (
     terminal_safe,
 )
 from verified_triton.record.runner import mode_key, run_lesson, sweep_orphans
-from verified_triton.record.sanitizer import find_tool, print_sanitize_summary, run_sanitize_lesson, tool_version
+from verified_triton.record.sanitizer import print_sanitize_summary, run_sanitize_lesson
+from verified_triton.record.sanitizer_command import find_tool, tool_version
 from verified_triton.record.smoke import smoke_command
 
 EPILOG = """\
@@ -357,23 +360,35 @@ def waiting_for_gpu(statuses) -> list[str]:
 
 
 def publish_problems(statuses) -> list[str]:
-    """What --check accepts but publishing does not: a lesson still waiting for its GPU run or its memory
-    check, or one whose memory check has findings it neither fixed nor declared.
-    Each names the lesson and the commands that fix it."""
-    problems = [f"{name}: PARTIALLY VERIFIED, not by design: its GPU run is not recorded for this source; "
-                f"record it on a GPU machine (python3 tools/verify.py --lesson {name} --mode gpu --bundle "
-                f"{name}.tar.gz) and bring it here (.venv/bin/python tools/verify.py --import {name}.tar.gz)"
-                for name in waiting_for_gpu(statuses)]
-    problems += [f"{name}: PARTIALLY VERIFIED, not by design: memory safety not checked yet (no memory check "
-                 f"recorded for this source); record it on a GPU machine with compute-sanitizer (python3 "
-                 f"tools/verify.py --lesson {name} --mode sanitize --bundle {name}-sanitize.tar.gz) and bring it "
-                 f"here (.venv/bin/python tools/verify.py --import {name}-sanitize.tar.gz)"
-                 for name in waiting_for_memory_check(statuses)]
+    """What --check accepts but publishing does not: every PARTIALLY VERIFIED that is not so by design (the
+    judgement's by_design), one line each, naming the lesson and, where one is known, the commands that fix it:
+    a GPU run or a memory check not recorded for this source, or a memory check with findings neither fixed nor
+    declared, or incomplete."""
+    gpu, memory = set(waiting_for_gpu(statuses)), set(waiting_for_memory_check(statuses))
+    problems = []
     for st in statuses:
-        if st.modes["sanitize"].state == "partial" and st.memory is not None:
-            problems.append(f"{st.lesson.name}: PARTIALLY VERIFIED, not by design: the memory check "
+        name = st.lesson.name
+        if st.status is not PARTIAL or st.by_design:
+            continue
+        if name in gpu:
+            problems.append(f"{name}: PARTIALLY VERIFIED, not by design: its GPU run is not recorded for this "
+                            f"source; record it on a GPU machine (python3 tools/verify.py --lesson {name} --mode gpu "
+                            f"--bundle {name}.tar.gz) and bring it here (.venv/bin/python tools/verify.py --import "
+                            f"{name}.tar.gz)")
+        elif name in memory:
+            problems.append(f"{name}: PARTIALLY VERIFIED, not by design: memory safety not checked yet (no memory "
+                            f"check recorded for this source); record it on a GPU machine with compute-sanitizer "
+                            f"(python3 tools/verify.py --lesson {name} --mode sanitize --bundle "
+                            f"{name}-sanitize.tar.gz) and bring it here (.venv/bin/python tools/verify.py --import "
+                            f"{name}-sanitize.tar.gz)")
+        elif st.modes["sanitize"].state == "partial" and st.memory is not None:
+            problems.append(f"{name}: PARTIALLY VERIFIED, not by design: the memory check "
                             f"{'; '.join(st.memory.problems)}. Fix each finding or declare it with "
-                            "lesson.sanitizer_known (docs/writing-a-lesson.md), then record the memory check again")
+                            "lesson.sanitizer_known; for a tool that cannot finish, make the run smaller under the "
+                            "tool, or declare it with a reproducer ([[sanitize.not_applicable]], "
+                            "docs/writing-a-lesson.md); then record the memory check again")
+        else:
+            problems.append(f"{name}: PARTIALLY VERIFIED, not by design: {st.sentence}")
     return problems
 
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
+from verified_triton.core.numfmt import number
+
 KIB, MIB = 1024, 1024 * 1024
 
 
@@ -66,7 +68,7 @@ def _human(value: int, name: str) -> str:
         return f"{value} × the record's size"
     if name in BYTE_LIMITS:
         return f"{value // MIB} MiB" if value >= MIB else f"{value // KIB} KiB"
-    return f"{value:,}"
+    return number(value)
 
 
 BYTE_LIMITS = {"source_file", "record_json", "release_json", "figure", "stream_kept", "results_json",

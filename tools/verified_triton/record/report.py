@@ -36,8 +36,8 @@ def status_json(statuses: list[LessonStatus]) -> list[dict]:
                     "headline": st.headline, "by_design": st.by_design,
                     "summary": st.summary, "sentence": st.sentence, "source_hash": st.source_hash,
                     "modes": modes, "problems": st.problems, "releases": releases_json(st),
-                    "memory_check": ({"state": st.memory.state, "line": st.memory.line, "problems": st.memory.problems}
-                                     if st.memory else None),
+                    "memory_check": ({"state": st.memory.state, "line": st.memory.line, "problems": st.memory.problems,
+                                      "not_applicable": st.memory.not_applicable} if st.memory else None),
                     **exercises_json(st)})
     return out
 

@@ -79,7 +79,8 @@ from verified_triton.record.smoke import smoke_command
 EPILOG = """\
 what it does (one of):
   (no action)   run each lesson whose evidence is missing or for another source, in each mode
-                this machine can run, and record it under evidence/
+                this machine can run, and record it under evidence/; with the interpreter mode, prove
+                each lesson's exercises too (record/exercises.py: evidence/<lesson>/exercises.json)
   --status      print each lesson's badge and why; run nothing (--json: for scripts)
   --check       exit 1 unless every lesson's evidence is current and usable (every push);
                 a lesson still waiting for its GPU run passes, and the last line says so
@@ -467,7 +468,8 @@ def do_run(args, lessons: list[Lesson], evidence_dir: Path) -> int:
                   sanitize=partial(run_sanitize_lesson, force=args.force))
     print_summary(ran + skipped)
     print_sanitize_summary(ran + skipped, {lesson.name: lesson for lesson in lessons})
-    status = 0 if "interpreter" not in modes else prove_exercises(lessons, evidence_dir, args.force, args.timeout)
+    status = 0 if "interpreter" not in modes else prove_exercises(lessons, evidence_dir, machine, args.force,
+                                                                  args.timeout)
     if args.bundle:
         keys = {mode_key(m, machine.gpus[0].name if machine.gpus else "") for m in modes
                 if m == "interpreter" or machine.has_gpu}
@@ -489,11 +491,19 @@ def do_run(args, lessons: list[Lesson], evidence_dir: Path) -> int:
     return 1 if bad else status
 
 
-def prove_exercises(lessons: list[Lesson], evidence_dir: Path, force: bool, timeout: float | None) -> int:
+def prove_exercises(lessons: list[Lesson], evidence_dir: Path, machine: Machine, force: bool,
+                    timeout: float | None) -> int:
     """Each lesson's exercises under the interpreter, where their record is missing or for other exercises:
     the starter must fail, the solution pass and every declared mistake be caught (record/exercises.py). 1 when
     a proof fails, 0 otherwise."""
-    todo = [lesson for lesson in lessons if not needs_proof(lesson, evidence_dir, force)]
+    versions = (machine.python, machine.torch, machine.triton)
+    todo = []
+    for lesson in lessons:
+        why_not = needs_proof(lesson, evidence_dir, versions, force)
+        if why_not == "up to date":
+            print(f"exercises {lesson.name}: up to date", flush=True)
+        elif not why_not:
+            todo.append(lesson)
     if todo:
         preflight(["interpreter"])
     failed = 0

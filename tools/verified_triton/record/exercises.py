@@ -30,6 +30,7 @@ from verified_triton.judge.exercises import (
     write_exercises,
 )
 from verified_triton.record.capture import Captured, run_bounded
+from verified_triton.record.runner import TEMP_PREFIX
 from verified_triton.record.scrub import scrub_record, scrubber
 
 PROOF = Path(__file__).with_name("exercise_proof.py")
@@ -41,12 +42,12 @@ STDERR_KEPT = 4000  # characters of a failed proof's stderr kept in the record (
 @dataclass
 class ProofResult:
     lesson: Lesson
-    record: ExercisesRecord | None
-    skipped: str = ""  # why it did not run (no exercises, up to date)
+    record: ExercisesRecord
 
 
-def needs_proof(lesson: Lesson, evidence_dir: Path, force: bool = False) -> str:
-    """'' when the lesson's exercises need proving here, else why not."""
+def needs_proof(lesson: Lesson, evidence_dir: Path, versions: tuple[str, str, str], force: bool = False) -> str:
+    """'' when the lesson's exercises need proving here, else why not: it poses none, or their record is for
+    these exercises and was made with these (python, torch, triton) versions."""
     if not has_exercises(lesson):
         return "no exercises"
     if force:
@@ -55,17 +56,14 @@ def needs_proof(lesson: Lesson, evidence_dir: Path, force: bool = False) -> str:
         old = read_exercises(record_path(evidence_dir, lesson.name), evidence_dir)
     except (EvidenceError, OSError):
         return ""
-    if old.source_hash != combined_hash(exercise_file_hashes(lesson)):
-        return ""
-    import platform
-
-    return "up to date" if old.env.python == platform.python_version() and old.outcome == "completed" else ""
+    same = old.source_hash == combined_hash(exercise_file_hashes(lesson)) and old.outcome == "completed"
+    return "up to date" if same and (old.env.python, old.env.torch, old.env.triton) == versions else ""
 
 
 def prove_lesson(lesson: Lesson, evidence_dir: Path, timeout: float | None = None) -> ProofResult:
     """Run the proof and write the record (whatever it says: a failed proof is evidence too)."""
     files = exercise_file_hashes(lesson)  # before the run: the record names the bytes that ran
-    work = Path(tempfile.mkdtemp(prefix="vt-exercises-"))
+    work = Path(tempfile.mkdtemp(prefix=f"{TEMP_PREFIX}{os.getpid()}-{lesson.name}-exercises-"))  # swept if killed
     try:
         out = work / "proof.json"
         env = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONIOENCODING="utf-8", MPLBACKEND="Agg",

@@ -106,7 +106,7 @@ def tutorial_readme(lesson: Lesson, site: directives.Site, kernels: Path) -> Pla
     req = requirements(lesson, site.status(lesson.name))
     interp, gpu = (plain_code(command) for command in req.commands())
     blank = PlainMd("")
-    name = PlainMd(kernels.name)
+    name = plain_code(kernels.name)  # a file name, in code spans and code blocks
     gluon = "gluon" in read_bytes(kernels, LIMITS.source_file, site.code_dir).decode("utf-8", "replace")
     need = PlainMd("a CUDA GPU of compute capability {}").format(req.capability) if req.capability \
         else PlainMd("a CUDA GPU")
@@ -122,7 +122,7 @@ def tutorial_readme(lesson: Lesson, site: directives.Site, kernels: Path) -> Pla
                      "and a hint (`--only NAME` checks one; `--solutions` checks the answers in `solutions.py`; "
                      "`practice.py` is the checker)."), blank,
              PlainMd("    TRITON_INTERPRET=1 python exercises.py"), PlainMd("    python exercises.py"), blank,
-             PlainMd("## 3. The verified run: `{}`").format(PlainMd(lesson.main.name)), blank,
+             PlainMd("## 3. The verified run: `{}`").format(plain_code(lesson.main.name)), blank,
              PlainMd("The checks, benchmarks and figures the course records for this lesson, through "
                      "`lessonkit.py`; `lesson.toml` says what it needs."), blank,
              PlainMd("    {}").format(interp), PlainMd("    {}").format(gpu), blank,

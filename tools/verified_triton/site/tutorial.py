@@ -36,7 +36,7 @@ from verified_triton.core.limits import LIMITS
 from verified_triton.core.safefs import read_text
 from verified_triton.site import directives, lesson_source
 from verified_triton.site.directives.exercise import STARTERS, find_posed, proof_line, verdict
-from verified_triton.site.door import PlainMd, page_markdown, plain_code_block
+from verified_triton.site.door import PlainMd, html_text, page_markdown, plain_code, plain_code_block
 from verified_triton.site.notebook import Cell, _fence, for_jupyter, page_body, prelude_text
 from verified_triton.site.requirements import INSTALL
 from verified_triton.site.snippets import END, START, extract
@@ -191,7 +191,7 @@ class Tutorial:
         expanded = for_jupyter(directives.expand_page("\n".join("" if i in later else ln
                                                                 for i, ln in enumerate(lines)), self.page, first_line))
         status = [for_jupyter(directives.expand_page(lines[i], self.page, first_line + i)) for i in later]
-        how = PlainMd("**Run the cells in order.** {}").format(PlainMd(self.where_it_runs()))
+        how = PlainMd("**Run the cells in order.** {}").format(self.where_it_runs())
         parts = ("\n".join(str(x) for x in intro), expanded, *status, str(how))
         self.markdown("\n\n".join(p for p in parts if p.strip()), "title")
         self.code(self.setup(), "setup")
@@ -201,14 +201,15 @@ class Tutorial:
             self.code(f"# The kernels module's imports ({self.kernels.path.name})\n"
                       f"{prelude_text(self.kernels.src, imports)}", "imports")
 
-    def where_it_runs(self) -> str:
+    def where_it_runs(self) -> PlainMd:
         need = self.lesson.requires.capability
         if not self.lesson.modes["interpreter"].supported or "gluon" in self.kernels.src.text:
-            gpu = f"a GPU of compute capability {need} or newer" if need else "a GPU"
-            return (f"The kernels are Gluon, which has no interpreter: they run on {gpu}. Without one, the cells "
-                    "that define them still run, and the models and the exercises on them run on the CPU.")
-        return ("With a GPU the kernels run on it; without one, the setup below runs them on the CPU through "
-                "Triton's interpreter (TRITON_INTERPRET=1), slower, and the same.")
+            gpu = PlainMd("a GPU of compute capability {} or newer").format(need) if need else PlainMd("a GPU")
+            return PlainMd("The kernels are Gluon, which has no interpreter: they run on {}. Without one, the cells "
+                           "that define them still run, and the models and the exercises on them run on the "
+                           "CPU.").format(gpu)
+        return PlainMd("With a GPU the kernels run on it; without one, the setup below runs them on the CPU through "
+                       "Triton's interpreter (TRITON_INTERPRET=1), slower, and the same.")
 
     def setup(self) -> str:
         need = self.lesson.requires.capability
@@ -297,7 +298,7 @@ class Tutorial:
         written = self.written_modules()
         self.markdown(str(PlainMd("The exercises' checks use {}, written beside this notebook by the cells "
                                   "below (run them; they are collapsed).").format(
-            PlainMd(", ").join(PlainMd("`{}`").format(PlainMd(p.name)) for p in written))), "practice-files")
+            PlainMd(", ").join(PlainMd("`{}`").format(plain_code(p.name)) for p in written))), "practice-files")
         for path in written:
             source = read_text(path, LIMITS.source_file, self.code_dir).rstrip("\n")
             for i, chunk in enumerate(_chunks(source, MAX_CELL - 2)):
@@ -339,7 +340,7 @@ class Tutorial:
         gpu = PlainMd(" It needs a GPU ({}): on a CPU its check says so.").format(posed.needs_gpu) \
             if posed.needs_gpu else PlainMd("")
         self.markdown(str(PlainMd("**Your turn.** Fill in the code cell below, then run the check under it.{} "
-                                  "**Hint**, if you need it: {}").format(gpu, PlainMd(posed.hint))), "exercise")
+                                  "**Hint**, if you need it: {}").format(gpu, posed.hint)), "exercise")
         self.place(ex, ex.region_nodes(name, self.code_dir), f"starter-{name}", "used by the exercise")
         check = ex.region_nodes(f"check-{name}", self.code_dir)
         needed = ex.needed(check)
@@ -353,16 +354,17 @@ class Tutorial:
 
     def solution(self, name: str) -> PlainMd:
         state = self.page.lesson.exercises if self.page.lesson is not None else None
-        title, warning = proof_line(state, verdict(state, name))
-        region = extract(self.lesson.folder / "solutions.py", name, self.code_dir)
         found = verdict(state, name)
+        title, warning = proof_line(state, found, PlainMd)
+        region = extract(self.lesson.folder / "solutions.py", name, self.code_dir)
         listed = PlainMd("")
         if found is not None and found.mistakes:
             listed = PlainMd("\n\nThe listed mistakes, each a small edit of this solution: {}.").format(
                 PlainMd("; ").join(PlainMd("{} (it says “{}”)").format(m.name, m.says) for m in found.mistakes))
+        # The summary is raw HTML, where Markdown reads nothing: its words are HTML-escaped as well.
         fold = PlainMd("<details><summary>{}</summary>\n\n{}{}\n\n</details>").format(
-            PlainMd(str(title)), plain_code_block(region.text.rstrip("\n"), "python"), listed)
-        return PlainMd("{}\n\n{}").format(PlainMd(for_jupyter(str(warning))), fold) if warning else fold
+            html_text(str(title)), plain_code_block(region.text.rstrip("\n"), "python"), listed)
+        return PlainMd("{}\n\n{}").format(warning, fold) if warning else fold
 
     def record_cell(self) -> PlainMd:
         name = self.lesson.name
@@ -371,7 +373,7 @@ class Tutorial:
             "`lesson.py`, in the lesson's zip (the page's \"Run it yourself\" box): its checks, benchmarks and "
             "figures, recorded as the lesson's record, on the course's site at `lessons/{}/record/`. To run it "
             "yourself, unpack the zip and, in its folder:\n\n{}").format(
-            PlainMd(name), plain_code_block("TRITON_INTERPRET=1 python lesson.py   # any machine: the checks\n"
+            plain_code(name), plain_code_block("TRITON_INTERPRET=1 python lesson.py   # any machine: the checks\n"
                                             "python lesson.py                      # a GPU: checks and benchmarks",
                                             "bash"))
 

@@ -85,26 +85,29 @@ def command(name: str, gpu: str) -> Md:
         code(f"TRITON_INTERPRET=1 python exercises.py --only {name}"), code(f"python exercises.py --only {name}"))
 
 
-def proof_line(state: ExercisesState | None, found: ExerciseVerdict | None) -> tuple[Md, Md]:
-    """(the fold's title, a warning shown outside it or Md("")), from the judged proof."""
+def proof_line(state: ExercisesState | None, found: ExerciseVerdict | None, kind: type = Md) -> tuple:
+    """(the fold's title, a warning to show outside it, or kind("")), from the judged proof; `kind` is the
+    door's type of the page: Md on the site, PlainMd in a notebook (fields go in through its escape)."""
     if found is None:
-        why = "not proven yet" if state is None or state.state != "stale" else "proven for an earlier version"
-        return Md("Solution (its check is {})").format(Md(why)), Md("")
+        stale = state is not None and state.state == "stale"
+        return (kind("Solution (its check is proven for an earlier version)") if stale
+                else kind("Solution (its check is not proven yet)")), kind("")
     if found.needs_gpu:
-        n = len(found.mistakes)
-        return Md("Solution (its check and its {} listed mistakes run on a GPU only)").format(n), Md("")
+        return kind("Solution (its check and its {} listed mistakes run on a GPU only)").format(
+            len(found.mistakes)), kind("")
     caught = sum(m.caught for m in found.mistakes)
-    title = Md("Solution; its check catches {} of {} listed mistakes").format(caught, len(found.mistakes))
-    missed = [m for m in found.mistakes if not m.caught]
+    title = kind("Solution; its check catches {} of {} listed mistakes").format(caught, len(found.mistakes))
     wrong = []
     if found.solution != "passed":
-        wrong.append(Md("the solution fails its own check"))
+        wrong.append(kind("the solution fails its own check"))
     if found.starter == "passed":
-        wrong.append(Md("the starter passes its check"))
-    wrong += [Md("the mistake {} gets through").format(text(m.name, 120)) for m in missed]
-    warning = Md("!!! failure \"This exercise's check is not proven\"\n\n    {}.").format(
-        Md("; ").join(wrong)) if wrong else Md("")
-    return title, warning
+        wrong.append(kind("the starter passes its check"))
+    wrong += [kind("the mistake {} gets through").format(m.name[:120]) for m in found.mistakes if not m.caught]
+    if not wrong:
+        return title, kind("")
+    if kind is Md:
+        return title, Md("!!! failure \"This exercise's check is not proven\"\n\n    {}.").format(Md("; ").join(wrong))
+    return title, kind("**This exercise's check is not proven:** {}.").format(kind("; ").join(wrong))
 
 
 @directive("exercise", "one exercise of the Practice section: the starter from exercises.py, the command, the hint "

@@ -165,6 +165,7 @@ def test_the_badge_reads_the_exercises_proof_as_the_interpreter_run(project, les
 def test_check_names_the_exercises_and_status_json_lists_them(project, lesson):
     judged(project, lesson, record(lesson, [exercise("one", solution=Attempt("failed", "x")), exercise("two")]))
     st = judge(lesson, project.evidence)
+    assert st.problems == [], "exercises.json beside the run records is no run record"
     assert any("drill: exercises failed: exercise one: the solution fails its own check" in p
                for p in check_problems([st]))
     shown = status_json([st])[0]

@@ -515,7 +515,8 @@ def _text_span(lines: list[str], first: int, last: int) -> tuple[int, int]:
 
 
 # lesson.toml: each key and what it holds (a table: its keys; a tuple: the values
-# allowed; {str: str}: a table of any keys, each holding text). The kit reads its
+# allowed; {str: str}: a table of any keys, each holding text; [str]: a list of
+# text; [{...}]: an array of tables, `[[...]]`). The kit reads its
 # [requires] and [sanitize] through read_lesson_toml, and the tools the whole file;
 # what needs more than one key (main names a file, `order` or `after`) the tools say.
 _MODE_TOML = {
@@ -528,8 +529,12 @@ LESSON_TOML = {
     "requires": {"capability": str, "triton": str, "why": str,
                  "optional": {str: str}},
     "interpreter": _MODE_TOML, "gpu": _MODE_TOML,
-    "sanitize": {"supported": bool, "reason": str, "size": ("smoke", "gpu"),
-                 "timeout": float},
+    "sanitize": {
+        "supported": bool, "reason": str, "size": ("smoke", "gpu"), "timeout": float,
+        "timeouts": {str: float},
+        "not_applicable": [{"tool": SANITIZER_TOOLS, "kernels": [str],
+                            "reproducer": str, "why": str}],
+    },
 }
 _KINDS = {str: "text", bool: "true or false", float: "a number", dict: "a table",
           list: "a list", int: "a number"}
@@ -547,7 +552,7 @@ def read_lesson_toml(text: str, where: str = "lesson.toml") -> dict:
         raise FormatError(where, int(found.group(1)) if found else 0, message) from None
     except RecursionError:
         raise FormatError(
-            where, 0, "values nested too deeply to read (lesson.toml holds flat tables)"
+            where, 0, "nested too deeply to read (lesson.toml holds flat tables)"
         ) from None
     _check_toml(data, LESSON_TOML, (), text, where)
     return data
@@ -560,14 +565,17 @@ def _check_toml(data: dict, shape: dict, at: tuple, text: str, where: str) -> No
         if kind is None:
             near = difflib.get_close_matches(key, list(shape), 1)
             hint = f" (did you mean '{near[0]}'?)" if near else ""
-            table = f" in [{'.'.join(at)}]" if at else ""
+            table = f" in {_toml_table(at)}" if at else ""
             raise FormatError(
                 where,
                 toml_line(text, path),
                 f"unknown field '{key[:60]}'{table}{hint}",
             )
         problem = _toml_problem(value, kind)
-        if problem is None:
+        if problem is None and isinstance(kind, list):  # an array of tables
+            for i, item in enumerate(value):
+                _check_toml(item, kind[0], (*path, i), text, where)
+        elif problem is None:
             _check_toml(value, kind, path, text, where)
         elif problem:
             raise FormatError(
@@ -584,6 +592,10 @@ def _toml_problem(value, kind) -> str | None:
     if isinstance(kind, tuple):
         allowed = ", ".join(repr(k) for k in kind)
         return "" if value in kind else f"{str(value)[:60]!r} is not one of {allowed}"
+    if isinstance(kind, list) and isinstance(kind[0], dict):
+        if type(value) is list and all(type(v) is dict for v in value):
+            return None
+        return f"expected tables ([[...]] each), found {found}"
     if isinstance(kind, list):
         if type(value) is list and all(type(v) is str for v in value):
             return ""
@@ -594,10 +606,19 @@ def _toml_problem(value, kind) -> str | None:
 
 
 def toml_field(path: tuple) -> str:
-    """A key as lesson.toml spells it: 'timeout', '[requires] capability'."""
+    """A key as lesson.toml spells it: 'timeout', '[requires] capability',
+    '[[sanitize.not_applicable]] #2 tool'."""
     if len(path) == 1:
-        return path[0]
-    return f"[{'.'.join(path[:-1])}] {path[-1]}"
+        return str(path[0])
+    return f"{_toml_table(path[:-1])} {path[-1]}"
+
+
+def _toml_table(path: tuple) -> str:
+    """'[requires]'; the n-th of an array of tables (an int in the path):
+    '[[a.b]] #n'."""
+    if path and type(path[-1]) is int:
+        return f"[[{'.'.join(path[:-1])}]] #{path[-1] + 1}"
+    return f"[{'.'.join(str(p) for p in path)}]"
 
 
 def toml_line(text: str, path: tuple) -> int:
@@ -605,6 +626,7 @@ def toml_line(text: str, path: tuple) -> int:
     line for a key, so the text is scanned, table headers and dotted keys read;
     else the line of the nearest table that holds it (0 when none)."""
     best, best_depth, table, in_string = 0, 0, (), False
+    arrays: dict[tuple, int] = {}  # how many tables of each array so far
     for number, line in enumerate(source_lines(text), start=1):
         opens = (line.count('"""') + line.count("'''")) % 2 == 1
         if in_string:  # a multi-line string's lines set nothing
@@ -613,7 +635,11 @@ def toml_line(text: str, path: tuple) -> int:
         in_string = opens
         header = re.match(r"\s*\[\[?([^\]]+)\]", line)
         key = None if header else re.match(r"\s*([\w.\-\"' ]+?)\s*=", line)
-        if header:
+        if header and line.lstrip().startswith("[["):  # the next of an array of tables
+            name = _toml_key(header.group(1))
+            arrays[name] = arrays.get(name, -1) + 1
+            table = keys = (*name, arrays[name])
+        elif header:
             table = keys = _toml_key(header.group(1))
         elif key:
             keys = (*table, *_toml_key(key.group(1)))
@@ -1318,6 +1344,60 @@ class Lesson:
         self._save()
         print(f"  figure {name}: {files['light']}, {files['dark']}")
 
+    def compiled_table(
+        self, name: str, kernels: dict, ptx: dict[str, str], caption: str
+    ) -> None:
+        """A table of what the compiler made of each kernel: one row per
+        {label: compiled kernel} (what a launch returns), with its registers per
+        thread, its shared memory in KiB, and one column per {column: regex} of
+        `ptx`: how many times the regex occurs in the PTX, or, when it has a
+        group, the distinct values that group takes (setmaxnreg's targets, say)."""
+        rows = []
+        for label, compiled in kernels.items():
+            text = compiled.asm["ptx"]
+            facts = [ptx_fact(text, pattern) for pattern in ptx.values()]
+            shared = round(compiled.metadata.shared / 1024, 1)
+            rows.append([label, getattr(compiled, "n_regs", None), shared, *facts])
+        columns = ["kernel", "registers / thread", "shared memory KiB", *ptx]
+        self.table(name, columns, rows, caption)
+
+    def rates(
+        self, name: str, caption: str, ms: Timings, work: float, unit: str = "GB/s",
+        labels: dict | None = None, line: float | None = None,
+        size: tuple[float, float] = (4.8, 3.0),
+    ) -> None:
+        """A table and a figure of each timed function's rate, `work` per call in
+        `unit` ("GB/s": bytes, "TFLOP/s": FLOPs): the median over the rounds of
+        `ms` as a bar from zero with its 95 % interval, and every round as a dot;
+        `line`, a rate to mark with a dotted line (a gate's). `labels` names the
+        functions for the reader."""
+        labels = labels or {}
+        scale = RATE_UNITS[unit]
+
+        def rate(t: float) -> float:
+            return work / t * scale
+
+        rows = [[labels.get(n, n), round(ms.median(n), 4), round(rate(ms.median(n)), 1)]
+                for n in ms]
+        self.table(name, ["kernel", "ms (median)", unit], rows, caption)
+
+        def draw(fig):
+            ax = fig.subplots()
+            for row, n in enumerate(ms):
+                mid, low, high = median_interval([rate(t) for t in ms[n]])
+                ax.barh(row, mid, height=0.6, color="#9ecae1",
+                        xerr=[[mid - low], [high - mid]], capsize=3)
+                ax.scatter([rate(t) for t in ms[n]], [row] * len(ms[n]), s=6,
+                           color="#08519c", zorder=3)
+            if line is not None:
+                ax.axvline(line, color="#d62728", linewidth=1, linestyle=":")
+            ax.set_yticks(range(len(ms)), [labels.get(n, n) for n in ms])
+            ax.invert_yaxis()
+            ax.set_axisbelow(True)
+            ax.set_xlabel(unit)
+
+        self.plot(name, caption, draw, size=size)
+
     # -- the end -----------------------------------------------------------
 
     def finish(self) -> int:
@@ -1934,6 +2014,13 @@ def _graph_timer(fn, rep_ms: float):
         return start.elapsed_time(end) / calls
 
     return replay
+
+
+def ptx_fact(ptx: str, pattern: str) -> int | str:
+    """How many times `pattern` occurs in `ptx`; with a group, the distinct values
+    it takes, sorted and joined by spaces ("" when none)."""
+    found = re.findall(pattern, ptx)
+    return " ".join(sorted(set(found))) if re.compile(pattern).groups else len(found)
 
 
 # == Numerics shared by lessons ===================================================

@@ -55,7 +55,7 @@ def tools_error(folder: Path) -> str:
      "lesson.toml:5: [gpu.expected_exits] 3: expected text, found a number"),
     (HEAD + "summary = \"\"\"\ntimeout = 5\n\"\"\"\ntimout = 3\n", "lesson.toml:7: unknown field 'timout'"),
     ('title = "T"\nmain = = "x.py"\n', "lesson.toml:2: Invalid value"),
-    (HEAD + "a = " + "[" * 30000 + "]" * 30000 + "\n", "lesson.toml: values nested too deeply to read"),
+    (HEAD + "a = " + "[" * 30000 + "]" * 30000 + "\n", "lesson.toml: nested too deeply to read"),
     (b'title = "\xff"\n', "lesson.toml: not UTF-8 text"),
 ])
 def test_errors_name_the_file_the_line_and_the_field(tmp_path, toml, said):

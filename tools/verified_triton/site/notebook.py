@@ -279,7 +279,7 @@ class Waiting:
 
 @dataclass
 class Module:
-    """One of the lesson's own modules (copy_kernels.py beside the main file): its cells are `%%module NAME`."""
+    """One of the lesson's own modules (matmul_kernels.py beside the main file): its cells are `%%module NAME`."""
 
     name: str  # what the main file imports
     path: Path
@@ -624,6 +624,27 @@ def read_page(lesson: Lesson, docs_dir: Path) -> page_model.PageModel:
     return directives.parse(read_text(docs_dir / lesson.page, LIMITS.source_file, docs_dir))
 
 
+def page_body(lesson: Lesson, docs_dir: Path) -> tuple[str, int]:
+    """The page without its front matter, and the page line its first line has (tutorial.py's, until it reads
+    pages through the page model)."""
+    model = read_page(lesson, docs_dir)
+    return model.body, model.first_line
+
+
+def _fence(line: str, fence: str | None) -> tuple[str | None, bool]:
+    """(the open fence after this line, whether this line is inside or opens/closes a fence): tutorial.py's,
+    until it reads pages through the page model."""
+    opened = directives.FENCE.match(line)
+    if fence is not None:
+        if opened and opened.group("fence")[0] == fence[0] and len(opened.group("fence")) >= len(fence) \
+                and not line.strip()[len(opened.group("fence")):].strip():
+            return None, True
+        return fence, True
+    if opened:
+        return opened.group("fence"), True
+    return None, False
+
+
 def main_file_rel(lesson: Lesson, site: directives.Site) -> str:
     return f"code/{lesson.main.relative_to(site.code_dir).as_posix()}"
 
@@ -832,12 +853,13 @@ def recorded_run_cells(lesson: Lesson, site: directives.Site, record: Record | N
     return [Cell("markdown", body, "recorded-run")]
 
 
-def build(lesson: Lesson, site: directives.Site, docs_dir: Path):
-    """The notebook (nbformat's NotebookNode)."""
+def build(lesson: Lesson, site: directives.Site, docs_dir: Path, plan=None):
+    """The notebook (nbformat's NotebookNode); `plan` decides its cells (default: this module's, the page run
+    step by step; a converted lesson's tutorial: site/tutorial.py)."""
     from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
     cells = []
-    for cell in plan(lesson, site, docs_dir):
+    for cell in (plan or globals()["plan"])(lesson, site, docs_dir):
         if cell.kind == "markdown":
             made = new_markdown_cell(cell.source)
             if cell.attachments:

@@ -191,11 +191,10 @@ def format_scans(source: str) -> list[tuple[int, str]]:
             values += [e for v in values if isinstance(v, (ast.Tuple, ast.List, ast.Set)) for e in v.elts]
             found += [(node.lineno, f"== {v.value!r}") for v in values
                       if isinstance(v, ast.Constant) and v.value in FORMAT_LITERALS]
-        names = {ast.Attribute: "attr", ast.Name: "id", ast.alias: "name"}
-        if type(node) in names:
-            name = getattr(node, names[type(node)])
-            if name in MODEL_RULES:
-                found.append((node.lineno, f"the page model's {name}"))
+        if isinstance(node, ast.Attribute) and node.attr in MODEL_RULES:
+            found.append((node.lineno, f"the page model's {node.attr}"))
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("verified_triton.site"):
+            found += [(node.lineno, f"the page model's {a.name}") for a in node.names if a.name in MODEL_RULES]
     return found
 
 
@@ -207,7 +206,7 @@ def test_the_guard_sees_a_scan_of_the_page_format():
     assert format_scans('ok = line.strip().startswith("???")\n')
     assert format_scans('from verified_triton.site.directives import FENCE\n')
     assert format_scans('opened = page.FENCE.match(line)\n')
-    assert not format_scans('table = [Md("---"), Md("---:")]\nfence = "`" * 4\n')
+    assert not format_scans('table = [Md("---"), Md("---:")]\nfence = "`" * 4\nCOMMAND = "verify {name}"\n')
 
 
 def test_no_module_outside_the_page_model_scans_the_page_format():

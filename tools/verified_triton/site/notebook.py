@@ -624,27 +624,6 @@ def read_page(lesson: Lesson, docs_dir: Path) -> page_model.PageModel:
     return directives.parse(read_text(docs_dir / lesson.page, LIMITS.source_file, docs_dir))
 
 
-def page_body(lesson: Lesson, docs_dir: Path) -> tuple[str, int]:
-    """The page without its front matter, and the page line its first line has (tutorial.py's, until it reads
-    pages through the page model)."""
-    model = read_page(lesson, docs_dir)
-    return model.body, model.first_line
-
-
-def _fence(line: str, fence: str | None) -> tuple[str | None, bool]:
-    """(the open fence after this line, whether this line is inside or opens/closes a fence): tutorial.py's,
-    until it reads pages through the page model."""
-    opened = directives.FENCE.match(line)
-    if fence is not None:
-        if opened and opened.group("fence")[0] == fence[0] and len(opened.group("fence")) >= len(fence) \
-                and not line.strip()[len(opened.group("fence")):].strip():
-            return None, True
-        return fence, True
-    if opened:
-        return opened.group("fence"), True
-    return None, False
-
-
 def main_file_rel(lesson: Lesson, site: directives.Site) -> str:
     return f"code/{lesson.main.relative_to(site.code_dir).as_posix()}"
 

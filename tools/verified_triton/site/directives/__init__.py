@@ -31,8 +31,6 @@ from verified_triton.judge.status import LessonStatus, judge
 from verified_triton.site import page as page_model
 from verified_triton.site.door import Md, indent, require, snippet_safe
 
-LINE, FENCE = page_model.COMMAND, page_model.FENCE  # tutorial.py's, until it reads pages through the model
-
 
 class DirectiveError(Exception):
     """A directive that cannot be expanded; the hook adds the page's FILE:LINE."""

@@ -147,20 +147,28 @@ def setup_code(lesson: Lesson, source: lesson_source.LessonSource | None = None)
             for i, chunk in enumerate(words)]  # a JSON string is a Python literal: one quote style throughout
     interp = lesson.modes["interpreter"]
     fallback = ['    os.environ["TRITON_INTERPRET"] = "1"'] if interp.supported else []
+    return setup_cell("what runs where", need_tuple, "the lesson checks and times its kernels on this GPU.", [
+        *fallback,
+        f'    print(f"{{gpu}} is below the {why} this lesson needs:" if gpu else "No GPU here:",',
+        *said[:-1], said[-1] + ")",
+    ])
+
+
+def setup_cell(what: str, need: tuple, on_gpu: str, otherwise: list[str]) -> str:
+    """The first code cell (the notebook's and the tutorial's): Triton installed when missing; on a GPU of compute
+    capability `need` or newer (and no TRITON_INTERPRET=1), `on_gpu` printed; else the code lines `otherwise`."""
     return "\n".join([
-        f"# Setup: Triton, and what runs where. Elsewhere than Colab: {INSTALL}",
+        f"# Setup: Triton, and {what}. Elsewhere than Colab: {INSTALL}",
         "import importlib.util, os, subprocess, sys",
         'if importlib.util.find_spec("triton") is None:',
         '    subprocess.check_call([sys.executable, "-m", "pip", "install", "-q", "triton"])',
         "import torch",
         'gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else ""',
-        f'if gpu and torch.cuda.get_device_capability() >= {need_tuple!r} '
+        f'if gpu and torch.cuda.get_device_capability() >= {need!r} '
         'and os.environ.get("TRITON_INTERPRET") != "1":',
-        '    print(f"{gpu}: the lesson checks and times its kernels on this GPU.")',
+        f'    print(f"{{gpu}}: {on_gpu}")',
         "else:",
-        *fallback,
-        f'    print(f"{{gpu}} is below the {why} this lesson needs:" if gpu else "No GPU here:",',
-        *said[:-1], said[-1] + ")",
+        *otherwise,
     ])
 
 

@@ -38,8 +38,7 @@ from verified_triton.site import directives, lesson_source
 from verified_triton.site import page as page_model
 from verified_triton.site.directives.exercise import STARTERS, find_posed, proof_line, verdict
 from verified_triton.site.door import PlainMd, html_text, page_markdown, plain_code, plain_code_block
-from verified_triton.site.notebook import Cell, for_jupyter, prelude_text, read_page
-from verified_triton.site.requirements import INSTALL
+from verified_triton.site.notebook import Cell, for_jupyter, prelude_text, read_page, setup_cell
 from verified_triton.site.snippets import END, START, extract
 
 MAX_CELL = 150  # lines of one cell
@@ -227,17 +226,7 @@ class Tutorial:
         gluon = "gluon" in self.kernels.src.text
         cpu = ("the models and the exercises on them run on the CPU; the Gluon kernels need the GPU" if gluon
                else "Triton's interpreter runs the kernels on the CPU")
-        return "\n".join([
-            f"# Setup: Triton, and where the kernels run. Elsewhere than Colab: {INSTALL}",
-            "import importlib.util, os, subprocess, sys",
-            'if importlib.util.find_spec("triton") is None:',
-            '    subprocess.check_call([sys.executable, "-m", "pip", "install", "-q", "triton"])',
-            "import torch",
-            'gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else ""',
-            f'if gpu and torch.cuda.get_device_capability() >= {need_tuple!r} '
-            'and os.environ.get("TRITON_INTERPRET") != "1":',
-            '    print(f"{gpu}: the kernels run on this GPU.")',
-            "else:",
+        return setup_cell("where the kernels run", need_tuple, "the kernels run on this GPU.", [
             '    os.environ["TRITON_INTERPRET"] = "1"',
             f'    print(f"{{gpu}} is below compute capability {need or "the lesson needs"}:" if gpu else '
             f'"No GPU here:", "{cpu}.")',

@@ -48,6 +48,9 @@ LIST_LIMITS = {
     ("SanitizerToolRun", "findings"): LIMITS.sanitizer_findings, ("SanitizerToolRun", "notes"): 20,
     ("SanitizerFinding", "locations"): 16, ("KnownFinding", "where"): 20, ("KnownFinding", "lines"): 20,
     ("SanitizerRun", "reproducers"): 4, ("SanitizerReproducer", "kernels"): 20,
+    ("ExercisesRecord", "exercises"): LIMITS.exercises, ("ExerciseResult", "mistakes"): LIMITS.exercises,
+    ("ExercisesRecord", "source_files"): 200, ("ExercisesProof", "exercises"): LIMITS.exercises,
+    ("ExercisesProof", "unknown_mistakes"): LIMITS.exercises,
 }
 STRING_LIMITS = {
     "name": LIMITS.name, "stdout": LIMITS.stream_kept + 200, "stderr": LIMITS.stream_kept + 200,

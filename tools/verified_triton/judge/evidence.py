@@ -59,6 +59,7 @@ OUTCOMES = ("passed", "failed", "timeout", "crashed", "by-design")
 FAILED_OUTCOMES = ("failed", "timeout", "crashed")
 MODES = ("interpreter", "gpu", "sanitize")
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+EXERCISES_RECORD = "exercises.json"  # beside the records: the exercises' proof (judge/exercises.py), no run record
 SANITIZE_KEY = re.compile(r"\Asanitize-gpu-[a-z0-9]+(?:-[a-z0-9]+)*\Z")
 # What became of one tool's run: its summary said nothing (clean) or something (findings); it
 # stopped short of seeing everything (incomplete: an internal error, dropped hazards); no summary
@@ -632,7 +633,8 @@ def lesson_records(evidence_dir: Path, lesson: str) -> tuple[list[Record], list[
         files = walk_files(folder, skip=lambda name: name.startswith("."))
     except UnsafePathError as exc:
         return [], [str(exc)]
-    paths = [path for path in files if path.parent == folder and path.suffix == ".json"]
+    paths = [path for path in files if path.parent == folder and path.suffix == ".json"
+             and path.name != EXERCISES_RECORD]  # the exercises' proof is no run record (judge/exercises.py)
     return read_each(paths, lambda path: read_record(path, evidence_dir),
                      lambda record, path: "" if (record.lesson, f"{record.key}.json") == (lesson, path.name)
                      else f"{record.lesson}/{record.key}")

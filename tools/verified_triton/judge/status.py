@@ -27,6 +27,7 @@ from verified_triton.core import kit
 from verified_triton.core.lessons import Lesson
 from verified_triton.core.numfmt import fixed, number, seconds
 from verified_triton.judge.evidence import Record, lesson_records, record_path
+from verified_triton.judge.exercises import ExercisesState, exercises_reason, judge_exercises
 from verified_triton.judge.matrix import ReleaseMatrix, judge_releases
 from verified_triton.judge.memory import MemoryCheck, lesson_uses_gluon, memory_state, sanitizer_contradictions
 
@@ -86,6 +87,7 @@ class LessonStatus:
     # A PARTIALLY VERIFIED that is so only by design (a run stopped by the lesson's own declaration: Gluon's
     # kernels have no interpreter, a GPU below [requires] capability declines), not for want of evidence.
     by_design: bool = False
+    exercises: ExercisesState | None = None  # the exercises' proof, judged (judge/exercises.py)
 
     def is_current(self, record: Record) -> bool:
         return record.source_hash == self.source_hash
@@ -105,7 +107,8 @@ class LessonStatus:
 
 def judge(lesson: Lesson, evidence_dir: Path) -> LessonStatus:
     records, problems = lesson_records(evidence_dir, lesson.name)
-    st = judge_records(lesson, records, problems, evidence_dir, course_checks_memory(evidence_dir))
+    st = judge_records(lesson, records, problems, evidence_dir, course_checks_memory(evidence_dir),
+                       judge_exercises(lesson, evidence_dir))
     st.releases = judge_releases(lesson, evidence_dir)
     return st
 
@@ -119,7 +122,8 @@ def course_checks_memory(evidence_dir: Path) -> bool:
 
 
 def judge_records(lesson: Lesson, records: list[Record], problems: list[str] | None = None,
-                  evidence_dir: Path | None = None, memory_required: bool = False) -> LessonStatus:
+                  evidence_dir: Path | None = None, memory_required: bool = False,
+                  exercises: ExercisesState | None = None) -> LessonStatus:
     source_hash = lesson.source_hash()
     problems = list(problems or [])
     usable = []
@@ -137,9 +141,12 @@ def judge_records(lesson: Lesson, records: list[Record], problems: list[str] | N
     gpu = _mode_state("gpu", [r for r in records if r.mode == "gpu"], source_hash)
     judged = memory_state(lesson, sanitize_records, source_hash, memory_required or bool(sanitize_records))
     memory_mode, memory = ModeState("sanitize", judged.state, judged.record, judged.phrase), judged.check
-    status = _combine(interp.state, gpu.state, memory_mode.state)
+    badge_interp = with_exercises(interp, exercises)  # a stale or failed exercises' proof counts as the run's
+    status = _combine(badge_interp.state, gpu.state, memory_mode.state)
     runs = _by_design_words(interp, gpu) or f"{interp.phrase}; {gpu.phrase}."
     sentence = f"{runs} {memory_mode.phrase[:1].upper()}{memory_mode.phrase[1:]}."
+    if exercises is not None and exercises.phrase:
+        sentence += f" {exercises.phrase[:1].upper()}{exercises.phrase[1:]}."
     sentence = sentence[:1].upper() + sentence[1:]
     unmet = []
     for r in (interp.record, gpu.record):
@@ -157,13 +164,23 @@ def judge_records(lesson: Lesson, records: list[Record], problems: list[str] | N
     if problems:
         sentence += f" {len(problems)} evidence file(s) could not be used: " + "; ".join(problems) + "."
     current = [r for r in records if r.source_hash == source_hash]
-    by_design = partial_by_design(status, interp, gpu, memory_mode)
+    by_design = partial_by_design(status, badge_interp, gpu, memory_mode)
     return LessonStatus(lesson, status, sentence, _summary(current), source_hash,
                         {"interpreter": interp, "gpu": gpu, "sanitize": memory_mode}, records, problems,
                         sanitize_records, memory,
                         headline=headline(lesson, status, by_design, interp, gpu, memory_mode, memory, problems,
-                                          records),
-                        by_design=by_design)
+                                          records, exercises),
+                        by_design=by_design, exercises=exercises)
+
+
+def with_exercises(interp: ModeState, exercises: ExercisesState | None) -> ModeState:
+    """The interpreter's state as the badge reads it: a failed exercises' proof fails it, a stale or missing one
+    makes it stale or missing (judge/exercises.py), unless the run itself is worse already."""
+    blocked = exercises.blocks() if exercises is not None else ""
+    if not blocked or interp.state in ("failed", "not-supported") or (blocked != "failed" and interp.state in
+                                                                       ("stale", "none")):
+        return interp
+    return ModeState(interp.mode, blocked, interp.record, exercises.phrase)
 
 
 # -- what a record's content implies ------------------------------------------------------------
@@ -464,7 +481,8 @@ def partial_by_design(status: Status, interp: ModeState, gpu: ModeState, memory:
 
 
 def headline(lesson: Lesson, status: Status, by_design: bool, interp: ModeState, gpu: ModeState,
-             memory: ModeState, check: MemoryCheck | None, problems: list[str], records: list[Record]) -> str:
+             memory: ModeState, check: MemoryCheck | None, problems: list[str], records: list[Record],
+             exercises: ExercisesState | None = None) -> str:
     """The status line above a lesson (see the section's comment): 'Verified: ran on an H200 and under the
     interpreter, December 2026; all 10 checks passed.' Clauses are taken in order of importance while they fit
     HEADLINE_WORDS; the first (where it ran, or why nothing did) and the reason for the badge always do."""
@@ -493,6 +511,7 @@ def headline(lesson: Lesson, status: Status, by_design: bool, interp: ModeState,
     stopped = any(m.record.outcome in ("timeout", "crashed") for m in runs)
     checks = _checks_words([c for m in runs for c in m.record.checks], complete=not stopped)
     reasons = _failures(interp, gpu, memory) + _shortfalls(lesson, interp, gpu, memory, check)
+    reasons = exercises_reason(exercises) + reasons  # judge/exercises.py: a fixed phrase, or nothing
     if problems:
         reasons.append("an evidence file is unusable" if len(problems) == 1
                        else f"{number(len(problems))} evidence files are unusable")

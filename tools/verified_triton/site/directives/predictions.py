@@ -17,7 +17,6 @@ appear on its page, so no miss goes unseen.
 
 from __future__ import annotations
 
-import textwrap
 from dataclasses import dataclass
 
 from verified_triton.core.kit import Prediction, PredictionOutcome, prediction_outcome
@@ -25,17 +24,8 @@ from verified_triton.core.limits import LIMITS
 from verified_triton.core.safefs import read_text
 from verified_triton.judge.evidence import Record
 from verified_triton.judge.status import LessonStatus
-from verified_triton.site.directives import (
-    FENCE,
-    LINE,
-    DirectiveError,
-    Page,
-    body_lines,
-    directive,
-    notebook_form,
-    page_check,
-)
-from verified_triton.site.directives.common import STALE_MARK, gpu_first, stale_note, where
+from verified_triton.site.directives import DirectiveError, Page, directive, notebook_form, page_check, parse
+from verified_triton.site.directives.common import STALE_MARK, gpu_first, require_recorded, stale_note, where
 from verified_triton.site.door import Md, code, page_markdown, text, url
 from verified_triton.site.render import admonition, interval, md_table, number, percent, ratio
 
@@ -111,12 +101,9 @@ def prediction_block(page: Page, name: str, body: str, machine: bool = False) ->
     found = find(st, name)
     title = Md("Prediction {}").format(name)
     if found is None:
-        measured_runs = [r for r in st.current if r.mode == "gpu" and r.outcome == "passed"]
-        if measured_runs:
-            known = sorted({p.name for r in st.records for p in r.predictions})
-            raise DirectiveError(f"no recorded prediction named '{name}' for lesson '{st.lesson.name}' "
-                                 f"(recorded predictions: {', '.join(known) or 'none'}); "
-                                 f"the lesson makes it with lesson.predict('{name}', ...)")
+        require_recorded(st, "prediction", name, lambda r: (p.name for p in r.predictions),
+                         ran=lambda r: r.mode == "gpu" and r.outcome == "passed",
+                         hint=f"; the lesson makes it with lesson.predict('{name}', ...)")
         return ("note", title, Md("Not measured yet: the GPU run that makes this prediction and measures it "
                                   "has not been recorded for this source."))
     p, outcome = found.prediction, found.outcome
@@ -189,29 +176,15 @@ def every_miss_explained(page: Page) -> str:
 
 
 def authored_explanations(page: Page) -> dict[str, str]:
-    """The explanations the lesson page gives under its `::prediction NAME` lines (dedented), by name: the
-    record page shows them beside the measurement."""
+    """The explanations the lesson page gives under its `::prediction NAME` lines (as the directive reads its
+    body), by name, read through the page model: the record page shows them beside the measurement."""
     docs = page.site.docs_dir
     lesson = page.lesson.lesson
     if docs is None:
         return {}
-    lines = read_text(docs / lesson.page, LIMITS.source_file, docs).split("\n")
-    found: dict[str, str] = {}
-    fence = None
-    for index, line in enumerate(lines):
-        opened = FENCE.match(line)
-        if fence is not None:
-            if opened and opened.group("fence").startswith(fence) and not line.strip().strip(fence[0]):
-                fence = None
-            continue
-        if opened:
-            fence = opened.group("fence")
-            continue
-        match = LINE.match(line)
-        if match and match.group("name") == "prediction" and match.group("args"):
-            end = body_lines(lines, index + 1, match.group("indent"))
-            found[match.group("args").split()[0]] = textwrap.dedent("\n".join(lines[index + 1:end])).strip("\n")
-    return found
+    model = parse(read_text(docs / lesson.page, LIMITS.source_file, docs))
+    return {command.args.split()[0]: command.body for command in model.commands()
+            if command.name == "prediction" and command.args}
 
 
 @directive("prediction-table", "every lesson's predictions with the GPU run's measurement and the gap",

@@ -425,6 +425,27 @@ def site_project(tmp_path: Path) -> SiteProject:
     return make_site_project(tmp_path / "site-project")
 
 
+def make_partials_site(root: Path) -> SiteProject:
+    """A course of three lessons, one of each look (issue 48 item 3): 'designed', PARTIALLY VERIFIED by design
+    (its interpreter run checked what a CPU can and stopped by design; its GPU run passed), 'lacking', PARTIALLY
+    VERIFIED for want of a GPU run, and 'whole', VERIFIED; with a status page. Not built: `project.build()`."""
+    from verified_triton.core import kit
+    from verified_triton.core.kit import Check
+
+    project = make_site_project(root)
+    (project.docs / "status.md").write_text("# Status\n\n::status-table\n", encoding="utf-8")
+    for order, name in enumerate(("designed", "lacking", "whole"), start=1):
+        project.add_lesson(name, f"---\nlesson: {name}\n---\n\n# Lesson {name}\n\n::status\n", order=order)
+    passed = [Check("c", "pass", "ok")]
+    project.write(project.make_record("designed", outcome="by-design", exit_code=kit.EXIT_BY_DESIGN,
+                                      reason="Gluon kernels do not run under the interpreter", checks=passed))
+    for name in ("lacking", "whole"):
+        project.write(project.make_record(name, checks=passed))
+    for name in ("designed", "whole"):
+        project.write(project.make_record(name, "gpu", checks=passed))
+    return project
+
+
 def build_output(result: subprocess.CompletedProcess) -> str:
     return result.stdout + result.stderr
 

@@ -829,27 +829,40 @@ def test_site_page_in_the_browser(doc, site_url, context, statuses):
     watched.assert_clean(doc)
 
 
-def test_a_partial_by_design_has_its_own_colour(site_url, context):
+@pytest.fixture(scope="module")
+def partials_site(tmp_path_factory) -> Path:
+    """Three lessons, one of each look: PARTIALLY VERIFIED by design, PARTIALLY VERIFIED, VERIFIED."""
+    from conftest import build_output, make_partials_site
+
+    project = make_partials_site(tmp_path_factory.mktemp("partials"))
+    result = project.build()
+    assert result.returncode == 0, build_output(result)
+    return project.site
+
+
+def test_a_partial_by_design_has_its_own_colour(browser, partials_site):
     """Issue 48 item 3: on the home page's list, on the status page and above a lesson, a PARTIALLY VERIFIED by
     design is another colour than a partial that lacks evidence, and both are another than VERIFIED's."""
-    watched = open_page(context, site_url)
-    page = watched.page
-    colour = """sel => [...document.querySelectorAll(sel)].map(e => getComputedStyle(e).backgroundColor)"""
-    for doc in ("index.md", "status.md"):
-        page.goto(page_url(site_url, doc), wait_until="load")
-        designed = set(page.evaluate(colour, ".md-content .vt-badge.vt-partial.vt-by-design"))
-        lacking = set(page.evaluate(colour, ".md-content .vt-badge.vt-partial:not(.vt-by-design)"))
-        verified = set(page.evaluate(colour, ".md-content .vt-badge.vt-verified"))
-        assert len(designed) == 1 and len(lacking) == 1, (doc, designed, lacking)
-        assert designed.isdisjoint(lacking) and designed.isdisjoint(verified), (doc, designed, lacking, verified)
-    for lesson in LESSONS:
-        st = judge(lesson, EVIDENCE_DIR)
-        if st.by_design:
-            page.goto(page_url(site_url, lesson.page), wait_until="load")
-            border = page.evaluate("() => getComputedStyle(document.querySelector('.vt-status')).borderLeftColor")
-            assert border not in lacking | verified, (lesson.name, border)
-            break
-    watched.assert_clean("the badges' colours")
+    colour = "sel => [...document.querySelectorAll(sel)].map(e => getComputedStyle(e).backgroundColor)"
+    with serve(partials_site) as base:
+        context = browser.new_context(viewport=WIDE, color_scheme="light")
+        watched = open_page(context, base)
+        page = watched.page
+        for doc in ("index.md", "status.md"):
+            page.goto(page_url(base, doc), wait_until="load")
+            designed = set(page.evaluate(colour, ".md-content .vt-badge.vt-partial.vt-by-design"))
+            lacking = set(page.evaluate(colour, ".md-content .vt-badge.vt-partial:not(.vt-by-design)"))
+            verified = set(page.evaluate(colour, ".md-content .vt-badge.vt-verified"))
+            assert len(designed) == len(lacking) == len(verified) == 1, (doc, designed, lacking, verified)
+            assert len(designed | lacking | verified) == 3, (doc, designed, lacking, verified)
+        borders = {}
+        for name in ("designed", "lacking", "whole"):
+            page.goto(f"{base}lessons/{name}/", wait_until="load")
+            borders[name] = page.evaluate("() => getComputedStyle(document.querySelector('.vt-status'))"
+                                          ".borderLeftColor")
+        assert len(set(borders.values())) == 3, borders
+        watched.assert_clean("the badges' colours")
+        context.close()
 
 
 def test_the_first_lesson_is_on_the_home_pages_first_screen(site_url, context):

@@ -264,15 +264,14 @@ def mentions(names: list[str], text: str) -> int:
 
 
 def headline_numbers(lesson) -> list[tuple[str, str, float | None]]:
-    """(label, ratio as the page writes it, kernel value) of each benchmark of the current GPU record."""
+    """(label, ratio as the page writes it, kernel value) of each benchmark of the GPU record the page shows (its
+    current one, else one of an older source, which the page shows marked)."""
     from verified_triton.core.numfmt import fixed
     from verified_triton.judge.status import judge
+    from verified_triton.site.directives.common import gpu_first
 
-    st = judge(lesson, ROOT / "evidence")
-    record = st.modes["gpu"].record
-    if record is None or not st.is_current(record):
-        return []
-    return [(b.label, fixed(b.ratio), b.measured) for b in record.benchmarks]
+    record = next((r for r in gpu_first(judge(lesson, ROOT / "evidence")) if r.mode == "gpu"), None)
+    return [(b.label, fixed(b.ratio), b.measured) for b in record.benchmarks] if record else []
 
 
 def ratio_appearances(shown: str, text: str) -> int:

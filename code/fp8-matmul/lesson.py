@@ -1,224 +1,41 @@
-"""FP8 matmul: one byte per operand, twice the tensor-core rate, and a scale.
+"""FP8 matmul, as the course records it: accuracy, checks and benchmarks.
 
-Hopper's tensor cores multiply 8-bit floats at twice the rate of fp16. The
-format used here, e4m3 (`torch.float8_e4m3fn`: 4 exponent bits, 3 mantissa
-bits, no infinities), only reaches +-448 and keeps 3 bits of mantissa, so a
-tensor is stored as fp8 values plus one fp32 *scale*. With per-tensor scales:
-
-    scale_a = amax(|A|) / 448          A_fp8 = round(A / scale_a)
-    scale_b = amax(|B|) / 448          B_fp8 = round(B / scale_b)
-    C = (A_fp8 @ B_fp8) * (scale_a * scale_b)
-
-The matmul runs on the raw fp8 values with an fp32 accumulator, and the two
-scales become one multiply in the epilogue. The kernel is the persistent TMA
-matmul of the previous lesson with the changes fp8 forces on it:
-
-* B is passed as B^T, an (N, K) tensor, because Hopper's 8-bit wgmma reads
-  both operands K-major from shared memory;
-* the epilogue multiplies by scale_a * scale_b before rounding to fp16;
-* Hopper's fp8 tensor cores accumulate with fewer bits than fp32. Triton
-  accepts that by default on sm_90 (fast accumulation). A variant promotes
-  the partial sum into a true fp32 accumulator once per BLOCK_K, as cuBLAS
-  does unless asked for fast accumulation. The run measures what each costs.
-
-What fp8 costs in accuracy is measured against the float64 product of the
-fp16 inputs, next to fp16 cuBLAS's own error. What it buys in speed is
-measured against `torch._scaled_mm` (cuBLAS's fp8 matmul) and `torch.matmul`
-in fp16.
+The quantizer, the kernel and its launcher are in fp8_matmul.py, which runs
+alone. This file checks them the way every lesson is checked (outputs filled
+with NaN first, shapes no tile divides, float64 references and tolerances
+from a model of the fp8 accumulator), measures what fp8 costs in accuracy
+and what it buys in speed against torch._scaled_mm and fp16 cuBLAS in the
+same rounds, through the course's kit (lessonkit.py), which keeps the record.
 
 Run it:
-    TRITON_INTERPRET=1 python fp8_matmul.py   # any machine: the quantizer, and
-                                              # the kernel on fp16 stand-ins
-    python fp8_matmul.py                      # H100/H200: fp8 checks, accuracy,
-                                              # TFLOP/s
+    TRITON_INTERPRET=1 python lesson.py   # any machine: the quantizer, and the
+                                          # kernel on fp16 stand-ins
+    python lesson.py                      # H100/H200: fp8 checks, accuracy, TFLOP/s
 """
 
 import math
-import re
 import sys
 from pathlib import Path
-from typing import NamedTuple
 
 import torch
-import triton
-import triton.language as tl
 from triton.runtime.errors import OutOfResources
-from triton.tools.tensor_descriptor import TensorDescriptor
 
 # lessonkit.py sits beside this file in a download, one folder up in the repository.
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent)]
+from fp8_matmul import (  # noqa: E402
+    E4M3_MAX,
+    FAST_CONFIGS,
+    PROMOTED_CONFIG,
+    Config,
+    dequantize64,
+    descriptors,
+    quantize_e4m3,
+    scaled_matmul,
+    scaled_matmul_kernel,
+)
+
 from lessonkit import Lesson, bench_interleaved, scaled_rtol, tflops  # noqa: E402
-
-E4M3_MAX = 448.0  # largest finite float8_e4m3fn: 1.75 * 2**8
-
-
-# snippet: quantize
-def quantize_e4m3(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per-tensor scaling: the largest |x| lands exactly on e4m3's largest, 448."""
-    # clamp: an all-zero tensor still gets a scale
-    amax = x.abs().max().float().clamp(min=1e-12)
-    scale = amax / E4M3_MAX
-    # x / scale lies in [-448, 448] up to one fp32 rounding; the clamp keeps
-    # that last ulp from overflowing into e4m3's NaN encoding.
-    q = (x.float() / scale).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn)
-    # a 0-dim fp32 tensor on x's device, the form _scaled_mm takes
-    return q, scale.reshape(())
-
-
-# end snippet
-
-
-def dequantize64(q: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
-    return q.to(torch.float64) * scale.to(torch.float64)
-
-
-# snippet: kernel
-@triton.jit
-def tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
-    # Grouped order, as in the previous lessons: bands of GROUP_M tile rows,
-    # column by column inside a band, so tiles in flight share operands in L2.
-    num_pid_in_group = GROUP_M * num_pid_n
-    group_id = tile_id // num_pid_in_group
-    first_pid_m = group_id * GROUP_M
-    group_size_m = min(num_pid_m - first_pid_m, GROUP_M)
-    pid_m = first_pid_m + (tile_id % num_pid_in_group) % group_size_m
-    pid_n = (tile_id % num_pid_in_group) // group_size_m
-    return pid_m, pid_n
-
-
-@triton.jit
-def scaled_matmul_kernel(
-    a_desc, bt_desc, c_desc,  # TMA descriptors: A (M, K), B^T (N, K), C (M, N)
-    scale_a_ptr, scale_b_ptr,  # fp32 scalars on the device
-    M, N, K,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-    GROUP_M: tl.constexpr, NUM_SMS: tl.constexpr,
-    SPLIT_EPILOGUE: tl.constexpr, PROMOTE_ACC: tl.constexpr,
-):
-    start_pid = tl.program_id(axis=0)
-    num_pid_m = tl.cdiv(M, BLOCK_M)
-    num_pid_n = tl.cdiv(N, BLOCK_N)
-    num_tiles = num_pid_m * num_pid_n
-    k_tiles = tl.cdiv(K, BLOCK_K)
-    # Both scales fold into one number, read once per program.
-    scale = tl.load(scale_a_ptr) * tl.load(scale_b_ptr)
-
-    # One program per SM walks tiles start_pid, start_pid + NUM_SMS, ...;
-    # flatten=True fuses this loop with the K loop into one pipelined loop.
-    for tile_id in tl.range(start_pid, num_tiles, NUM_SMS, flatten=True):
-        pid_m, pid_n = tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M)
-        off_m = pid_m * BLOCK_M
-        off_n = pid_n * BLOCK_N
-        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-        for ki in range(k_tiles):
-            off_k = ki * BLOCK_K
-            # TMA boxes past the tensor's edge read as zeros: no masks for
-            # ragged M, N or K.
-            a = a_desc.load([off_m, off_k])  # (BLOCK_M, BLOCK_K), K contiguous
-            bt = bt_desc.load([off_n, off_k])  # (BLOCK_N, BLOCK_K), K contiguous
-            # bt.T is a view, not a copy: it tells wgmma to read B K-major,
-            # the only way 8-bit wgmma reads an operand from shared memory.
-            if PROMOTE_ACC:
-                # The tensor core sums this BLOCK_K slice in its own
-                # (narrower) accumulator; the compiler then adds the slice
-                # into acc with ordinary fp32 adds. Exact fp32 across
-                # slices, at a cost.
-                acc = tl.dot(a, bt.T, acc, max_num_imprecise_acc=BLOCK_K)
-            else:
-                # Triton's default on sm_90: the tensor core keeps
-                # accumulating into acc itself, at its reduced fp8
-                # accumulation precision.
-                acc = tl.dot(a, bt.T, acc)
-        # Epilogue: undo both quantizations with one multiply, round to fp16
-        # and let TMA store the tile, clipping rows and columns past the edge.
-        acc = acc * scale
-        if SPLIT_EPILOGUE:
-            # Two half-tile stores (as in the previous lesson): half the
-            # shared memory for staging, which can buy one more stage.
-            halves = tl.permute(tl.reshape(acc, (BLOCK_M, 2, BLOCK_N // 2)), (0, 2, 1))
-            acc0, acc1 = tl.split(halves)
-            c_desc.store([off_m, off_n], acc0.to(tl.float16))
-            c_desc.store([off_m, off_n + BLOCK_N // 2], acc1.to(tl.float16))
-        else:
-            c_desc.store([off_m, off_n], acc.to(tl.float16))
-
-
-# end snippet
-
-
-# snippet: launch
-class Config(NamedTuple):
-    block_m: int
-    block_n: int
-    block_k: int
-    group_m: int
-    num_warps: int
-    num_stages: int
-    split_epilogue: bool
-    promote_acc: bool
-
-    def label(self) -> str:
-        return (
-            f"{self.block_m}x{self.block_n}x{self.block_k}, {self.num_warps} warps, "
-            f"{self.num_stages} stages"
-            + (", split epilogue" if self.split_epilogue else "")
-            + (", promote every BLOCK_K" if self.promote_acc else "")
-        )
-
-
-# Shared memory per stage at 128x256x128: 16 KiB of A + 32 KiB of B^T. Three
-# stages and a whole 64 KiB fp16 output tile, or four stages and a half tile,
-# stay within Hopper's 227 KiB. The run times the candidates, keeps the best.
-FAST_CONFIGS = [
-    Config(128, 256, 128, 8, 8, 3, split_epilogue=False, promote_acc=False),
-    Config(128, 256, 128, 8, 8, 4, split_epilogue=True, promote_acc=False),
-    Config(128, 256, 64, 8, 8, 4, split_epilogue=True, promote_acc=False),
-]
-# Promotion keeps a second fp32 accumulator of the tile in registers, so the
-# tile is halved: 128x256 would need 256 accumulator registers per thread.
-PROMOTED_CONFIG = Config(128, 128, 128, 8, 8, 4, split_epilogue=False, promote_acc=True)
-
-
-def descriptors(a, bt, c, cfg: Config):
-    # A descriptor holds the global shape and strides (each but the last a
-    # multiple of 16 bytes: K % 16 == 0 for fp8 operands, N % 8 == 0 for the
-    # fp16 output) and the box one load or store moves.
-    c_box = [cfg.block_m, cfg.block_n // 2 if cfg.split_epilogue else cfg.block_n]
-    return (
-        TensorDescriptor.from_tensor(a, [cfg.block_m, cfg.block_k]),
-        TensorDescriptor.from_tensor(bt, [cfg.block_n, cfg.block_k]),
-        TensorDescriptor.from_tensor(c, c_box),
-    )
-
-
-def scaled_matmul(a, bt, scale_a, scale_b, cfg: Config, num_sms=None, out=None):
-    """C (M, N) fp16 = (a @ bt.T) * scale_a * scale_b, for a (M, K) and
-    bt (N, K), both K-contiguous."""
-    M, K = a.shape
-    N, K2 = bt.shape
-    assert K == K2 and a.dtype == bt.dtype
-    assert a.is_contiguous() and bt.is_contiguous()
-    if out is None:
-        out = torch.empty((M, N), device=a.device, dtype=torch.float16)
-    if num_sms is None:
-        num_sms = torch.cuda.get_device_properties(a.device).multi_processor_count
-    # One program per SM, never more programs than tiles. NUM_SMS is the loop
-    # stride; it stays the SM count (not the grid) so one compiled kernel
-    # serves every shape.
-    tiles = triton.cdiv(M, cfg.block_m) * triton.cdiv(N, cfg.block_n)
-    scaled_matmul_kernel[(min(num_sms, tiles),)](
-        *descriptors(a, bt, out, cfg), scale_a, scale_b, M, N, K,
-        BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k,
-        GROUP_M=cfg.group_m, NUM_SMS=num_sms,
-        SPLIT_EPILOGUE=cfg.split_epilogue, PROMOTE_ACC=cfg.promote_acc,
-        num_warps=cfg.num_warps, num_stages=cfg.num_stages,
-    )
-    return out
-
-
-# end snippet
-
 
 # snippet: tolerances
 # The fp16 output rounding (2**-11), with room; also the floor of every bound.
@@ -251,6 +68,14 @@ def rtol_promoted(K: int, block_k: int) -> tuple[float, str]:
 # end snippet
 
 
+def product64(x: torch.Tensor, yt: torch.Tensor, on_cpu: bool = False) -> torch.Tensor:
+    """x @ yt.T in float64. on_cpu: multiplied on the CPU and moved back, so that
+    no library kernel runs under compute-sanitizer (the lesson's own are checked)."""
+    if on_cpu:
+        return (x.cpu().double() @ yt.cpu().double().T).to(x.device)
+    return x.double() @ yt.double().T
+
+
 def rel_errors(got: torch.Tensor, want64: torch.Tensor) -> tuple[float, float]:
     """(max |err| / max |want|, rms err / rms want): the worst element and the
     typical one."""
@@ -260,7 +85,7 @@ def rel_errors(got: torch.Tensor, want64: torch.Tensor) -> tuple[float, float]:
 
 
 # snippet: predict-error
-def predicted_and_measured_error(a, bt, got) -> tuple[float, float]:
+def predicted_and_measured_error(a, bt, got, on_cpu=False) -> tuple[float, float]:
     """C's error as rounding the inputs to e4m3 predicts it, and as measured."""
 
     def eps(x):
@@ -274,7 +99,7 @@ def predicted_and_measured_error(a, bt, got) -> tuple[float, float]:
     # da, db, so its rms relative to rms C is sqrt(eps_A^2 + eps_B^2).
     predicted = (eps(a) ** 2 + eps(bt) ** 2) ** 0.5
     # the fp16 inputs, before quantization
-    exact = a.to(torch.float64) @ bt.to(torch.float64).T
+    exact = product64(a, bt, on_cpu)
     measured = rel_errors(got, exact)[1]
     return predicted, measured
 
@@ -284,7 +109,8 @@ def predicted_and_measured_error(a, bt, got) -> tuple[float, float]:
 
 def check_error_prediction(lesson: Lesson, a, bt, got, label: str) -> None:
     """Is C's error what rounding the inputs to e4m3 predicts, no more?"""
-    predicted, measured = predicted_and_measured_error(a, bt, got)
+    on_cpu = bool(lesson.sanitize)
+    predicted, measured = predicted_and_measured_error(a, bt, got, on_cpu)
     lesson.check(
         f"error-is-quantization-error-{label}", 0.9 < measured / predicted < 1.1,
         f"rms err / rms C = {measured:.4g} against the fp16 inputs; predicted from "
@@ -333,7 +159,8 @@ def check_quantizers(lesson: Lesson, device: str) -> None:
         x = torch.randn(97, 61) * 1e-3 + 5e-4
         check_quantizer(lesson, x, "fp32-small-offset")
     else:
-        x = torch.randn(4096, 4096, device=device, dtype=torch.float16)
+        n = lesson.size(gpu=4096, smoke=256)
+        x = torch.randn(n, n, device=device, dtype=torch.float16)
         check_quantizer(lesson, x, "fp16-randn")
 
 
@@ -394,17 +221,16 @@ def check_standin(lesson: Lesson) -> None:
     check_error_prediction(lesson, a, bt, c, "96x80x512-fp16-standin")
 
 
-def target_operands(n=4096, device="cuda"):
+def target_operands(n, device="cuda"):
     torch.manual_seed(0)
     a = torch.randn(n, n, device=device, dtype=torch.float16)
     bt = torch.randn(n, n, device=device, dtype=torch.float16)  # B^T: (N, K)
     return a, bt, *quantize_e4m3(a), *quantize_e4m3(bt)
 
 
-def pick_config(lesson: Lesson) -> Config:
-    """Race the candidate configurations at 4096^3; keep the fastest fast one."""
+def pick_config(lesson: Lesson, n: int) -> Config:
+    """Race the candidate configurations at n^3; keep the fastest fast one."""
     # snippet: pick-config
-    n = 4096
     a, bt, qa, sa, qb, sb = target_operands(n)
     fns, misfits = {}, []
     for cfg in FAST_CONFIGS + [PROMOTED_CONFIG]:
@@ -435,7 +261,7 @@ def pick_config(lesson: Lesson) -> Config:
 
 
 # snippet: gpu-checks
-def gpu_comparisons(M, N, K, best, seed):
+def gpu_comparisons(M, N, K, best, seed, ref_on_cpu=False, num_sms=None):
     """Both accumulation modes on real e4m3 inputs into poison, against two
     references: (name, got, reference, rtol, why, max|want|) for each."""
     torch.manual_seed(100 + seed)
@@ -445,7 +271,7 @@ def gpu_comparisons(M, N, K, best, seed):
     q2, s2 = quantize_e4m3(bt1)
     # The exact product of what the kernels are given: the dequantized
     # fp8 values, multiplied in float64. What remains is accumulation.
-    want = dequantize64(q1, s1) @ dequantize64(q2, s2).T
+    want = product64(dequantize64(q1, s1), dequantize64(q2, s2), ref_on_cpu)
     amax = float(want.abs().max())
     # cuBLAS on the same fp8 inputs and scales, with and without fast
     # accumulation. _scaled_mm wants its second operand column-major:
@@ -461,7 +287,7 @@ def gpu_comparisons(M, N, K, best, seed):
     out = []
     for name, cfg, (rtol, why), ref in modes:
         c = torch.full((M, N), float("nan"), device="cuda", dtype=torch.float16)
-        scaled_matmul(q1, q2, s1, s2, cfg, out=c)  # into poison
+        scaled_matmul(q1, q2, s1, s2, cfg, num_sms, out=c)  # into poison
         out.append((f"{name}-vs-fp64-{M}x{N}x{K}", c, want, rtol, why, amax))
         # Two accumulations in different orders: the difference is bounded
         # by the kernel's bound plus one more fp16 rounding and cuBLAS's own.
@@ -476,9 +302,15 @@ def gpu_comparisons(M, N, K, best, seed):
 
 def check_gpu(lesson: Lesson, best: Config) -> None:
     """Both accumulation modes on real e4m3 inputs, against two references."""
-    n = 4096
-    for seed, (M, N, K) in enumerate([(n, n, n), (1008, 1040, 784)]):
-        for name, got, want, rtol, why, amax in gpu_comparisons(M, N, K, best, seed):
+    # Under compute-sanitizer: shapes as ragged (K a multiple of 16 but of no
+    # BLOCK_K, edge tiles in M and N), small enough for every tool, and two
+    # programs, so that each walks more than one tile (None: one per SM).
+    shapes = lesson.size(gpu=[(4096, 4096, 4096), (1008, 1040, 784)],
+                         smoke=[(256, 256, 256), (208, 264, 144)])
+    programs = lesson.size(gpu=None, smoke=2)
+    for seed, (M, N, K) in enumerate(shapes):
+        cases = gpu_comparisons(M, N, K, best, seed, bool(lesson.sanitize), programs)
+        for name, got, want, rtol, why, amax in cases:
             lesson.close(name, got, want, rtol, rtol * amax, why)
 
 
@@ -502,49 +334,39 @@ def paths(best: Config, a, bt, qa, sa, qb, sb) -> dict:
 
 def show_compiled_code(lesson: Lesson, best: Config) -> None:
     """What the compiler made: e4m3 wgmma, TMA copies, registers, shared memory."""
-    a, bt, qa, sa, qb, sb = target_operands(1024)
+    n = lesson.size(gpu=1024, smoke=256)
+    a, bt, qa, sa, qb, sb = target_operands(n)
     num_sms = torch.cuda.get_device_properties(0).multi_processor_count
-    rows = []
+    compiled = {}
     for cfg in (best, PROMOTED_CONFIG):
-        c = torch.empty((1024, 1024), device="cuda", dtype=torch.float16)
+        c = torch.empty((n, n), device="cuda", dtype=torch.float16)
         # One program is enough: the launch returns the compiled kernel.
-        compiled = scaled_matmul_kernel[(1,)](
-            *descriptors(qa, qb, c, cfg), sa, sb, 1024, 1024, 1024,
+        compiled[cfg.label()] = scaled_matmul_kernel[(1,)](
+            *descriptors(qa, qb, c, cfg), sa, sb, n, n, n,
             BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k,
             GROUP_M=cfg.group_m, NUM_SMS=num_sms, SPLIT_EPILOGUE=cfg.split_epilogue,
             PROMOTE_ACC=cfg.promote_acc, num_warps=cfg.num_warps,
             num_stages=cfg.num_stages,
         )
-        ptx = compiled.asm["ptx"]
-        wgmma = re.findall(r"wgmma\.mma_async\.sync\.aligned\.(\w+)\.f32\.(\w+)\.", ptx)
-        rows.append([
-            cfg.label(),
-            ", ".join(sorted({f"{shape} {dtype}" for shape, dtype in wgmma})),
-            len(wgmma),
-            len(re.findall(r"cp\.async\.bulk\.tensor", ptx)),
-            getattr(compiled, "n_regs", None),
-            getattr(compiled, "n_spills", None),
-            round(compiled.metadata.shared / 1024, 1),
-        ])
-    lesson.table(
-        "compiled",
-        ["configuration", "wgmma shape and input type", "wgmma", "TMA copies",
-         "registers / thread", "spilled registers", "shared memory KiB"],
-        rows,
-        "What Triton compiled for the two accumulation modes (the same kernel "
-        "serves every shape); instruction counts are static, in the PTX.",
-    )
+    wgmma = r"wgmma\.mma_async\.sync\.aligned\.(\w+)\.f32\.(?:\w+)\."
+    lesson.compiled_table("compiled", compiled, {
+        "wgmma shape": wgmma,
+        "wgmma input type": r"wgmma\.mma_async\.sync\.aligned\.\w+\.f32\.(\w+)\.",
+        "wgmma": r"wgmma\.mma_async",
+        "TMA copies": r"cp\.async\.bulk\.tensor",
+    }, "What Triton compiled for the two accumulation modes (the same kernel serves "
+       "every shape); instruction counts are static, in the PTX.")
 
 
-def accuracy(lesson: Lesson, best: Config) -> None:
-    n = 4096
+def accuracy(lesson: Lesson, best: Config, n: int) -> None:
     operands = target_operands(n)
     a, bt, qa, sa, qb, sb = operands
+    on_cpu = bool(lesson.sanitize)  # float64 products off the GPU under the tool
     # snippet: accuracy
     # What fp8 costs: every path against the float64 product of the fp16
     # inputs before quantization, and against that of the fp8 values.
-    exact = a.double() @ bt.double().T
-    exact_q = dequantize64(qa, sa) @ dequantize64(qb, sb).T
+    exact = product64(a, bt, on_cpu)
+    exact_q = product64(dequantize64(qa, sa), dequantize64(qb, sb), on_cpu)
     errors = {}
     for name, fn in paths(best, *operands).items():
         got = fn()
@@ -566,8 +388,7 @@ def accuracy(lesson: Lesson, best: Config) -> None:
     check_error_prediction(lesson, a, bt, got, f"{n}x{n}x{n}")
 
 
-def benchmark(lesson: Lesson, best: Config) -> None:
-    n = 4096
+def benchmark(lesson: Lesson, best: Config, n: int) -> None:
     operands = target_operands(n)
     # snippet: measure
     # The five paths on the same inputs, taking turns round after round so
@@ -626,18 +447,19 @@ def error_vs_k(lesson: Lesson, best: Config) -> None:
     # 1024 x 1024 outputs, K from 256 to 16384. Against the float64 product
     # of the fp8 values, so only accumulation and the fp16 output count;
     # the quantization error (against the fp16 inputs) is drawn for scale.
-    M = N = 1024
-    ks = [256, 1024, 4096, 16384]
+    M = N = lesson.size(gpu=1024, smoke=128)
+    ks = lesson.size(gpu=[256, 1024, 4096, 16384], smoke=[256, 1024])
+    on_cpu = bool(lesson.sanitize)  # float64 products off the GPU under the tool
     rows = []
     for K in ks:
         torch.manual_seed(K)
         a = torch.randn(M, K, device="cuda", dtype=torch.float16)
         bt = torch.randn(N, K, device="cuda", dtype=torch.float16)
         (qa, sa), (qb, sb) = quantize_e4m3(a), quantize_e4m3(bt)
-        exact_q = dequantize64(qa, sa) @ dequantize64(qb, sb).T
+        exact_q = product64(dequantize64(qa, sa), dequantize64(qb, sb), on_cpu)
         fast = scaled_matmul(qa, qb, sa, sb, best)
         promoted = scaled_matmul(qa, qb, sa, sb, PROMOTED_CONFIG)
-        quantized = rel_errors(fast, a.double() @ bt.double().T)[1]
+        quantized = rel_errors(fast, product64(a, bt, on_cpu))[1]
         rows.append([K, rel_errors(fast, exact_q)[1],
                      rel_errors(promoted, exact_q)[1], quantized])
     # end snippet
@@ -668,58 +490,6 @@ def error_vs_k(lesson: Lesson, best: Config) -> None:
                 "error against the fp16 inputs.", draw, size=(7.0, 5.6))
 
 
-E5M2_MAX = 57344.0  # largest finite float8_e5m2: 1.75 * 2**15
-
-
-def try_this(lesson: Lesson, device: str) -> None:
-    torch.manual_seed(3)
-    x = torch.randn(256, 512, device=device, dtype=torch.float16)
-
-    # snippet: solution-e5m2
-    # e5m2 keeps 2 mantissa bits and reaches 57344: the same quantizer with
-    # a new top value. Half a step is now 2**-3 of a normal value; below
-    # 2**-14 (in scaled units) e5m2 is subnormal with a step of 2**-16.
-    amax = x.abs().max().float()
-    scale = amax / E5M2_MAX
-    q = (x.float() / scale).clamp(-E5M2_MAX, E5M2_MAX).to(torch.float8_e5m2)
-    back = q.double() * float(scale)
-    bound = torch.clamp(x.double().abs() * 2.0**-3, min=2.0**-17 * float(scale))
-    worst = float(((back - x.double()).abs() / bound).max())
-    # end snippet
-    peak = float(q.float().abs().max())
-    lesson.check("exercise-e5m2", worst <= 1.0 and peak == E5M2_MAX,
-                 f"max |dequantized - x| / bound = {worst:.3f}; largest |q| = {peak:g}")
-
-    # Rows whose sizes span six decades.
-    rows = torch.randn(256, 512, device=device)
-    rows *= torch.logspace(-6, 0, 256, device=device)[:, None]
-
-    # snippet: solution-row-scales
-    # One scale for the tensor is set by the largest row and pushes the
-    # small rows into e4m3's subnormal range, or to zero. One scale per row
-    # gives every row e4m3's full precision; in the kernel the epilogue's
-    # multiply becomes acc * scale_a[m] * scale_b[n].
-    def quantize_rows(x):
-        scale = x.abs().amax(dim=1, keepdim=True).float().clamp(min=1e-12) / E4M3_MAX
-        q = (x.float() / scale).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn)
-        return q, scale
-
-    per_tensor = dequantize64(*quantize_e4m3(rows))
-    per_row = dequantize64(*quantize_rows(rows))
-    # end snippet
-
-    def worst_row(y):  # the largest relative error of any one row
-        x64 = rows.double()
-        return float(((y - x64).norm(dim=1) / x64.norm(dim=1)).max())
-
-    lesson.check(
-        "exercise-row-scales",
-        worst_row(per_row) <= 2.0**-4 and worst_row(per_tensor) > 0.5,
-        f"worst row: {worst_row(per_row):.3g} with a scale per row (<= 2^-4), "
-        f"{worst_row(per_tensor):.3g} with one scale for the tensor",
-    )
-
-
 # Why a smoke run (lessonkit.py) skips the GPU steps too: every one runs the
 # kernel on float8 operands.
 NO_FLOAT8 = "the interpreter has no float8, and the kernel runs on float8 inputs"
@@ -728,16 +498,19 @@ NO_FLOAT8 = "the interpreter has no float8, and the kernel runs on float8 inputs
 def main() -> int:
     lesson = Lesson("fp8-matmul")
     device = lesson.device()
+    # 4096^3 on the GPU; under compute-sanitizer every step at a size each tool
+    # finishes (K still a multiple of 16 for the fp8 descriptors).
+    n = lesson.size(gpu=4096, smoke=256)
     with lesson.step("quantizers"):
         check_quantizers(lesson, device)
     if lesson.step("pick-config", needs_gpu="the configurations race on GPU time",
                    smoke=NO_FLOAT8):
-        best = pick_config(lesson)
+        best = pick_config(lesson, n)
     if lesson.step("compiled-code", needs_gpu="the interpreter compiles nothing",
                    smoke=False):
         show_compiled_code(lesson, best)
     if lesson.step("accuracy", needs_gpu="the interpreter has no float8", smoke=False):
-        accuracy(lesson, best)
+        accuracy(lesson, best, n)
     with lesson.step("correctness"):
         if lesson.interpret:
             check_standin(lesson)
@@ -747,9 +520,7 @@ def main() -> int:
                    smoke=False):
         error_vs_k(lesson, best)
     if lesson.step("benchmark", needs_gpu="timings need a GPU", smoke=NO_FLOAT8):
-        benchmark(lesson, best)
-    with lesson.step("exercises"):
-        try_this(lesson, device)
+        benchmark(lesson, best, n)
     return lesson.finish()
 
 

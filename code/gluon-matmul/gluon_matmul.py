@@ -1,13 +1,33 @@
-"""The Gluon kernels of the gluon-matmul lesson (imported only on a GPU run).
+"""Gluon: a warp-specialized persistent FP16 matmul on Hopper.
 
-A persistent, warp-specialized FP16 matmul for Hopper: one producer warp
-that only issues TMA loads into a ring of shared-memory stages, and consumer
-warpgroups that only issue wgmma and write the result. The ring's slots are
-handed back and forth through two mbarriers per slot, `ready` (the loads
-landed) and `empty` (the consumer is done reading). Written against Triton
-3.6's Gluon API; the lesson file models the same ring in plain Python.
+The course's persistent TMA lesson reached cuBLAS with `tl`: the compiler
+pipelined its loads and its wgmma for it, in one stream of instructions that
+every warp executes. Gluon lets the kernel split the work by role, the way
+cuBLAS and CUTLASS do on Hopper:
+
+* a *producer*: one warp that only issues TMA loads of A and B tiles into a
+  ring of shared-memory stages, and needs almost no registers;
+* *consumers*: two warpgroups (8 warps) that only wait for a stage, issue
+  wgmma on it, hand the stage back, and write each finished tile;
+* an *mbarrier ring* between them: per stage, `ready` (the loads landed,
+  counted in bytes) and `empty` (the consumers are done reading);
+* a *persistent tile scheduler*: one program per SM walking the output
+  tiles in grouped order, so the producer loads the next tile's operands
+  while the consumers still write the last one.
+
+Gluon kernels compile straight to GPU code: there is no interpreter for them,
+so they run on a Hopper GPU only. Written against Triton 3.6's Gluon API.
+
+Run it:
+    python gluon_matmul.py   # a Hopper GPU: checked against float64, one timing
+
+Beside it: matmul_model.py runs the scheduler and the ring on any CPU;
+exercises.py poses exercises on them; lesson.py is the run the course records.
 """
 
+import os
+
+import torch
 import triton
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
@@ -165,6 +185,15 @@ def matmul_ws_kernel(a_desc, b_desc, c_desc, M, N, K, GROUP_M: gl.constexpr,
 
 # -- launchers -------------------------------------------------------------------
 
+BLOCK = (128, 256, 64)  # BM, BN, BK
+CONSUMER_WARPS = 8  # the default partition: two warpgroups of 64 rows each
+PRODUCER_REGS = 24  # registers per thread the producer warp asks for
+CONFIGS = {  # name -> matmul_ws keyword arguments: the two rings the lesson runs
+    name: dict(block=BLOCK, stages=stages, epi_split=epi, num_warps=CONSUMER_WARPS,
+               producer_regs=PRODUCER_REGS)
+    for name, stages, epi in (("ws-3stage", 3, 1), ("ws-4stage", 4, 2))
+}
+
 
 def _descs(a, b, c, bm, bn, bk, c_bn):
     for t in (a, b, c):
@@ -217,3 +246,37 @@ def matmul_ws(
         **kw,
     )
     return (c, k) if with_kernel else c
+
+
+# snippet: self-check
+def self_check() -> None:
+    """Both rings against float64, on shapes no tile divides; one timing."""
+    if not torch.cuda.is_available() or os.environ.get("TRITON_INTERPRET") == "1":
+        print("Gluon kernels run on a GPU only (compute capability 9.0, Hopper): "
+              "nothing to check here. On a CPU, run exercises.py: the scheduler's "
+              "and the ring's models.")
+        return
+    num_sms = torch.cuda.get_device_properties(0).multi_processor_count
+    torch.manual_seed(0)
+    for M, N, K in ((1000, 1032, 776), (777, 520, 4104)):
+        a = torch.randn(M, K, device="cuda", dtype=torch.float16)
+        b = torch.randn(K, N, device="cuda", dtype=torch.float16)
+        want = a.double() @ b.double()
+        rtol = max(1e-3, 4 * 2.0**-23 * K**0.5)  # fp32 sums rounded to fp16
+        for cfg in CONFIGS.values():
+            c = torch.full((M, N), float("nan"), device="cuda", dtype=torch.float16)
+            matmul_ws(a, b, num_sms, out=c, **cfg)
+            torch.testing.assert_close(c.double(), want, rtol=rtol,
+                                       atol=rtol * float(want.abs().max()))
+        print(f"both rings match float64 on {M}x{N}x{K} (rtol {rtol:.2g})")
+    a = torch.randn(4096, 4096, device="cuda", dtype=torch.float16)
+    cfg = CONFIGS["ws-4stage"]
+    ms = triton.testing.do_bench(lambda: matmul_ws(a, a, num_sms, **cfg))
+    print(f"4 stages, 4096^3 fp16: {ms:.3f} ms, {2 * 4096**3 / ms * 1e-9:.0f} TFLOP/s")
+
+
+# end snippet
+
+
+if __name__ == "__main__":
+    self_check()

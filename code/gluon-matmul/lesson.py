@@ -1,33 +1,20 @@
-"""Gluon: a warp-specialized persistent FP16 matmul on Hopper.
+"""Gluon matmul, as the course records it: the checks, pictures and benchmarks.
 
-The course's persistent TMA lesson reached cuBLAS with `tl`: the compiler
-pipelined its loads and its wgmma for it, in one stream of instructions that
-every warp executes. Gluon lets the kernel split the work by role, the way
-cuBLAS and CUTLASS do on Hopper:
-
-* a *producer*: one warp that only issues TMA loads of A and B tiles into a
-  ring of shared-memory stages, and needs almost no registers;
-* *consumers*: two warpgroups (8 warps) that only wait for a stage, issue
-  wgmma on it, hand the stage back, and write each finished tile;
-* an *mbarrier ring* between them: per stage, `ready` (the loads landed,
-  counted in bytes) and `empty` (the consumers are done reading);
-* a *persistent tile scheduler*: one program per SM walking the output
-  tiles in grouped order, so the producer loads the next tile's operands
-  while the consumers still write the last one.
-
-The interpreter cannot run Gluon. The interpreter run checks the tile
-scheduler's arithmetic and runs the producer/consumer ring against a model
-of mbarriers and asynchronous wgmma under random timings; then it stops by
-design. The GPU run checks the kernel against float64 and times it against
-cuBLAS and against the `tl` persistent kernel, in the same run.
+The kernel is in gluon_matmul.py (a Hopper GPU runs it alone), its tile
+scheduler and its producer/consumer ring as CPU models in matmul_model.py.
+This file checks what a CPU can (the accumulator's layout, the shared-memory
+budget, the scheduler's arithmetic, the ring under many random schedules),
+draws the page's pictures from those models, and on the GPU checks the
+kernel against float64 and times it against cuBLAS and the `tl` persistent
+kernel in the same rounds, through the course's kit (lessonkit.py), which
+keeps the record. Gluon has no interpreter: under TRITON_INTERPRET=1 the run
+stops by design after the CPU half.
 
 Run it:
-    TRITON_INTERPRET=1 python gluon_matmul.py   # any machine: the CPU models
-    python gluon_matmul.py                      # Hopper, Triton 3.6: checks, TFLOP/s
+    TRITON_INTERPRET=1 python lesson.py   # any machine: the CPU models
+    python lesson.py                      # Hopper, Triton 3.6: checks, TFLOP/s
 """
 
-import random
-import re
 import sys
 from pathlib import Path
 
@@ -39,7 +26,13 @@ sys.path[:0] = [str(HERE), str(HERE.parent), str(HERE.parent / "gluon-basics")]
 import gluon_figures  # noqa: E402
 import partition_state  # noqa: E402
 from layout_model import REGISTERS_PER_SM, register_split, wgmma_acc_owner  # noqa: E402
-from ring_model import AsyncGroups, MBarrier, Trace, run, run_in_rounds  # noqa: E402
+from matmul_model import (  # noqa: E402
+    SMEM_LIMIT,
+    ring_feeds_every_product,
+    schedule,
+    smem_bytes,
+    traced_ring,
+)
 
 from lessonkit import Lesson, bench_interleaved, median_interval, scaled_rtol  # noqa: E402
 
@@ -48,39 +41,11 @@ DECLINE = (
     "GPU code and has no interpreter); the CPU models of the tile scheduler and of "
     "the producer/consumer ring ran above, the kernel runs on the GPU only"
 )
-SMEM_LIMIT = 227 * 1024  # bytes of shared memory one Hopper thread block may have
-
-
-# -- The tile scheduler, in plain Python -----------------------------------------------
-
-
-# snippet: scheduler-model
-def tile_coords(
-    tile_id: int, num_pid_m: int, num_pid_n: int, group_m: int
-) -> tuple[int, int]:
-    """The kernel's grouped order, the same integer arithmetic in Python."""
-    num_pid_in_group = group_m * num_pid_n
-    group_id = tile_id // num_pid_in_group
-    first_pid_m = group_id * group_m
-    group_size_m = min(num_pid_m - first_pid_m, group_m)
-    return first_pid_m + tile_id % group_size_m, (
-        tile_id % num_pid_in_group
-    ) // group_size_m
-
-
-def schedule(M, N, bm, bn, group_m, programs) -> list[list[tuple[int, int]]]:
-    """The tiles each persistent program computes, in its order."""
-    num_pid_m, num_pid_n = -(-M // bm), -(-N // bn)
-    return [
-        [
-            tile_coords(t, num_pid_m, num_pid_n, group_m)
-            for t in range(p, num_pid_m * num_pid_n, programs)
-        ]
-        for p in range(programs)
-    ]
-
-
-# end snippet
+# The kernel's configuration, as gluon_matmul.py launches it (plain constants
+# there, read here without importing Gluon, which the CPU half never does).
+BLOCK = (128, 256, 64)  # BM, BN, BK
+CONSUMER_WARPS = 8  # the default partition: two warpgroups of 64 rows each
+PRODUCER_REGS = 24  # registers per thread the producer warp asks for
 
 
 def check_scheduler(lesson: Lesson) -> list[list]:
@@ -117,92 +82,13 @@ def check_scheduler(lesson: Lesson) -> list[list]:
     return rows
 
 
-# -- The ring, as a model --------------------------------------------------------------
-
-
-# The mbarrier, the wgmma groups and the random scheduler are the gluon-basics
-# lesson's (ring_model.py); the roles are this kernel's.
-
-
-# snippet: ring-model
-def producer(work, slots, ready, empty, events):
-    """_producer: wait for an empty slot, arm `ready`, start the TMA copy."""
-    stages = len(slots)
-    for it, item in enumerate(work):
-        s, lap = it % stages, (it // stages) & 1
-        yield empty[s].wait(lap ^ 1)
-        ready[s].expect(1)
-
-        def land(s=s, item=item):
-            slots[s] = item
-            ready[s].landed(1)
-
-        events.append(land)
-
-
-def consumer(work, slots, ready, empty, events, used, mma, release_early=False):
-    """_mainloop: wgmma on slot s, wait until one is in flight, free slot s - 1."""
-    stages = len(slots)
-    for it in range(len(work)):
-        s, lap = it % stages, (it // stages) & 1
-        yield ready[s].wait(lap)
-        group = mma.issue()
-
-        def mma_reads(s=s, it=it, group=group):  # the tensor cores read the slot later
-            used[it] = slots[s]
-            mma.finish(group)
-
-        events.append(mma_reads)
-        if release_early:  # the exercise's bug: free the slot before wgmma read it
-            empty[s].arrive()
-            continue
-        yield mma.wait(1)  # warpgroup_mma_wait(1)
-        if it > 0:
-            empty[(it - 1) % stages].arrive()
-    yield mma.wait(0)  # warpgroup_mma_wait(0)
-    if not release_early and work:
-        empty[(len(work) - 1) % stages].arrive()
-
-
-# end snippet
-
-
-class Ring:
-    """One program's ring in the model: slots, barriers, the products' groups."""
-
-    def __init__(self, stages: int, work: list):
-        self.work, self.slots, self.events = work, [None] * stages, []
-        self.used = [None] * len(work)  # what each product read
-        self.ready = [MBarrier(1) for _ in range(stages)]
-        self.empty = [MBarrier(1) for _ in range(stages)]
-        self.mma = AsyncGroups()
-
-    def roles(self, release_early: bool = False) -> dict:
-        args = (self.work, self.slots, self.ready, self.empty, self.events)
-        return {
-            "producer": producer(*args),
-            "consumer": consumer(*args, self.used, self.mma, release_early),
-        }
-
-
-# snippet: ring-checks
-def ring_feeds_every_product(stages, tiles, k_tiles, seed, release_early=False):
-    """One program's (tile, k) products through the ring, in one random
-    schedule: did every wgmma read the A and B tiles of its own (tile, k)?"""
-    ring = Ring(stages, [(t, k) for t in tiles for k in range(k_tiles)])
-    run(ring.roles(release_early), ring.events, random.Random(seed))
-    return ring.used == ring.work
-
-
-# end snippet
-
-
 def check_ring(lesson: Lesson, seeds: int) -> None:
     # Three tiles of five K steps each, for one program: with 3 and 4 stages
     # the laps and tile boundaries fall at different steps.
     for stages in (2, 3, 4):
         ok = sum(
-            ring_feeds_every_product(stages, [0, 132, 264], 5, seed)
+            (ring := ring_feeds_every_product(stages, [0, 132, 264], 5, seed)).used
+            == ring.work
             for seed in range(seeds)
         )
         lesson.check(
@@ -247,14 +133,7 @@ def check_accumulator(lesson: Lesson) -> None:
 def draw_roles(lesson: Lesson, stages: int = 3, tiles: int = 2, k_tiles: int = 4):
     """The producer and the consumers over one schedule of the model, in rounds,
     with the registers setmaxnreg gives each (the lesson's budget model)."""
-    ring = Ring(stages, [(t, k) for t in range(tiles) for k in range(k_tiles)])
-    trace = Trace(
-        {f"ready[{s}]": ring.ready[s] for s in range(stages)}
-        | {f"empty[{s}]": ring.empty[s] for s in range(stages)}
-        | {"mma": ring.mma}
-    )
-    run_in_rounds(ring.roles(), ring.events, trace)
-    assert ring.used == ring.work, "the pictured schedule feeds every product"
+    _, trace = traced_ring(stages, list(range(tiles)), k_tiles)
     warps, producer_regs = CONSUMER_WARPS, PRODUCER_REGS
     split = register_split(warps, [(1, producer_regs)])
     groups = warps // 4
@@ -295,12 +174,23 @@ def draw_roles(lesson: Lesson, stages: int = 3, tiles: int = 2, k_tiles: int = 4
     )
 
 
-def smem_bytes(bm, bn, bk, stages, epi_split, elem=2) -> int:
-    """Shared memory of matmul_ws_kernel: the ring, the epilogue tile, the barriers."""
-    return (
-        stages * (bm * bk + bk * bn) * elem
-        + bm * (bn // epi_split) * elem
-        + 2 * stages * 8
+def draw_ring(lesson: Lesson, stages: int = 3, tiles: int = 2, k_tiles: int = 4):
+    """The ring's barriers over one schedule of the model: each slot's phases and
+    the waits the producer and the consumer were blocked in."""
+    _, trace = traced_ring(stages, list(range(tiles)), k_tiles)
+    rows = [(f"slot {s} {kind}", f"{kind}[{s}]") for s in range(stages)
+            for kind in ("ready", "empty")]
+    lesson.plot(
+        "ring-timeline",
+        f"The ring in the lesson's model ({stages} stages, {tiles} tiles of {k_tiles} "
+        f"K steps), the same schedule in rounds ({trace.t}): each barrier's phases "
+        "(their parity as the colour) and every wait a role was blocked in, with the "
+        "parity it asked for. The consumer hands slot s back on empty[s] once the "
+        "product after it has been issued and waited down to one in flight",
+        lambda fig: gluon_figures.ring_timeline(
+            fig.subplots(), trace, rows, {"producer": "#1f77b4", "consumer": "#d62728"}
+        ),
+        size=(gluon_figures.WIDTH, 6.4),
     )
 
 
@@ -322,51 +212,8 @@ def check_smem_budget(lesson: Lesson) -> list:
     return rows
 
 
-# -- try this (CPU half) ---------------------------------------------------------------
-
-
-def exercise_release_early(lesson: Lesson, seeds: int) -> None:
-    # snippet: solution-release-early
-    # Exercise: hand a slot back as soon as its wgmma is issued, without
-    # warpgroup_mma_wait(1). The producer may then overwrite the stage while
-    # the tensor cores have not read it yet: some product reads the wrong K step.
-    wrong = sum(
-        not ring_feeds_every_product(3, [0, 132, 264], 5, seed, release_early=True)
-        for seed in range(seeds)
-    )
-    # end snippet
-    lesson.check(
-        "exercise-release-early",
-        wrong > 0,
-        f"releasing before the wgmma wait: {wrong} of {seeds} schedules fed a "
-        "product the wrong operands",
-    )
-
-
-def exercise_producer_regs() -> None:
-    # snippet: solution-producer-regs
-    # Exercise: 40 registers for the producer instead of 24. Its warpgroup
-    # then takes 128 x 40 of the SM's registers, and the two consumer
-    # warpgroups share the rest: per thread, a multiple of 8, at most 256.
-    now = register_split(CONSUMER_WARPS, [(1, PRODUCER_REGS)])
-    more = register_split(CONSUMER_WARPS, [(1, 40)])
-    # end snippet
-    print(
-        f"  producer {PRODUCER_REGS} registers: consumers {now['default']}; producer "
-        f"40: consumers {more['default']} (launch limit {more['launch']} either way)"
-    )
-
-
 # -- The GPU part ----------------------------------------------------------------------
 
-BLOCK = (128, 256, 64)  # BM, BN, BK
-CONSUMER_WARPS = 8  # the default partition: two warpgroups of 64 rows each
-PRODUCER_REGS = 24  # registers per thread the producer warp asks for
-CONFIGS = {  # name -> matmul_ws keyword arguments
-    name: dict(block=BLOCK, stages=stages, epi_split=epi, num_warps=CONSUMER_WARPS,
-               producer_regs=PRODUCER_REGS)
-    for name, stages, epi in (("ws-3stage", 3, 1), ("ws-4stage", 4, 2))
-}
 GATE, STRETCH = 0.95, 1.05  # against cuBLAS, at 4096^3 and 8192^3
 SHORT = {"ws-3stage": "Gluon, 3 stages", "ws-4stage": "Gluon, 4 stages",
          "tl": "tl persistent"}
@@ -378,33 +225,53 @@ LABELS = {
 }
 
 
-def reference(a, b):
+def reference(a, b, on_cpu=False):
+    """The float64 product and the course's tolerance; on_cpu: multiplied on the
+    CPU (under compute-sanitizer, so that no library kernel runs under the tool)."""
     import torch
 
-    want = a.to(torch.float64) @ b.to(torch.float64)
+    if on_cpu:
+        want = (a.cpu().double() @ b.cpu().double()).to(a.device)
+    else:
+        want = a.to(torch.float64) @ b.to(torch.float64)
     rtol, why = scaled_rtol(1e-3, 2.0**-23, a.shape[1])
     return want, rtol, rtol * float(want.abs().max()), why
 
 
 def check_kernel(lesson: Lesson, mk, num_sms: int) -> None:
-    for name, shape, c, (want, rtol, atol, why) in kernel_cases(mk, num_sms):
+    # The pictures of the CPU half are drawn for the configuration launched here.
+    lesson.check(
+        "pictured-configuration-launched",
+        (BLOCK, CONSUMER_WARPS, PRODUCER_REGS)
+        == (mk.BLOCK, mk.CONSUMER_WARPS, mk.PRODUCER_REGS),
+        f"lesson.py draws {BLOCK} tiles, {CONSUMER_WARPS} consumer warps, "
+        f"{PRODUCER_REGS} producer registers; gluon_matmul.py launches {mk.BLOCK}, "
+        f"{mk.CONSUMER_WARPS}, {mk.PRODUCER_REGS}",
+    )
+    # Under compute-sanitizer: shapes small enough for every tool, still ragged.
+    shapes = lesson.size(
+        gpu=[(1000, 1032, 776), (777, 520, 4104), (4096, 4096, 4096)],
+        smoke=[(300, 776, 200), (129, 520, 328)],
+    )
+    cases = kernel_cases(mk, num_sms, shapes, bool(lesson.sanitize))
+    for name, shape, c, (want, rtol, atol, why) in cases:
         lesson.close(f"{name}-{shape}", c, want, rtol, atol, why)
 
 
 # snippet: gpu-checks
-def kernel_cases(mk, num_sms: int):
+def kernel_cases(mk, num_sms: int, shapes, ref_on_cpu=False):
     """Ragged shapes (M, N, K not multiples of the tile; fewer tiles than SMs;
     a K tail the copy engine zero-fills) and the benchmark shape, for both
     configurations. The output starts as NaN: a tile no program writes
     fails. Yields (configuration, shape, C, the float64 reference)."""
     import torch
 
-    for M, N, K in ((1000, 1032, 776), (777, 520, 4104), (4096, 4096, 4096)):
+    for M, N, K in shapes:
         torch.manual_seed(M + N + K)
         a = torch.randn(M, K, device="cuda", dtype=torch.float16)
         b = torch.randn(K, N, device="cuda", dtype=torch.float16)
-        ref = reference(a, b)
-        for name, cfg in CONFIGS.items():
+        ref = reference(a, b, ref_on_cpu)
+        for name, cfg in mk.CONFIGS.items():
             c = torch.full((M, N), float("nan"), device="cuda", dtype=torch.float16)
             mk.matmul_ws(a, b, num_sms, out=c, **cfg)
             yield name, f"{M}x{N}x{K}", c, ref
@@ -416,51 +283,17 @@ def kernel_cases(mk, num_sms: int):
 def show_compiled(lesson: Lesson, mk, num_sms: int) -> None:
     import torch
 
-    a = torch.randn(4096, 4096, device="cuda", dtype=torch.float16)
-    rows = []
-    for name, cfg in CONFIGS.items():
-        _, k = mk.matmul_ws(a, a, num_sms, with_kernel=True, **cfg)
-        ptx = k.asm["ptx"]
-        regs = sorted(
-            {
-                int(r)
-                for r in re.findall(r"setmaxnreg\.\w+\.sync\.aligned\.u32\s+(\d+)", ptx)
-            }
-        )
-        rows.append(
-            [
-                LABELS[name],
-                getattr(k, "n_regs", None),
-                getattr(k, "n_spills", None),
-                round(k.metadata.shared / 1024, 1),
-                " ".join(map(str, regs)),
-                len(re.findall(r"wgmma\.mma_async", ptx)),
-                " ".join(
-                    sorted(
-                        set(
-                            re.findall(r"wgmma\.wait_group\.sync\.aligned\s+(\d+)", ptx)
-                        )
-                    )
-                ),
-                len(re.findall(r"cp\.async\.bulk\.tensor\.2d\.shared\S*\.global", ptx)),
-            ]
-        )
-    lesson.table(
-        "compiled",
-        [
-            "kernel",
-            "registers / thread at launch",
-            "spilled",
-            "shared memory KiB",
-            "setmaxnreg targets",
-            "wgmma",
-            "wgmma.wait_group depths",
-            "TMA loads",
-        ],
-        rows,
-        "What Triton 3.6 compiled at 4096^3 (counts are static, in the PTX); "
-        "setmaxnreg moves registers between the producer and the consumers",
-    )
+    n = lesson.size(gpu=4096, smoke=256)  # the same kernels at any size
+    a = torch.randn(n, n, device="cuda", dtype=torch.float16)
+    compiled = {LABELS[name]: mk.matmul_ws(a, a, num_sms, with_kernel=True, **cfg)[1]
+                for name, cfg in mk.CONFIGS.items()}
+    lesson.compiled_table("compiled", compiled, {
+        "setmaxnreg targets": r"setmaxnreg\.\w+\.sync\.aligned\.u32\s+(\d+)",
+        "wgmma": r"wgmma\.mma_async",
+        "wgmma.wait_group depths": r"wgmma\.wait_group\.sync\.aligned\s+(\d+)",
+        "TMA loads": r"cp\.async\.bulk\.tensor\.2d\.shared\S*\.global",
+    }, f"What Triton compiled at {n}^3 (counts are static, in the PTX); setmaxnreg "
+       "moves registers between the producer and the consumers")
 
 
 # snippet: measure
@@ -472,7 +305,7 @@ def measure(n, mk, pt, num_sms, rounds):
     b = torch.randn(n, n, device="cuda", dtype=torch.float16)
     fns = {
         name: (lambda cfg=cfg: mk.matmul_ws(a, b, num_sms, **cfg))
-        for name, cfg in CONFIGS.items()
+        for name, cfg in mk.CONFIGS.items()
     }
     fns["tl"] = lambda: pt.matmul_persistent_tma(a, b, num_sms)
     fns["cublas"] = lambda: torch.matmul(a, b)
@@ -483,11 +316,14 @@ def measure(n, mk, pt, num_sms, rounds):
 
 
 def benchmark(lesson: Lesson, mk, pt, num_sms: int) -> None:
-    sizes = {2048: 3, 4096: 15, 8192: 10}
+    sizes = {2048: 3, 4096: 15, 8192: 10}  # M = N = K: rounds
+    # Under compute-sanitizer each size runs as a smaller one, untimed.
+    run_as = lesson.size(gpu={n: n for n in sizes}, smoke={2048: 256, 4096: 384,
+                                                            8192: 512})
     rates, ratios = {}, {}
     for n, rounds in sizes.items():
-        ms = measure(n, mk, pt, num_sms, rounds)
-        flop = 2.0 * n**3
+        ms = measure(run_as[n], mk, pt, num_sms, rounds)
+        flop = 2.0 * run_as[n] ** 3
         rates[n] = {name: flop / ms.median(name) * 1e-9 for name in ms}
         ratios[n] = {
             name: median_interval(
@@ -497,7 +333,7 @@ def benchmark(lesson: Lesson, mk, pt, num_sms: int) -> None:
         }
         if n < 4096:
             continue
-        for name in CONFIGS:
+        for name in mk.CONFIGS:
             lesson.benchmark(
                 f"{name}-vs-cublas-{n}",
                 f"{LABELS[name]} vs cuBLAS, {n}^3 fp16",
@@ -581,30 +417,6 @@ def plot(lesson: Lesson, ratios) -> None:
     )
 
 
-def exercise_fewer_programs(lesson: Lesson, mk, num_sms: int) -> None:
-    import torch
-
-    # snippet: solution-fewer-programs
-    # Exercise: launch 33 programs instead of one per SM. The scheduler steps
-    # by gl.num_programs(0), so every tile is still computed, by fewer
-    # programs (predicted: 512 tiles / 33 = 15 or 16 each); only the speed changes.
-    a = torch.randn(4096, 2048, device="cuda", dtype=torch.float16)
-    b = torch.randn(2048, 4096, device="cuda", dtype=torch.float16)
-    c = torch.full((4096, 4096), float("nan"), device="cuda", dtype=torch.float16)
-    mk.matmul_ws(a, b, num_sms, out=c, programs=33, **CONFIGS["ws-4stage"])
-    per_program = sorted({len(p) for p in schedule(4096, 4096, 128, 256, 8, 33)})
-    # end snippet
-    want, rtol, atol, why = reference(a, b)
-    lesson.close(
-        "exercise-fewer-programs",
-        c,
-        want,
-        rtol,
-        atol,
-        f"33 programs, {per_program} tiles each; {why}",
-    )
-
-
 def tl_lesson():
     """The persistent-tma-matmul lesson's module (its kernel is the tl baseline):
     in its own folder beside this one in the repository, beside this file in a
@@ -624,7 +436,7 @@ def main() -> int:
     lesson = Lesson("gluon-matmul")
     device = lesson.device()  # declines below compute capability 9.0 (lesson.toml)
     # racecheck's report on the warp-specialized kernel, explained (partition_state.py)
-    partition_state.declare(lesson, HERE / "matmul_kernels.py", "matmul_ws_kernel")
+    partition_state.declare(lesson, HERE / "gluon_matmul.py", "matmul_ws_kernel")
     seeds = 30 if lesson.interpret else 8
     with lesson.step("accumulator"):
         check_accumulator(lesson)
@@ -653,21 +465,20 @@ def main() -> int:
     with lesson.step("ring"):
         check_ring(lesson, seeds)
         draw_roles(lesson)
+        draw_ring(lesson)
     # Gluon has no interpreter, nor a smoke run on the CPU (lessonkit.py).
     if lesson.step("gpu-checks", needs_gpu="Gluon has no interpreter", smoke=False):
-        import matmul_kernels as mk  # Gluon: only here, on a Hopper GPU
+        import gluon_matmul as mk  # Gluon: only here, on a Hopper GPU
         import torch
 
-        num_sms = torch.cuda.get_device_properties(0).multi_processor_count
+        # Under compute-sanitizer a pretend machine of 4 SMs: on the small shapes
+        # there, the persistent loop still walks several tiles per program.
+        num_sms = lesson.size(
+            gpu=torch.cuda.get_device_properties(0).multi_processor_count, smoke=4)
         check_kernel(lesson, mk, num_sms)
         show_compiled(lesson, mk, num_sms)
     if lesson.step("benchmark", needs_gpu="Gluon has no interpreter", smoke=False):
         benchmark(lesson, mk, tl_lesson(), num_sms)
-    with lesson.step("exercises"):
-        exercise_release_early(lesson, seeds)
-        exercise_producer_regs()
-    if lesson.step("gpu-exercise", needs_gpu="Gluon has no interpreter", smoke=False):
-        exercise_fewer_programs(lesson, mk, num_sms)
     if device == "cpu":  # the models ran; the kernel cannot: not a verification
         lesson.decline(DECLINE)
     return lesson.finish()

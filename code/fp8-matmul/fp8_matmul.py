@@ -140,7 +140,7 @@ def scaled_matmul_kernel(
 # end snippet
 
 
-# snippet: launch
+# snippet: configs
 class Config(NamedTuple):
     block_m: int
     block_n: int
@@ -173,6 +173,10 @@ FAST_CONFIGS = [
 PROMOTED_CONFIG = Config(128, 128, 128, 8, 8, 4, split_epilogue=False, promote_acc=True)
 
 
+# end snippet
+
+
+# snippet: launch
 def descriptors(a, bt, c, cfg: Config):
     # A descriptor holds the global shape and strides (each but the last a
     # multiple of 16 bytes: K % 16 == 0 for fp8 operands, N % 8 == 0 for the

@@ -509,13 +509,13 @@ def main() -> int:
     if lesson.step("compiled-code", needs_gpu="the interpreter compiles nothing",
                    smoke=False):
         show_compiled_code(lesson, best)
-    if lesson.step("accuracy", needs_gpu="the interpreter has no float8", smoke=False):
-        accuracy(lesson, best, n)
     with lesson.step("correctness"):
         if lesson.interpret:
             check_standin(lesson)
         else:
             check_gpu(lesson, best)
+    if lesson.step("accuracy", needs_gpu="the interpreter has no float8", smoke=False):
+        accuracy(lesson, best, n)
     if lesson.step("error-vs-k", needs_gpu="the interpreter has no float8",
                    smoke=False):
         error_vs_k(lesson, best)

@@ -3,11 +3,11 @@
     TRITON_INTERPRET=1 python exercises.py   # any CPU: the scheduler's and the ring's
     python exercises.py                      # a Hopper GPU: the Gluon one too
 
-The scheduler's and the ring's exercises run on matmul_model.py, the CPU model
-of the kernel (the ring in many random schedules, on gluon-basics' model of an
-mbarrier); the ring's depth needs a GPU (Gluon has no interpreter) and says so
-elsewhere. Each prints one line: passed, or what is wrong and a hint. --only
-NAME checks one; --solutions checks solutions.py.
+The scheduler's exercise is its integer arithmetic; the ring's runs on
+matmul_model.py, the CPU model of the kernel, in many random schedules (on
+gluon-basics' model of an mbarrier); the ring's depth needs a GPU (Gluon has no
+interpreter) and says so elsewhere. Each prints one line: passed, or what is
+wrong and a hint. --only NAME checks one; --solutions checks solutions.py.
 """
 
 import sys
@@ -29,40 +29,37 @@ SEEDS = 30  # random schedules per configuration
 
 
 # snippet: grouped-order
-def tile_coords(tile_id, num_pid_m, num_pid_n, group_m):
-    """(pid_m, pid_n) of the tile_id-th tile in the kernel's grouped order.
+def tile_id_of(pid_m, pid_n, num_pid_m, num_pid_n, group_m):
+    """At which step of the kernel's grouped order tile (pid_m, pid_n) comes:
+    the inverse of tile_coords, for a num_pid_m x num_pid_n grid of tiles.
 
-    The num_pid_m x num_pid_n grid of output tiles is cut into bands of
-    group_m tile rows (the last band may be shorter). The order walks the
-    bands top to bottom; inside a band, column by column, and down the band's
-    rows inside a column: tiles computed at about the same time then share
-    their rows of A and their columns of B in L2.
+    The grid is cut into bands of group_m tile rows (the last band may be
+    shorter). The order walks the bands top to bottom; inside a band, column
+    by column, and down the band's rows inside a column: tiles computed at
+    about the same time then share their rows of A and columns of B in L2.
     """
-    return tile_id // num_pid_n, tile_id % num_pid_n  # Your code here: row-major
+    return pid_m * num_pid_n + pid_n  # Your code here: row-major is not it
 
 
 # end snippet
 
 
 # snippet: check-grouped-order
-@practice.exercise("grouped-order", hint="group = tile_id // (group_m * num_pid_n); "
-                   "the band's first row is group * group_m and it has min(num_pid_m "
-                   "- first, group_m) rows; inside the band, the row is tile_id % rows "
-                   "and the column (tile_id % (group_m * num_pid_n)) // rows")
+@practice.exercise("grouped-order", hint="the band is pid_m // group_m; the bands "
+                   "above hold group_m * num_pid_n tiles each; inside the band, "
+                   "pid_n columns of min(num_pid_m - first row, group_m) tiles come "
+                   "first, then the row's place in the band")
 def check_grouped_order(m):
     for num_pid_m, num_pid_n, group_m in ((7, 3, 4), (32, 8, 8), (18, 8, 8)):
-        want = [(r, c) for band in range(0, num_pid_m, group_m)
-                for c in range(num_pid_n)
-                for r in range(band, min(band + group_m, num_pid_m))]
+        order = [(r, c) for band in range(0, num_pid_m, group_m)
+                 for c in range(num_pid_n)
+                 for r in range(band, min(band + group_m, num_pid_m))]
         case = f"{num_pid_m} x {num_pid_n} tiles, bands of {group_m}"
-        for tile_id, (r, c) in enumerate(want):
-            got = tuple(m.tile_coords(tile_id, num_pid_m, num_pid_n, group_m))
-            if not (0 <= got[0] < num_pid_m and 0 <= got[1] < num_pid_n):
-                raise practice.Wrong(f"{case}: tile {tile_id} is {got}, outside the "
-                                     "grid of tiles")
-            if got != (r, c):
-                raise practice.Wrong(f"{case}: tile {tile_id} is {got}; the grouped "
-                                     f"order takes ({r}, {c}) there")
+        for step, (r, c) in enumerate(order):
+            got = m.tile_id_of(r, c, num_pid_m, num_pid_n, group_m)
+            if got != step:
+                raise practice.Wrong(f"{case}: tile ({r}, {c}) comes at step {step} "
+                                     f"of the grouped order, not {got}")
 
 
 # end snippet

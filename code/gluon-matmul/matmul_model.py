@@ -21,10 +21,11 @@ SMEM_LIMIT = 227 * 1024  # bytes of shared memory one Hopper thread block may ha
 
 
 # snippet: scheduler-model
-def tile_coords(
+def tile_position(
     tile_id: int, num_pid_m: int, num_pid_n: int, group_m: int
 ) -> tuple[int, int]:
-    """The kernel's grouped order, the same integer arithmetic in Python."""
+    """The kernel's tile_coords: its grouped order, the same integer arithmetic
+    in Python."""
     num_pid_in_group = group_m * num_pid_n
     group_id = tile_id // num_pid_in_group
     first_pid_m = group_id * group_m
@@ -34,7 +35,7 @@ def tile_coords(
     ) // group_size_m
 
 
-def schedule(M, N, bm, bn, group_m, programs, coords=tile_coords):
+def schedule(M, N, bm, bn, group_m, programs, coords=tile_position):
     """The tiles each persistent program computes, in its order."""
     num_pid_m, num_pid_n = -(-M // bm), -(-N // bn)
     return [
@@ -96,16 +97,7 @@ class Ring:
         self.events.append(mma_reads)
 
 
-# snippet: ring-model
-def producer(ring):
-    """_producer: wait for slot s to be empty, arm `ready`, start the copy."""
-    stages = len(ring.slots)
-    for it in range(len(ring.work)):
-        s, lap = it % stages, (it // stages) & 1
-        yield ring.empty[s].wait(lap ^ 1)  # a fresh barrier passes parity 1 at once
-        ring.load(it, s)
-
-
+# The consumer's K loop, _mainloop of the kernel (an exercise asks for it).
 def mainloop(ring, it, k_tiles):
     """_mainloop: one tile's products; `it` counts the steps of earlier tiles."""
     stages = len(ring.slots)
@@ -120,6 +112,16 @@ def mainloop(ring, it, k_tiles):
     yield ring.mma.wait(0)  # the tile's last product, then its slot
     ring.empty[(it - 1) % stages].arrive()
     return it
+
+
+# snippet: ring-model
+def producer(ring):
+    """_producer: wait for slot s to be empty, arm `ready`, start the copy."""
+    stages = len(ring.slots)
+    for it in range(len(ring.work)):
+        s, lap = it % stages, (it // stages) & 1
+        yield ring.empty[s].wait(lap ^ 1)  # a fresh barrier passes parity 1 at once
+        ring.load(it, s)
 
 
 def consumer(ring, loop=mainloop):

@@ -11,14 +11,12 @@ from practice import Mistake  # noqa: E402
 
 
 # snippet: grouped-order
-def tile_coords(tile_id, num_pid_m, num_pid_n, group_m):
-    num_pid_in_group = group_m * num_pid_n  # tiles in a full band
-    group_id = tile_id // num_pid_in_group
+def tile_id_of(pid_m, pid_n, num_pid_m, num_pid_n, group_m):
+    group_id = pid_m // group_m  # the band, group_m tile rows tall
     first_pid_m = group_id * group_m
     group_size_m = min(num_pid_m - first_pid_m, group_m)  # the last band is shorter
-    pid_m = first_pid_m + tile_id % group_size_m  # down the band's rows first
-    pid_n = (tile_id % num_pid_in_group) // group_size_m  # then the next column
-    return pid_m, pid_n
+    before = group_id * group_m * num_pid_n  # every tile of the bands above
+    return before + pid_n * group_size_m + (pid_m - first_pid_m)
 
 
 # end snippet
@@ -59,15 +57,15 @@ MISTAKES = {
     "grouped-order": [
         Mistake("the last band as tall as the others",
                 find="group_size_m = min(num_pid_m - first_pid_m, group_m)",
-                replace="group_size_m = group_m", says="outside the grid"),
-        Mistake("the column without the band's modulo",
-                find="pid_n = (tile_id % num_pid_in_group) // group_size_m",
-                replace="pid_n = tile_id // group_size_m", says="outside the grid"),
-        Mistake("across the band's columns first",
-                find="pid_m = first_pid_m + tile_id % group_size_m",
-                replace="pid_m = first_pid_m + (tile_id % num_pid_in_group) "
-                        "// num_pid_n",
-                says="the grouped order takes"),
+                replace="group_size_m = group_m", says="of the grouped order"),
+        Mistake("across the band's columns first, row by row",
+                find="pid_n * group_size_m + (pid_m - first_pid_m)",
+                replace="(pid_m - first_pid_m) * num_pid_n + pid_n",
+                says="of the grouped order"),
+        Mistake("the bands above counted as tall as this one",
+                find="before = group_id * group_m * num_pid_n",
+                replace="before = group_id * group_size_m * num_pid_n",
+                says="of the grouped order"),
     ],
     "release": [
         Mistake("the slot handed back as soon as its product is issued",

@@ -410,8 +410,8 @@ def plot(lesson: Lesson, ratios) -> None:
     lesson.plot(
         "ratios",
         "Each kernel's speed relative to cuBLAS in the same rounds: the median of the "
-        "per-round ratios with its 95 % interval, from zero; dashed: parity, dotted: "
-        f"the {GATE:.2f} gate",
+        "per-round ratios and its confidence interval, from zero; dashed: parity, "
+        f"dotted: the {GATE:.2f} gate",
         draw,
         size=(4.8, 3.4),
     )

@@ -227,7 +227,7 @@ def plot_sweep(lesson, rates, ratios):
                 "Top: TFLOP/s (fp16 in, fp32 accumulate) of the three steps and "
                 "cuBLAS. Bottom, from 2048^3 up: "
                 "each step's ratio to cuBLAS, the median of the per-round ratios "
-                "with its 95 % interval (at 2048^3, the range of 3 rounds)", draw,
+                "and its confidence interval (at 2048^3, the range of 3 rounds)", draw,
                 size=(7.0, 7.6))
 
 

@@ -199,11 +199,22 @@ def take_shots(browser, base, shots: Path, page_url, open_page, toggle_palette, 
 
 # -- the reading goals (issue 51 item 2; issue 48 item 2) ---------------------------------------------
 
-# The lessons whose pages the lesson helpers have converted (one name a line, course order): the goals below
-# hold for each of them. Add a lesson here in the commit that converts its page. Once every lesson is here, the
-# course's median height at 1440 px is held too.
-CONVERTED: tuple[str, ...] = (
-)
+# The converted lessons are tests/converted.py's CONVERTED, the one list a lesson helper extends when it converts a
+# lesson (docs/writing-a-lesson.md, "Converting a lesson"): the goals below hold for each of them, and the course's
+# median height once every lesson is there. Goals that depend on what the GPU run recorded (the GPU named, a
+# headline number repeated, a recorded label's caret) are held once that run is current: until the recording
+# round, a page shows its older run's machine and date beside each of its results, marked as older.
+# A goal a converted page does not meet yet, with why; the lesson's helper empties it (a met one fails too).
+NOT_YET: dict[tuple[str, str], str] = {
+    ("gluon-basics", "height_1440"): "framework's pilot, converted before the reading goals were measured: "
+                                     "16,946 px; its lesson helper cuts the prose",
+}
+
+
+def converted_lessons() -> tuple[str, ...]:
+    from converted import CONVERTED  # tests/converted.py
+
+    return tuple(CONVERTED)
 
 
 @dataclass(frozen=True)
@@ -274,6 +285,15 @@ def headline_numbers(lesson) -> list[tuple[str, str, float | None]]:
     return [(b.label, fixed(b.ratio), b.measured) for b in record.benchmarks] if record else []
 
 
+def gpu_current(lesson) -> bool:
+    """Whether the lesson's GPU run is recorded for its current source."""
+    from verified_triton.judge.status import judge
+
+    st = judge(lesson, ROOT / "evidence")
+    record = st.modes["gpu"].record
+    return record is not None and st.is_current(record)
+
+
 def ratio_appearances(shown: str, text: str) -> int:
     """How often a ratio as written ('0.96') appears as a ratio ('0.96×', '0.96x') in `text`."""
     return len(re.findall(rf"(?<![\d.]){re.escape(shown)}\s?[×x](?![\w])", text))
@@ -309,6 +329,7 @@ def reading_measures(browser, base: str, lessons, wide: dict, phone: dict, page_
             if width != "1440":
                 continue
             repeats, which = headline_repeats(lesson, seen["text"])
+            row["current"] = gpu_current(lesson)
             row.update(gpu=mentions(models, seen["text"]), interval=len(INTERVAL_WORDS.findall(seen["text"])),
                        repeats=repeats, repeated=which, status_words=words(seen["statusText"]),
                        record_link=seen["recordLink"], carets=sorted({m.group(0) for m in CARET_WORD.finditer(
@@ -317,13 +338,15 @@ def reading_measures(browser, base: str, lessons, wide: dict, phone: dict, page_
     return out
 
 
-def reading_table(measures: dict[str, dict], converted=CONVERTED) -> str:
+def reading_table(measures: dict[str, dict], converted: tuple[str, ...] | None = None) -> str:
     """The measures as a Markdown table, each page's, then the course's median and max heights."""
+    converted = converted_lessons() if converted is None else converted
     head = ("| Lesson | Converted | Height 1440 | Height 390 | GPU named | \"95 % interval\" | Most repeated "
             "headline number | Status words | Carets in prose |")
     lines = [head, "|" + " --- |" * (head.count("|") - 1)]
     for name, r in measures.items():
-        lines.append(f"| {name} | {'yes' if name in converted else ''} | {r['height_1440']:,} | "
+        mark = ("yes" if r.get("current", True) else "yes, GPU run awaited") if name in converted else ""
+        lines.append(f"| {name} | {mark} | {r['height_1440']:,} | "
                      f"{r['height_390']:,} | {r['gpu']} | {r['interval']} | {r['repeats']}"
                      f"{' (' + r['repeated'] + ')' if r['repeats'] > 1 else ''} | {r['status_words']} | "
                      f"{', '.join(r['carets'][:4]) or 0} |")
@@ -334,12 +357,15 @@ def reading_table(measures: dict[str, dict], converted=CONVERTED) -> str:
     return "\n".join(lines)
 
 
-def goal_problems(measures: dict[str, dict], converted=CONVERTED, goals: Goals = GOALS) -> list[str]:
+def goal_problems(measures: dict[str, dict], converted: tuple[str, ...] | None = None, goals: Goals = GOALS,
+                  not_yet: dict[tuple[str, str], str] | None = None) -> list[str]:
     """What misses a goal: on every lesson page, the status line (at most 30 words, a link to the record); on
-    each converted page, its height, GPU and interval mentions, repeated headline numbers and carets in its
-    prose (recorded labels and captions included); once every lesson is converted, the course's median
-    height."""
-    problems = []
+    each converted page, its height and "95 % interval", and once its GPU run is current the GPU named, repeated
+    headline numbers and carets in its prose (recorded labels and captions included); once every lesson is
+    converted, the course's median height. A miss NOT_YET lists is no problem; a listed goal that is met is one."""
+    converted = converted_lessons() if converted is None else converted
+    not_yet = NOT_YET if not_yet is None else not_yet
+    problems, missed = [], set()
     for name, r in measures.items():
         if r["status_words"] > goals.status_words:
             problems.append(f"{name}: the status line has {r['status_words']} words (at most {goals.status_words})")
@@ -347,17 +373,24 @@ def goal_problems(measures: dict[str, dict], converted=CONVERTED, goals: Goals =
             problems.append(f"{name}: the status line does not link the record")
         if name not in converted:
             continue
-        for key, most, what in (("height_1440", goals.max_height, "px tall at 1440 px"),
-                                ("gpu", goals.gpu_mentions, "mentions of the GPU model"),
-                                ("interval", goals.interval_mentions, 'times "95 % interval"'),
-                                ("repeats", goals.headline_repeats, "times one headline number")):
+        held = [("height_1440", goals.max_height, "px tall at 1440 px"),
+                ("interval", goals.interval_mentions, 'times "95 % interval"')]
+        if r.get("current", True):
+            held += [("gpu", goals.gpu_mentions, "mentions of the GPU model"),
+                     ("repeats", goals.headline_repeats, "times one headline number")]
+        for key, most, what in held:
             if r[key] > most:
+                missed.add((name, key))
                 extra = f": {r['repeated']}" if key == "repeats" else ""
-                problems.append(f"{name}: {r[key]:,} {what} (at most {most:,}){extra}")
-        if r["carets"]:  # a benchmark's label, a caption or a table cell the lesson records: 4096³, not 4096^3
-            problems.append(f"{name}: carets in the prose a reader sees: {', '.join(r['carets'][:5])}")
-    unknown = sorted(set(converted) - set(measures))
-    problems += [f"CONVERTED names '{name}', which is no lesson" for name in unknown]
+                if (name, key) not in not_yet:
+                    problems.append(f"{name}: {r[key]:,} {what} (at most {most:,}){extra}")
+        if r.get("current", True) and r["carets"]:  # a recorded label or caption too: 4096³, not 4096^3
+            missed.add((name, "carets"))
+            if (name, "carets") not in not_yet:
+                problems.append(f"{name}: carets in the prose a reader sees: {', '.join(r['carets'][:5])}")
+    problems += [f"NOT_YET lists {name}'s {key}, which it meets now: take it off" for name, key in not_yet
+                 if name in measures and (name, key) not in missed]
+    problems += [f"CONVERTED names '{name}', which is no lesson" for name in sorted(set(converted) - set(measures))]
     if measures and set(measures) <= set(converted):
         median = statistics.median(r["height_1440"] for r in measures.values())
         if median > goals.median_height:

@@ -1,0 +1,64 @@
+"""The reading goals' rules (issue 51 item 2; issue 48 item 2), on measures made up here: which page each goal
+holds for, and when. tests/test_browser.py measures the real pages in Chromium and applies the same rules."""
+
+from __future__ import annotations
+
+import pytest
+
+from page_metrics import Goals, goal_problems, reading_table
+
+pytestmark = pytest.mark.unit
+
+
+def measure(height=6_000, gpu=1, interval=1, repeats=1, status_words=20, record_link=True, carets=(),
+            current=True) -> dict:
+    return {"height_1440": height, "height_390": 2 * height, "gpu": gpu, "interval": interval, "repeats": repeats,
+            "repeated": "0.96× (a vs b)", "status_words": status_words, "record_link": record_link,
+            "carets": list(carets), "current": current}
+
+
+def test_every_status_line_is_short_and_links_the_record_converted_or_not():
+    found = goal_problems({"a": measure(status_words=31), "b": measure(record_link=False)}, converted=(),
+                          not_yet={})
+    assert found == ["a: the status line has 31 words (at most 30)", "b: the status line does not link the record"]
+
+
+def test_a_converted_page_is_held_to_every_goal_once_its_gpu_run_is_current():
+    page = measure(height=12_001, gpu=4, interval=3, repeats=2, carets=["4096^3"])
+    found = goal_problems({"a": page, "b": dict(page)}, converted=("a",), not_yet={})
+    assert [f.split(":")[0] for f in found] == ["a"] * 5  # b is not converted: only its status line counts
+    assert any("12,001 px tall" in f for f in found) and any("4 mentions of the GPU model" in f for f in found)
+    assert any("2 times one headline number (at most 1): 0.96× (a vs b)" in f for f in found)
+    assert any("carets in the prose a reader sees: 4096^3" in f for f in found)
+
+
+def test_until_the_recording_round_only_the_pages_own_goals_hold():
+    """A converted page whose GPU run is of an older source shows that run's machine and date beside each result,
+    marked: the GPU named, a repeated number and a recorded label's caret wait for the round; height and the
+    interval's words do not."""
+    page = measure(height=12_001, gpu=9, interval=3, repeats=4, carets=["4096^3"], current=False)
+    found = goal_problems({"a": page, "z": measure()}, converted=("a",), not_yet={})
+    assert len(found) == 2 and "px tall" in found[0] and '"95 % interval"' in found[1]
+
+
+def test_a_listed_miss_passes_and_a_listed_goal_that_is_met_fails():
+    not_yet = {("a", "height_1440"): "a pilot"}
+    others = {"z": measure()}  # not converted: the course's median is not held yet
+    assert goal_problems({"a": measure(height=16_000), **others}, converted=("a",), not_yet=not_yet) == []
+    assert goal_problems({"a": measure(), **others}, converted=("a",), not_yet=not_yet) == [
+        "NOT_YET lists a's height_1440, which it meets now: take it off"]
+
+
+def test_the_course_median_holds_once_every_lesson_is_converted():
+    pages = {"a": measure(height=9_000), "b": measure(height=9_000), "c": measure(height=7_000)}
+    assert goal_problems(pages, converted=("a", "b"), not_yet={}) == []
+    assert goal_problems(pages, converted=("a", "b", "c"), not_yet={}) == [
+        "the course's median height at 1440 px is 9,000 px (at most 8,000)"]
+    assert goal_problems(pages, converted=("a", "b", "c", "zz"), not_yet={},
+                         goals=Goals(median_height=9_000)) == ["CONVERTED names 'zz', which is no lesson"]
+
+
+def test_the_table_names_each_page_and_the_course_heights():
+    table = reading_table({"a": measure(height=7_000), "b": measure(current=False)}, converted=("a", "b"))
+    assert "| a | yes | 7,000 |" in table and "| b | yes, GPU run awaited |" in table
+    assert "at 1440 px: median height 6,500 px, max 7,000 px (a)" in table

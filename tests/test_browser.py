@@ -616,7 +616,7 @@ def check_step_tabs(page, lesson) -> None:
     output of the step (or why there is none)."""
     st = judge(lesson, EVIDENCE_DIR)
     records = gpu_first(st)
-    names = re.findall(r"^[ \t]*::step[ \t]+(\S+)[ \t]*$", _markdown(lesson), re.M)
+    names = re.findall(r"^[ \t]*::step[ \t]+(\S+)(?:[ \t]+folded)?[ \t]*$", _markdown(lesson), re.M)
     if not records:
         return
     labels = page.locator(".md-content p.vt-step-label code").all_inner_texts()

@@ -165,6 +165,37 @@ def test_scaffold_refuses_bad_names_and_existing_lessons(project):
     assert not (project / "code/Row_Sum").exists()
 
 
+# Names of every shape the scaffold accepts: short, the one that failed, digits, and the longest the course finds.
+NAMES = ["ab", "bias-leaky-relu", "softmax-2-pass-online", "x" * 30 + "-" + "y" * 33, "a" * 64]
+
+
+def test_the_scaffold_passes_the_projects_ruff_for_any_valid_name(tmp_path):
+    """Before: `new_lesson.py bias-leaky-relu` gave E501 at line 10, the docstring's run line padded to line up
+    with the one above; a 64-character name overflowed both run lines. Now no line carrying the name is padded,
+    and the longest name the course finds still fits the lessons' 88 columns."""
+    keep = ("lessonkit.py", "ruff.toml", "vector-add")  # the kit, the lessons' ruff rules, the scaffold's prerequisite
+    shutil.copytree(ROOT / "code", tmp_path / "code", ignore=lambda folder, names: [
+        n for n in names if Path(folder) == ROOT / "code" and n not in keep])
+    shutil.copy(ROOT / "pyproject.toml", tmp_path)  # code/ruff.toml extends it
+    for name in NAMES:
+        assert len(name) <= 64
+        new_lesson.create(name, name.replace("-", " ").capitalize(), root=tmp_path)
+    lint = subprocess.run([str(ROOT / ".venv/bin/ruff"), "check", "--no-cache",
+                           *(str(tmp_path / "code" / name) for name in NAMES)],
+                          capture_output=True, text=True, cwd=tmp_path)
+    assert lint.returncode == 0, lint.stdout + lint.stderr
+    assert [lesson.name for lesson in discover(tmp_path / "code")][1:] == NAMES  # each one a lesson the course finds
+
+
+def test_the_scaffold_refuses_a_name_the_course_would_not_find(tmp_path):
+    """Before: a 65-character name was scaffolded, and then every command refused the course (the schema's
+    lesson names stop at 64 characters)."""
+    (tmp_path / "code").mkdir()
+    with pytest.raises(SystemExit, match="64 characters at most"):
+        new_lesson.create("a" * 65, "x", root=tmp_path)
+    assert not list((tmp_path / "code").iterdir())
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -22,17 +22,20 @@ from verified_triton.core.lessons import LessonError, discover
 from verified_triton.core.paths import ROOT
 from verified_triton.core.terminal import safe as terminal
 
-VALID = re.compile(r"\A[a-z][a-z0-9]*(?:-[a-z0-9]+)*\Z")
+# A name the course can find (schema.LESSON_NAME: 64 characters at most), and a module name Python can import.
+VALID = re.compile(r"\A(?=.{1,64}\Z)[a-z][a-z0-9]*(?:-[a-z0-9]+)*\Z")
 
-# The lesson file keeps to 88 columns (code/ruff.toml), so no line hides behind a scroll on the page.
+# The lesson file keeps to 88 columns (code/ruff.toml), so no line hides behind a scroll on the page: the
+# lines that carry the name have room for the longest one (64 characters, schema.LESSON_NAME), no padding.
 LESSON_PY = '''"""{title}.
 
 Replace this paragraph with what the lesson teaches and why: the page tells
 the story, this docstring is what a reader of the file sees first.
 
-Run it:
-    TRITON_INTERPRET=1 python {module}.py   # any machine: checks on the CPU
-    python {module}.py                      # a CUDA GPU: checks and the benchmark
+Run it from this folder:
+    python {module}.py
+On a CUDA GPU it runs the checks and the benchmark; on any machine, with
+TRITON_INTERPRET=1 set, the checks on the CPU.
 """
 
 import sys
@@ -240,7 +243,8 @@ def create(name: str, title: str, root: Path = ROOT, part: str = "") -> list[Pat
 def create_lesson(name: str, title: str, root: Path = ROOT, part: str = "") -> tuple[list[Path], str]:
     """Write the lesson's files; return them and where in the course it went."""
     if not VALID.match(name):
-        raise SystemExit(f"invalid lesson name {name!r}: use lower-case letters, digits and '-'")
+        raise SystemExit(f"invalid lesson name {name!r}: use lower-case letters, digits and '-', "
+                         "64 characters at most")
     if '"' in title or "\\" in title or '"' in part or "\\" in part:
         raise SystemExit("the title and part may not contain '\"' or '\\'")
     folder = root / "code" / name

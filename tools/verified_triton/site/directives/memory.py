@@ -9,6 +9,7 @@ counted. `::status` shows the same fold under the badge; the status page's table
 
 from __future__ import annotations
 
+from verified_triton.core.numfmt import counted
 from verified_triton.judge.status import LessonStatus, MemoryCheck, ToolVerdict
 from verified_triton.site.directives import Page, directive, notebook_form
 from verified_triton.site.door import Md, code
@@ -75,7 +76,7 @@ def _tool(verdict: ToolVerdict) -> list[Md]:
         f = judged.finding
         places = [loc for loc in f.locations if loc.access != "frame"]
         where = ", ".join(f"{loc.access + ' ' if loc.access else ''}{loc.file}:{loc.line}" for loc in places[:4])
-        count = f"{f.records:,} record{'s' * (f.records != 1)}" + (f", {f.hazards:,} hazards" if f.hazards else "")
+        count = counted(f.records, "record") + (f", {counted(f.hazards, 'hazard')}" if f.hazards else "")
         line = Md("    - {} at {}: {} ({})").format(code(f.kernel or "a kernel"), where or "no line", f.message, count)
         if judged.known is not None:
             line += Md("; declared harmless: {}").format(judged.known.why)

@@ -21,6 +21,8 @@ import pytest
 
 from conftest import REPO
 
+pytestmark = pytest.mark.integration
+
 pytest.importorskip("triton.experimental.gluon")
 
 

@@ -60,6 +60,7 @@ def lesson(monkeypatch, tmp_path):
     return kit.kit.Lesson("kit-test")
 
 
+@pytest.mark.unit
 def test_an_optional_baseline_that_imports_is_returned_with_its_version(lesson):
     import importlib.metadata
 
@@ -70,6 +71,7 @@ def test_an_optional_baseline_that_imports_is_returned_with_its_version(lesson):
     assert lesson.results.checks == []
 
 
+@pytest.mark.unit
 def test_a_missing_optional_baseline_is_one_skip_with_the_install_line(lesson, monkeypatch):
     monkeypatch.setitem(sys.modules, "liger_kernel", None)
     lesson.requires = {"optional": {LIGER: "0.8.5"}}
@@ -82,6 +84,7 @@ def test_a_missing_optional_baseline_is_one_skip_with_the_install_line(lesson, m
     assert kit.kit.install_command(LIGER) == "pip install liger-kernel"
 
 
+@pytest.mark.unit
 def test_a_benchmark_names_the_library_it_compares_with(lesson):
     t = kit.kit.Timings({"k": [1.0] * 6, "b": [1.1] * 6})
     b = lesson.benchmark("x", "x", t, "k", "b", threshold=0.95, library="Liger-Kernel")
@@ -91,6 +94,7 @@ def test_a_benchmark_names_the_library_it_compares_with(lesson):
 
 # -- lesson.toml, the record, the requirements box ----------------------------------------------
 
+@pytest.mark.unit
 def test_lesson_toml_declares_optional_baselines_and_they_count_in_the_hash(project):
     folder = project.add("good", "sys.exit(0)\n")
     before = project.lesson("good").source_hash()
@@ -101,6 +105,7 @@ def test_lesson_toml_declares_optional_baselines_and_they_count_in_the_hash(proj
     assert lesson.source_hash() != before
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("line", ['"liger kernel" = "0.8.5"', 'liger-kernel = "latest"', 'liger-kernel = 1'])
 def test_a_bad_optional_baseline_is_an_error_naming_lesson_toml(project, line):
     folder = project.add("good", "sys.exit(0)\n")
@@ -110,6 +115,7 @@ def test_a_bad_optional_baseline_is_an_error_naming_lesson_toml(project, line):
         project.lesson("good")
 
 
+@pytest.mark.integration
 def test_the_record_carries_the_versions_the_kit_found(project):
     project.add("uses", """\
         lesson = Lesson("uses")
@@ -126,6 +132,7 @@ def test_the_record_carries_the_versions_the_kit_found(project):
     assert [(c.name, c.status) for c in record.checks] == [("optional-not-here", "skip")]
 
 
+@pytest.mark.unit
 def test_a_hostile_version_in_a_record_is_refused_naming_the_field(project):
     project.add("good", "sys.exit(0)\n")
     record = fake_record(project.lesson("good"))
@@ -140,6 +147,7 @@ def run_with(baselines: dict, current: bool = True) -> RecordedRun:
                        tuple(baselines.items()))
 
 
+@pytest.mark.unit
 def test_the_requirements_say_how_to_install_it_and_what_the_runs_had():
     req = Requirements("8.0", "3.0", "", (), (run_with({LIGER: "0.8.5"}),), "x.py", ((LIGER, "0.8.5"),))
     assert req.optional_installs == ("pip install liger-kernel==0.8.5",)
@@ -159,6 +167,7 @@ def page_of(project) -> directives.Page:
     return directives.Page(directives.Site(project.code, project.evidence, lessons, statuses), "benchmarks.md", None)
 
 
+@pytest.mark.unit
 def test_the_library_view_has_one_row_per_comparison_with_its_interval(project):
     project.add("good", "sys.exit(0)\n")
     record = fake_record(project.lesson("good"), benchmarks=[
@@ -176,6 +185,7 @@ def test_the_library_view_has_one_row_per_comparison_with_its_interval(project):
     assert "liger-kernel 0.8.5" in md
 
 
+@pytest.mark.unit
 def test_the_library_view_says_when_a_run_skipped_the_library(project):
     project.add("good", "sys.exit(0)\n")
     record = fake_record(project.lesson("good"))
@@ -210,6 +220,7 @@ def smoke_checks(results) -> dict[str, str]:
             for c in results.checks if c.name.startswith("smoke-")}
 
 
+@pytest.mark.e2e
 @needs_liger
 @pytest.mark.parametrize("name", LESSONS)
 def test_the_lesson_checks_liger_and_runs_the_gpu_comparison_with_it(smoke_runs, name):
@@ -232,6 +243,7 @@ def test_the_lesson_checks_liger_and_runs_the_gpu_comparison_with_it(smoke_runs,
         assert compiled
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("name", LESSONS)
 def test_the_lesson_runs_without_liger_and_says_how_to_install_it(without_liger, name):
     run = without_liger[name]
@@ -247,6 +259,7 @@ def test_the_lesson_runs_without_liger_and_says_how_to_install_it(without_liger,
 
 # -- the committed evidence ------------------------------------------------------------------------
 
+@pytest.mark.unit
 @pytest.mark.parametrize("name", LESSONS)
 def test_every_current_gpu_record_holds_the_liger_comparison(name):
     """Issue 24's done criterion: recorded with Liger-Kernel installed, its gates met."""
@@ -260,6 +273,7 @@ def test_every_current_gpu_record_holds_the_liger_comparison(name):
         assert liger and all(b.verdict == "met" for b in liger), [(b.name, b.ratio_low) for b in liger]
 
 
+@pytest.mark.unit
 def test_the_lessons_declare_liger_as_optional():
     lessons = {x.name: x for x in discover(REPO / "code")}
     for name in LESSONS:

@@ -804,12 +804,14 @@ def workflows() -> dict[str, dict]:
     return found
 
 
+@pytest.mark.unit
 def test_actionlint_accepts_every_workflow():
     files = sorted([*WORKFLOWS.glob("*.yml"), *WORKFLOWS.glob("*.yaml")])
     result = run_actionlint(files)
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+@pytest.mark.unit
 def test_actionlint_rejects_a_broken_copy(tmp_path):
     """actionlint really checks: a copy whose publish job needs a job that does not exist fails."""
     files = sorted([*WORKFLOWS.glob("*.yml"), *WORKFLOWS.glob("*.yaml")])
@@ -825,22 +827,27 @@ def test_actionlint_rejects_a_broken_copy(tmp_path):
     assert result.returncode != 0 and "no-such-job" in result.stdout, result.stdout + result.stderr
 
 
+@pytest.mark.unit
 def test_every_workflow_is_well_formed(workflows):
     assert [p for fname, wf in workflows.items() for p in generic_problems(fname, wf)] == []
 
 
+@pytest.mark.unit
 def test_the_tests_run_on_every_push_and_pull_request(workflows):
     assert stage_test_problems(workflows) == []
 
 
+@pytest.mark.unit
 def test_shards_are_recorded_on_gpu_runners_and_the_interpreter(workflows):
     assert record_problems(workflows) == []
 
 
+@pytest.mark.unit
 def test_publish_imports_checks_builds_then_deploys(workflows):
     assert publish_problems(workflows) == []
 
 
+@pytest.mark.unit
 def test_permissions_are_minimal_and_artifacts_short_lived(workflows):
     assert permission_problems(workflows) == []
 
@@ -851,12 +858,14 @@ def workflow_texts(folder: Path = WORKFLOWS) -> dict[str, str]:
     return {p.name: p.read_text() for p in sorted([*folder.glob("*.yml"), *folder.glob("*.yaml")])}
 
 
+@pytest.mark.unit
 def test_1_every_action_and_image_is_pinned(workflows):
     assert [p for fname, wf in workflows.items() for p in generic_problems(fname, wf) if "pinned" in p] == []
     assert image_problems(workflows) == []
     assert pin_comment_problems(workflow_texts()) == []
 
 
+@pytest.mark.unit
 def test_1_a_pin_without_its_release_is_rejected():
     texts = workflow_texts()
     first = next(line for line in texts["record.yml"].splitlines() if "uses: actions/" in line)
@@ -864,6 +873,7 @@ def test_1_a_pin_without_its_release_is_rejected():
     assert any("does not name its release" in p for p in pin_comment_problems(texts))
 
 
+@pytest.mark.unit
 def test_1_dependabot_keeps_actions_and_python_pins_current():
     config = yaml.safe_load(DEPENDABOT.read_text())
     assert dependabot_problems(config) == []
@@ -873,10 +883,12 @@ def test_1_dependabot_keeps_actions_and_python_pins_current():
     assert dependabot_problems(None) == [".github/dependabot.yml: missing or not a mapping"]
 
 
+@pytest.mark.unit
 def test_2_no_token_is_left_behind(workflows):
     assert token_problems(workflows) == []
 
 
+@pytest.mark.unit
 def test_3_jobs_that_can_write_install_only_hashed_pins(workflows):
     assert install_problems(workflows) == []
     assert (ROOT / LOCK).is_file()  # tests/test_lock.py checks it against pyproject.toml
@@ -884,6 +896,7 @@ def test_3_jobs_that_can_write_install_only_hashed_pins(workflows):
     assert sorted(writers) == ["evidence-pr", "matrix-pr", "publish"]  # the rule looked at the jobs that matter
 
 
+@pytest.mark.unit
 def test_3_privileged_jobs_install_only_from_hashed_locks(workflows):
     assert privileged_install_problems(workflows) == []
     installing = [n for _f, wf, n, j in all_jobs(workflows) if privileged(j)
@@ -891,11 +904,13 @@ def test_3_privileged_jobs_install_only_from_hashed_locks(workflows):
     assert "record-gpu" in installing  # the rule looked at a privileged job that installs (its hashed baselines)
 
 
+@pytest.mark.unit
 def test_4_pull_requests_never_reach_a_self_hosted_runner(workflows):
     assert pull_request_problems(workflows) == []
     assert [f for f, wf in workflows.items() if set(triggers(wf)) & set(PULL_REQUEST_EVENTS)] == ["test.yml"]
 
 
+@pytest.mark.unit
 def test_5_bundles_are_attested_uniquely_named_and_verified(workflows):
     assert attestation_problems(workflows) == []
     assert artifact_problems(workflows) == []
@@ -915,11 +930,13 @@ def zizmor(folder: Path) -> list[dict]:
     return json.loads(result.stdout or "[]")
 
 
+@pytest.mark.integration
 def test_9_zizmor_finds_nothing_of_medium_or_high_severity():
     findings = zizmor(ROOT / ".github")
     assert [(f["ident"], f["determinations"]["severity"], f["desc"]) for f in findings] == []
 
 
+@pytest.mark.integration
 def test_9_zizmor_really_checks_a_mutated_copy(tmp_path):
     """A copy whose checkout floats on a tag again: zizmor reports it (high)."""
     folder = tmp_path / ".github" / "workflows"
@@ -933,6 +950,7 @@ def test_9_zizmor_really_checks_a_mutated_copy(tmp_path):
 
 # -- the page that explains it ----------------------------------------------------------------------
 
+@pytest.mark.unit
 def test_7_the_verification_page_gives_the_trust_model_and_the_runner_setup():
     page = (ROOT / "docs" / "verification.md").read_text()
     section = page[page.index("## Trust model"):]
@@ -944,6 +962,7 @@ def test_7_the_verification_page_gives_the_trust_model_and_the_runner_setup():
         assert words.lower() in section.lower(), f"the trust model does not mention {words!r}"
 
 
+@pytest.mark.unit
 def test_the_plan_script_compiles(workflows):
     """The inline Python of `shell: python3 {0}` steps at least compiles."""
     scripts = [s["run"] for _f, _wf, _n, job in all_jobs(workflows) for s in steps(job)
@@ -966,6 +985,7 @@ def plan(workflows: dict[str, dict], tmp_path: Path, runners: str, shards: str,
     return result.returncode, {k: json.loads(v) for k, v in outputs.items()}, result.stdout
 
 
+@pytest.mark.integration
 def test_the_planner_makes_one_job_per_label_set_and_shard(workflows, tmp_path):
     rc, out, log = plan(workflows, tmp_path, '[["self-hosted","gpu","h200"],["self-hosted","gpu","A100 80GB"]]', "3")
     assert rc == 0, log
@@ -976,6 +996,7 @@ def test_the_planner_makes_one_job_per_label_set_and_shard(workflows, tmp_path):
     assert out["bundles"] == 15  # what publish expects to download: each GPU job's two, each interpreter job's one
 
 
+@pytest.mark.integration
 def test_a_runner_set_may_name_its_triton_and_the_input_sets_the_rest(workflows, tmp_path):
     runners = '[["self-hosted","gpu","h200"], {"labels": ["self-hosted","gpu","b200"], "triton": "3.7.1"}]'
     rc, out, log = plan(workflows, tmp_path, runners, "1")
@@ -986,6 +1007,7 @@ def test_a_runner_set_may_name_its_triton_and_the_input_sets_the_rest(workflows,
     assert [(j["name"], j["triton"]) for j in out["gpu"]] == [("h200", "3.6.0"), ("b200", "3.7.1")]
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("runners, triton", [
     ('[{"labels": ["self-hosted","gpu","b200"], "triton": "3.7"}]', ""),
     ('[{"labels": ["self-hosted","gpu","b200"], "triton": "3.7.1; curl x | sh"}]', ""),
@@ -998,6 +1020,7 @@ def test_the_planner_refuses_a_bad_triton(workflows, tmp_path, runners, triton):
     assert rc != 0 and "::error::" in log and not out, log
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("runners, shards", [
     ('[["self-hosted","gpu","h200"]]', "0"),
     ('[["self-hosted","gpu","h200"]]', "two"),
@@ -1447,6 +1470,7 @@ SUPPLY_CHAIN = [
 ]
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("mutate, expected", [
     (drop_check, "verify.py --check"),
     (drop_build, "mkdocs build --strict"),
@@ -1484,6 +1508,7 @@ def test_a_mutated_copy_is_rejected(workflows, tmp_path, mutate, expected):
     assert any(expected in p for p in problems), problems
 
 
+@pytest.mark.unit
 def test_a_copy_without_the_check_step_in_its_text_is_rejected(tmp_path):
     """The same, by editing the YAML text: delete the step that runs `verify.py --check`."""
     folder = tmp_path / "workflows"
@@ -1500,5 +1525,6 @@ def test_a_copy_without_the_check_step_in_its_text_is_rejected(tmp_path):
     assert any("no step for verify.py --check" in p for p in problems), problems
 
 
+@pytest.mark.unit
 def test_the_real_workflows_pass_every_rule(workflows):
     assert problems_of(workflows) == []

@@ -1,7 +1,9 @@
 """Judge a lesson's evidence against its current source, once, for every reader.
 
 One job: from a lesson and its records, decide the badge, the sentence that
-explains it, a one-line summary of what was verified, and which records are
+explains it (the record's), the headline above the lesson (a learner's line of
+at most HEADLINE_WORDS words), whether a PARTIALLY VERIFIED is so only by
+design, a one-line summary of what was verified, and which records are
 current and which come from an older source. The site, `verify.py --status`
 and `verify.py --check` all read a LessonStatus; none of them re-judges.
 
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import ast
 import math
+import re
 import statistics
 from dataclasses import dataclass, field
 from enum import Enum
@@ -29,7 +32,7 @@ from pathlib import Path
 from verified_triton.core import kit
 from verified_triton.core.lessons import Lesson
 from verified_triton.core.limits import LIMITS
-from verified_triton.core.numfmt import fixed, seconds
+from verified_triton.core.numfmt import fixed, number, seconds
 from verified_triton.core.safefs import UnsafePathError, read_text
 from verified_triton.judge.evidence import (
     Record,
@@ -90,6 +93,12 @@ class LessonStatus:
     sanitize_records: list[Record] = field(default_factory=list)  # every usable sanitize record
     memory: MemoryCheck | None = None  # the current sanitize record's judgement, when there is one
     releases: ReleaseMatrix | None = None  # the runs under other Triton releases (information; never the badge)
+    # The line above the lesson, in a learner's words, at most HEADLINE_WORDS words (the page appends the link
+    # to the record): "Verified: ran on an H200 and under the interpreter, December 2026; all 10 checks passed."
+    headline: str = ""
+    # A PARTIALLY VERIFIED that is so only by design (a run stopped by the lesson's own declaration: Gluon's
+    # kernels have no interpreter, a GPU below [requires] capability declines), not for want of evidence.
+    by_design: bool = False
 
     def is_current(self, record: Record) -> bool:
         return record.source_hash == self.source_hash
@@ -161,9 +170,13 @@ def judge_records(lesson: Lesson, records: list[Record], problems: list[str] | N
     if problems:
         sentence += f" {len(problems)} evidence file(s) could not be used: " + "; ".join(problems) + "."
     current = [r for r in records if r.source_hash == source_hash]
+    by_design = partial_by_design(status, interp, gpu, memory_state)
     return LessonStatus(lesson, status, sentence, _summary(current), source_hash,
                         {"interpreter": interp, "gpu": gpu, "sanitize": memory_state}, records, problems,
-                        sanitize_records, memory)
+                        sanitize_records, memory,
+                        headline=headline(lesson, status, by_design, interp, gpu, memory_state, memory, problems,
+                                          records),
+                        by_design=by_design)
 
 
 # -- what a record's content implies ------------------------------------------------------------
@@ -429,6 +442,194 @@ def _first_clause(reason: str, limit: int = 120) -> str:
 
 
 
+# -- the headline: the line above the lesson -----------------------------------------------------------
+#
+# What the long sentence says, in a learner's words and at most HEADLINE_WORDS words: where it ran, when,
+# how many checks passed, and, only as a short reason each, what a run did not reach. No tool names and no
+# gate or stretch vocabulary (those are the record's); the GPU named once. Every word comes from a fixed
+# vocabulary or from a number, a month, a short GPU name or an architecture the evidence and lesson.toml
+# hold: nothing a record says in its own words reaches it, so its length is bounded whatever a record holds.
+
+HEADLINE_WORDS = 27  # the page appends "The record →" (3 words): the visible line stays within 30 (issue 48)
+MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
+          "November", "December")
+# The architecture a [requires] capability asks for, for "no Blackwell GPU yet" (major, or (major, minor)).
+ARCHITECTURES = {7: "Volta", (7, 5): "Turing", 8: "Ampere", (8, 9): "Ada", 9: "Hopper", 10: "Blackwell",
+                 11: "Blackwell", 12: "Blackwell"}
+GPU_NOISE = re.compile(r"(?i)nvidia|geforce|tesla|quadro|[0-9]+gb|hbm[0-9a-z]*|pcie|sxm[0-9]*|nvl|mig|"
+                       r"[0-9]+g\.[0-9]+gb")
+PREFIXES = {Status.VERIFIED: "Verified", Status.FAILED: "Failed", Status.STALE: "Out of date",
+            Status.UNVERIFIED: "Not verified yet"}
+
+
+def partial_by_design(status: Status, interp: ModeState, gpu: ModeState, memory: ModeState) -> bool:
+    """A PARTIALLY VERIFIED only by design: one run stopped by the lesson's own declaration (the interpreter run
+    of a Gluon lesson after its CPU checks all passed, or a GPU run declined by [requires] capability), the
+    other passed, and the memory check passed, does not apply, or could not run on the GPU that declined."""
+    if status is not PARTIAL:
+        return False
+    ran_checks = interp.record is not None and any(c.status == "pass" for c in interp.record.checks)
+    stopped = ((interp.state == "by-design" and ran_checks and gpu.state == "passed")
+               or (gpu.state == "by-design" and interp.state in ("passed", "not-supported")))
+    memory_ok = memory.state in ("passed", "not-supported", "not-required", "by-design") or (
+        gpu.state == "by-design" and memory.state == "none")
+    return stopped and memory_ok
+
+
+def headline(lesson: Lesson, status: Status, by_design: bool, interp: ModeState, gpu: ModeState,
+             memory: ModeState, check: MemoryCheck | None, problems: list[str], records: list[Record]) -> str:
+    """The status line above a lesson (see the section's comment): 'Verified: ran on an H200 and under the
+    interpreter, December 2026; all 10 checks passed.' Clauses are taken in order of importance while they fit
+    HEADLINE_WORDS; the first (where it ran, or why nothing did) and the reason for the badge always do."""
+    prefix = "Partly verified by design" if by_design else "Partly verified" if status is PARTIAL \
+        else PREFIXES[status]
+    # The checks counted are those of the runs the line names: passed, failed, or the interpreter's part of a
+    # lesson it stops by design (a GPU run declined by design ran none of the lesson).
+    runs = [m for m in (interp, gpu) if m.record is not None and (m.state in ("passed", "failed") or (
+        m is interp and m.state == "by-design"))]
+    dated = [m.record for m in (interp, gpu, memory) if m.record is not None and m.state != "stale"]
+    if status is STALE:
+        newest = max((r for r in records), key=lambda r: r.started_utc, default=None)
+        when = f" of {_month(newest)}" if newest is not None else ""
+        return f"{prefix}: the lesson changed after its runs{when}; they need repeating."
+    places = []
+    if gpu.state == "passed":
+        places.append(f"on {_gpu_words(gpu.record)}")
+    if interp.state == "passed" or (interp.state == "by-design" and any(c.status == "pass"
+                                                                       for c in interp.record.checks)):
+        places.append("under the interpreter")
+    newest = max(dated, key=lambda r: r.started_utc, default=None)
+    first = (f"ran {' and '.join(places)}, {_month(newest)}" if places
+             else f"no run passed for this version, {_month(newest)}" if newest is not None
+             else "nothing has been recorded for this version")
+    # "all" only when every run counted ran to its end: a run that timed out or crashed stopped part-way
+    stopped = any(m.record.outcome in ("timeout", "crashed") for m in runs)
+    checks = _checks_words([c for m in runs for c in m.record.checks], complete=not stopped)
+    reasons = _failures(interp, gpu, memory) + _shortfalls(lesson, interp, gpu, memory, check)
+    if problems:
+        reasons.append("an evidence file is unusable" if len(problems) == 1
+                       else f"{number(len(problems))} evidence files are unusable")
+    missed = sum(b.verdict not in (None, "met") and not b.gate for b in _benchmarks(gpu)) + sum(
+        b.stretch_verdict not in (None, "met") for b in _benchmarks(gpu))
+    if missed:
+        reasons.append("its speed goal unmet" if missed == 1 and _goals(gpu) == 1
+                       else f"{number(missed)} speed goal{'s' * (missed != 1)} unmet")
+    clauses = [first] + ([checks] if checks else []) + reasons[:1]  # the first reason is why the badge is not better
+    for reason in reasons[1:]:
+        if _words([*clauses, reason], prefix) <= HEADLINE_WORDS:
+            clauses.append(reason)
+    if memory.state == "passed" and status in (VERIFIED, PARTIAL) and checks.endswith(" passed"):
+        # said when it fits: the memory check passed too
+        memory_too = checks.removesuffix(" passed") + " and the memory check passed"
+        if _words([clauses[0], memory_too, *clauses[2:]], prefix) <= HEADLINE_WORDS:
+            clauses[1] = memory_too
+    return f"{prefix}: {'; '.join(clauses)}."
+
+
+def _checks_words(checks: list, complete: bool) -> str:
+    """'all 30 checks passed', '28 checks passed' (some skipped, or a run stopped part-way: not `complete`),
+    '2 of 30 checks failed'; '' for none."""
+    passed, failed = (sum(c.status == status for c in checks) for status in ("pass", "fail"))
+    if failed:
+        return f"{number(failed)} of {number(len(checks))} checks failed"
+    if not passed:
+        return ""
+    if passed < len(checks) or passed == 1 or not complete:
+        return f"{number(passed)} check{'s' * (passed != 1)} passed"
+    return "both checks passed" if passed == 2 else f"all {number(passed)} checks passed"
+
+
+def _words(clauses: list[str], prefix: str) -> int:
+    return len(f"{prefix}: {'; '.join(clauses)}.".split())
+
+
+def _failures(interp: ModeState, gpu: ModeState, memory: ModeState) -> list[str]:
+    """What failed, one short reason each (failed checks are counted in the checks clause)."""
+    found = []
+    for mode, where in ((interp, "the interpreter run"), (gpu, f"the run on {_gpu_words(gpu.record)}")):
+        if mode.state != "failed":
+            continue
+        record = mode.record
+        if record.outcome == "timeout":
+            found.append(f"{where} ran out of time")
+        elif record.outcome == "crashed":
+            found.append(f"{where} crashed")
+        elif any(kit.failures([], [b]) for b in record.benchmarks):
+            found.append(f"{where} missed a required speed target")
+        elif not any(c.status == "fail" for c in record.checks):
+            found.append(f"{where} failed")
+    if memory.state == "failed":
+        found.append("the memory check found errors")
+    return found
+
+
+def _shortfalls(lesson: Lesson, interp: ModeState, gpu: ModeState, memory: ModeState,
+                check: MemoryCheck | None) -> list[str]:
+    """What a run did not reach, one short reason each: a stop by design, a run missing or out of date."""
+    found = []
+    if interp.state == "by-design":
+        found.append("Gluon has no interpreter" if lesson_uses_gluon(lesson) else "the interpreter cannot run it all")
+    if gpu.state == "by-design":
+        found.append(f"no {_architecture(lesson.requires.capability) or 'suitable'} GPU yet")
+    for mode, run in ((gpu, "GPU run"), (interp, "interpreter run")):
+        if mode.state == "none":
+            found.append(f"{'an' if run[0] == 'i' else 'a'} {run} is missing")
+        elif mode.state == "stale":
+            found.append(f"the {run} is out of date")
+    if memory.state == "none" and gpu.state != "by-design":
+        found.append("the memory check is missing")
+    elif memory.state == "stale":
+        found.append("the memory check is out of date")
+    elif memory.state == "partial":
+        unexplained = check is not None and (check.refused or any(j.known is None for t in check.tools
+                                                                  for j in t.lessons))
+        found.append("the memory check found something unexplained" if unexplained
+                     else "the memory check is incomplete")
+    return found
+
+
+def _benchmarks(mode: ModeState) -> list:
+    return mode.record.benchmarks if mode.state == "passed" and mode.record is not None else []
+
+
+def _goals(mode: ModeState) -> int:
+    """How many targets of the run do not gate it (goals and stretch goals)."""
+    return sum(b.threshold is not None and not b.gate for b in _benchmarks(mode)) + sum(
+        b.stretch is not None for b in _benchmarks(mode))
+
+
+def _month(record: Record) -> str:
+    """'December 2026', from the record's start (a strict UTC stamp: its schema checked it)."""
+    return f"{MONTHS[int(record.started_utc[5:7]) - 1]} {record.started_utc[:4]}"
+
+
+def _gpu_words(record: Record | None) -> str:
+    """'an H200', 'an H100', 'an RTX 4090': the model in at most two short words, with its article; 'a GPU'."""
+    name = record.env.device_name if record is not None else ""
+    # A model's words carry a digit (H200, 4090) or are a short capitalised series (RTX): a name a record
+    # makes up of other words is said as "a GPU".
+    words = [w for w in re.split(r"[\s_-]+", name) if re.fullmatch(r"[A-Za-z0-9.]{1,12}", w)
+             and not GPU_NOISE.fullmatch(w) and (re.search(r"[0-9]", w) or re.fullmatch(r"[A-Z]{2,5}", w))][:2]
+    if not words:
+        return "a GPU"
+    first = words[0]
+    # Read as letters (H100, RTX, L4: "an H100") or as a word (Titan: "a Titan").
+    spelled = first[1:2].isdigit() or first.isupper()
+    vowel = first[0].upper() in ("AEFHILMNORSX" if spelled else "AEIOU")
+    return f"{'an' if vowel else 'a'} {' '.join(words)}"
+
+
+def _architecture(capability: str) -> str:
+    """'Blackwell' for [requires] capability 10.0; 'compute capability 13.0' where no name is known; '' for none
+    (lesson.toml's schema checked it is a version)."""
+    try:
+        major, minor = (int(x) for x in (capability.split(".") + ["0"])[:2])
+    except ValueError:
+        return ""
+    name = ARCHITECTURES.get((major, minor)) or ARCHITECTURES.get(major)
+    return name or f"compute capability {number(major)}.{number(minor)}"
+
+
 # -- the memory check (a sanitize record) -----------------------------------------------------------
 
 SANITIZE_COMMAND = "python3 tools/verify.py --lesson {name} --mode sanitize --bundle {name}-sanitize.tar.gz"
@@ -472,22 +673,34 @@ class MemoryCheck:
 def lesson_kernels(lesson: Lesson) -> frozenset[str]:
     """The names of the @triton.jit / @gluon.jit functions defined in the lesson's source files (a report
     names a Triton kernel by its function's name)."""
-    return _kernels(tuple(p for p in lesson.source_files() if p.suffix == ".py"), lesson.folder.parent,
-                    lesson.source_hash())
+    return frozenset(name for name, _gluon in _lesson_jit(lesson))
+
+
+def lesson_uses_gluon(lesson: Lesson) -> bool:
+    """Whether the lesson defines @gluon.jit kernels (which Triton's interpreter cannot run)."""
+    return any(gluon for _name, gluon in _lesson_jit(lesson))
+
+
+def _lesson_jit(lesson: Lesson) -> frozenset[tuple[str, bool]]:
+    return _jit_functions(tuple(p for p in lesson.source_files() if p.suffix == ".py"), lesson.folder.parent,
+                          lesson.source_hash())
 
 
 @lru_cache(maxsize=256)
-def _kernels(paths: tuple[Path, ...], code_dir: Path, _hash: str) -> frozenset[str]:
-    names = set()
+def _jit_functions(paths: tuple[Path, ...], code_dir: Path, _hash: str) -> frozenset[tuple[str, bool]]:
+    """(name, whether a Gluon decorator made it) of every jit function the files define."""
+    found = set()
     for path in paths:
         try:
             tree = ast.parse(read_text(path, LIMITS.source_file, code_dir))
         except (UnsafePathError, SyntaxError, ValueError, OSError):
             continue
         for node in ast.walk(tree):
-            if isinstance(node, ast.FunctionDef) and any(_is_jit(d) for d in node.decorator_list):
-                names.add(node.name)
-    return frozenset(names)
+            if isinstance(node, ast.FunctionDef):
+                jit = [d for d in node.decorator_list if _is_jit(d)]
+                if jit:
+                    found.add((node.name, any("gluon" in ast.unparse(d) for d in jit)))
+    return frozenset(found)
 
 
 def _is_jit(decorator: ast.expr) -> bool:

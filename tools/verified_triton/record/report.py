@@ -33,6 +33,7 @@ def status_json(statuses: list[LessonStatus]) -> list[dict]:
                 "environment": asdict(rec.env) if rec else None,
             }
         out.append({"lesson": st.lesson.name, "title": st.lesson.title, "status": st.status.label,
+                    "headline": st.headline, "by_design": st.by_design,
                     "summary": st.summary, "sentence": st.sentence, "source_hash": st.source_hash,
                     "modes": modes, "problems": st.problems, "releases": releases_json(st),
                     "memory_check": ({"state": st.memory.state, "line": st.memory.line, "problems": st.memory.problems}

@@ -318,7 +318,8 @@ def test_the_requirements_box_matches_lesson_toml_and_the_evidence(built, name):
         assert env.triton in box and env.torch in box and record.date in box
         assert f"{record.wall_s:.0f} s" in box
     assert f"TRITON_INTERPRET=1 python {lesson.main.name}" in box
-    assert "Without a GPU: pip install torch --index-url https://download.pytorch.org/whl/cpu , then" in box
+    assert ("Without a GPU, install torch's CPU build first: pip install torch --index-url "
+            "https://download.pytorch.org/whl/cpu , then") in box
     assert "Download the lesson (zip)" in box and "Jupyter notebook" in box
 
 
@@ -332,8 +333,8 @@ def test_the_install_line_gives_a_reader_without_a_gpu_torchs_cpu_build():
     lesson = LESSONS[0]
     box = html.unescape(re.sub(r"<[^>]+>", "", str(_commands(requirements(lesson, judge(lesson, REPO / "evidence"))))))
     assert "Install, with a GPU: pip install torch triton numpy matplotlib" in box
-    assert ("Without a GPU: pip install torch --index-url https://download.pytorch.org/whl/cpu, then "
-            "pip install triton numpy matplotlib") in box
+    assert ("Without a GPU, install torch's CPU build first: pip install torch --index-url "
+            "https://download.pytorch.org/whl/cpu, then pip install triton numpy matplotlib") in box
     assert f"TRITON_INTERPRET=1 python {lesson.main.name} (CPU, checks only)" in box
 
 

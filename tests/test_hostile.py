@@ -370,7 +370,7 @@ def test_long_output_is_bounded_on_the_page(hostile, hostile_doc):
     assert len(page) < 2_000_000, f"the page is {len(page)} bytes"
     output = hostile_doc.text_of("output")
     assert "lines not shown; the evidence file has them" in output
-    assert f"[... {len(LONG_LINE) - MAX_LINE} more characters]" in output
+    assert f"[... {len(LONG_LINE) - MAX_LINE:,} more characters]" in output
     assert LONG_LINE[:MAX_LINE + 1] not in output
     # the whole evidence is still published, for anyone who wants it
     assert (hostile.site / "evidence" / "hostile" / "interpreter.json").read_bytes() == record_file.read_bytes()
@@ -511,7 +511,7 @@ def test_text_leaves_nothing_for_markdown_or_html(value):
 @pytest.mark.unit
 def test_text_is_bounded():
     out = html.unescape(text("x" * 5_000_000))
-    assert out == "x" * MAX_TEXT + f" [... {5_000_000 - MAX_TEXT} more characters]"
+    assert out == "x" * MAX_TEXT + f" [... {5_000_000 - MAX_TEXT:,} more characters]"
 
 
 @pytest.mark.unit
@@ -524,13 +524,14 @@ def test_clean_output_strips_escapes_and_bounds_the_size():
     assert clean_output("a\tb") == "a    b"
     assert clean_output("\ufffd") == "\ufffd"
     long = clean_output(LONG_LINE)
-    assert long == "L" * MAX_LINE + f" [... {len(LONG_LINE) - MAX_LINE} more characters]"
+    assert long == "L" * MAX_LINE + f" [... {len(LONG_LINE) - MAX_LINE:,} more characters]"
     huge = bulk(5000)
     out = clean_output(huge)
     lines = out.split("\n")
     assert len(lines) == MAX_LINES + 1
     assert lines[0] == huge.split("\n", 1)[0] and lines[-1] == huge.rsplit("\n", 1)[1]
-    assert re.fullmatch(r"\[\.\.\. \d+ lines not shown; the evidence file has them \.\.\.\]", lines[MAX_LINES * 3 // 4])
+    assert re.fullmatch(r"\[\.\.\. [\d,]+ lines not shown; the evidence file has them \.\.\.\]",
+                        lines[MAX_LINES * 3 // 4])
     assert len(out) < MAX_LINES * (MAX_LINE + 40)
     assert len(clean_output((LONG_LINE + "\n") * 50)) < 50 * (MAX_LINE + 40)
 

@@ -162,7 +162,7 @@ def _one_line(value: object) -> str:
 
 def _cut(s: str, limit: int) -> str:
     """`s` up to `limit` characters, the cut said."""
-    return s[:limit] + f" [... {len(s) - limit} more characters]" if len(s) > limit else s
+    return s[:limit] + f" [... {numfmt.counted(len(s) - limit, 'more character')}]" if len(s) > limit else s
 
 
 def code(value: object) -> Md:

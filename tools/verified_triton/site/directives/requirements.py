@@ -41,8 +41,11 @@ def _commands(req: Requirements) -> Md:
     interp, gpu = req.commands()
     optional = Md("").join(Md(" · optional: {}").format(code(line)) for line in req.optional_installs)
     cpu = Md(", then ").join(code(line) for line in CPU_INSTALL)
-    return Md("Install, with a GPU: {}{}  \nWithout a GPU: {}  \nRun: {} (CPU, checks only) · {} (GPU)").format(
-        code(INSTALL), optional, cpu, code(interp), code(gpu))
+    # The CPU line is a paragraph of its own: its index URL would make a Markdown renderer with linkify (a
+    # notebook's) turn the file names of the same paragraph into links (`x.py` reads as a host).
+    return Md("Install, with a GPU: {}{}  \nRun: {} (CPU, checks only) · {} (GPU)\n\n"
+              "Without a GPU, install torch's CPU build first: {}").format(
+        code(INSTALL), optional, code(interp), code(gpu), cpu)
 
 
 @directive("requirements",                           "run, the install line, run commands and downloads")

@@ -186,13 +186,16 @@ def project(tmp_path: Path) -> Project:
 
 
 @pytest.fixture(scope="session")
-def smoke_runs() -> dict:
-    """Every lesson of the course as a smoke run (tools/smoke.py), once per test session: name -> SmokeRun."""
+def smoke_runs(tmp_path_factory) -> dict:
+    """Every lesson of the course as a smoke run (tools/smoke.py), once per test run: name -> SmokeRun."""
     from verified_triton.core.lessons import discover
     from verified_triton.record.smoke import smoke_all
 
-    runs = smoke_all(discover(REPO / "code"), jobs=os.cpu_count() or 1, report=lambda line: None)
-    return {run.lesson.name: run for run in runs}
+    def make() -> dict:
+        runs = smoke_all(discover(REPO / "code"), jobs=os.cpu_count() or 1, report=lambda line: None)
+        return {run.lesson.name: run for run in runs}
+
+    return once_per_run(tmp_path_factory, "smoke_runs", make)
 
 
 # -- the real site, built once per test run ----------------------------------------------
@@ -265,22 +268,26 @@ def real_site(tmp_path_factory) -> Path:
     return folder / "site"
 
 
-# -- xdist: the tests of an expensive shared fixture run on one worker -----------------------
+# -- xdist: what a fixture builds once per run, every worker reads -------------------------------
 
-# Fixtures built once per module or session that take seconds to minutes (a verified zoo of lessons, a
-# built fake site, every lesson's smoke run, a compiler probe). Under xdist each worker would build its own
-# copy; `--dist loadgroup` (tools/dev.sh) sends the tests that use one of these to one worker instead. A cheap
-# shared fixture (a browser, a server) is better built twice than serialised, and is not listed.
-BUILT_ONCE = ("smoke_runs", "zoo", "hostile", "walked", "amplified", "builds", "without_liger", "compiled",
-              "triton_layouts", "many_lessons", "pd")
+def once_per_run(tmp_path_factory: pytest.TempPathFactory, name: str, make):
+    """`make()` once per test run, whatever the number of xdist workers: the first worker to ask makes it
+    under a file lock and keeps it, pickled, in the run's folder; the others wait and read it. For a fixture
+    that takes minutes (every lesson's smoke run): each xdist worker would otherwise make its own copy.
+    (pytest-xdist's --dist loadgroup, which could pin such tests to one worker, reads a test id that
+    pytest 9 no longer lets it change.)"""
+    import fcntl
+    import pickle
 
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    for item in items:
-        shared = [name for name in BUILT_ONCE if name in getattr(item, "fixturenames", ())]
-        if shared:
-            item.add_marker(pytest.mark.xdist_group(f"{item.module.__name__}:{shared[0]}"
-                                                    if shared[0] != "smoke_runs" else "smoke_runs"))
+    folder = run_folder(tmp_path_factory)
+    with open(folder / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        kept = folder / f"{name}.pickle"
+        if kept.exists():
+            return pickle.loads(kept.read_bytes())
+        value = make()
+        kept.write_bytes(pickle.dumps(value))
+        return value
 
 
 # -- fake lessons used by several modules -------------------------------------------

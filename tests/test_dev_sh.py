@@ -102,7 +102,7 @@ def test_test_fast_needs_no_npm_and_runs_the_unit_and_integration_tiers_in_paral
     result, calls = dev_sh(checkout, "test", "fast", "-x")
     assert result.returncode == 0, result.stdout + result.stderr
     assert [c.split()[0] for c in calls] == ["ruff", "lint-imports", "python", "python"]
-    assert calls[3].endswith("-m pytest -n auto --dist loadgroup -m not e2e -x"), calls[3]
+    assert calls[3].endswith("-m pytest -n auto -m not e2e -x"), calls[3]
 
 
 def test_test_with_arguments_runs_just_pytest_with_them(checkout):

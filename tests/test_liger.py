@@ -17,7 +17,7 @@ from dataclasses import replace
 
 import pytest
 
-from conftest import REPO, bench, fake_record
+from conftest import REPO, bench, fake_record, once_per_run
 from verified_triton.core import kit
 from verified_triton.core.lessons import LessonError, discover
 from verified_triton.judge.evidence import EvidenceError, read_record, write_record
@@ -205,13 +205,17 @@ def test_the_library_view_says_when_a_run_skipped_the_library(project):
 
 @pytest.fixture(scope="module")
 def without_liger(tmp_path_factory) -> dict:
-    """The five lessons as smoke runs in which every import of liger_kernel fails (a sitecustomize)."""
-    folder = tmp_path_factory.mktemp("no-liger")
-    (folder / "sitecustomize.py").write_text(HIDE_LIGER, encoding="utf-8")
-    path = os.pathsep.join(p for p in (str(folder), os.environ.get("PYTHONPATH", "")) if p)
-    lessons = [x for x in discover(REPO / "code") if x.name in LESSONS]
-    runs = smoke_all(lessons, jobs=os.cpu_count() or 1, report=lambda line: None, env={"PYTHONPATH": path})
-    return {run.lesson.name: run for run in runs}
+    """The five lessons as smoke runs in which every import of liger_kernel fails (a sitecustomize), once
+    per test run."""
+    def make() -> dict:
+        folder = tmp_path_factory.mktemp("no-liger")
+        (folder / "sitecustomize.py").write_text(HIDE_LIGER, encoding="utf-8")
+        path = os.pathsep.join(p for p in (str(folder), os.environ.get("PYTHONPATH", "")) if p)
+        lessons = [x for x in discover(REPO / "code") if x.name in LESSONS]
+        runs = smoke_all(lessons, jobs=os.cpu_count() or 1, report=lambda line: None, env={"PYTHONPATH": path})
+        return {run.lesson.name: run for run in runs}
+
+    return once_per_run(tmp_path_factory, "without_liger", make)
 
 
 def smoke_checks(results) -> dict[str, str]:

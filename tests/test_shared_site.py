@@ -1,4 +1,5 @@
-"""The real site is built once per test run, whatever the number of xdist workers (conftest.py, `real_site`).
+"""The real site is built once per test run, whatever the number of xdist workers (conftest.py, `real_site`);
+so is what a fixture makes through conftest.py's `once_per_run` (every lesson's smoke run).
 
 pytest runs in a child process on a tiny folder of tests that read `real_site`, with the project's conftest.py
 loaded as a plugin and the build command swapped for a stand-in that counts its runs: the stand-in runs once,
@@ -107,3 +108,42 @@ def test_a_failed_build_fails_each_test_that_needs_it_with_its_output_and_runs_o
     assert result.returncode == 1 and builds == 1, out
     assert "8 errors" in out and "1 passed" in out, out
     assert "the real site does not build (exit 1)" in out and "page.md:3: no such region" in out
+
+
+MADE_ONCE = """\
+import os
+
+import pytest
+
+from conftest import once_per_run
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="session")
+def made(tmp_path_factory):
+    def make():
+        with open(os.environ["BUILD_COUNT"], "a") as f:
+            f.write("made\\\\n")
+        return {"pid": os.getpid()}
+
+    return once_per_run(tmp_path_factory, "made", make)
+
+
+@pytest.mark.parametrize("n", range(6))
+def test_reads_what_was_made_once(made, n):
+    with open(os.environ["SITES_READ"], "a") as f:
+        f.write(f"{made['pid']}\\\\n")
+"""
+
+
+@pytest.mark.parametrize("parallel", [[], ["-n", "3"]], ids=["serial", "3 workers"])
+def test_a_fixture_made_once_per_run_is_made_once_and_read_by_every_worker(tmp_path, parallel):
+    """A session fixture of minutes (every lesson's smoke run) was made by each xdist worker that needed it;
+    once_per_run makes it once and hands the same value to every worker (the smoke runs are pickled)."""
+    folder = tmp_path / "tests"
+    folder.mkdir()
+    (folder / "test_made.py").write_text(textwrap.dedent(MADE_ONCE), encoding="utf-8")
+    result, made, read = run(tmp_path, *parallel)
+    assert result.returncode == 0 and "6 passed" in result.stdout, result.stdout + result.stderr
+    assert made == 1 and len(read) == 1, (made, read)

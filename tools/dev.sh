@@ -10,9 +10,10 @@
 #   bash tools/dev.sh test             the tests': the author's + pytest, pytest-xdist, Playwright, nbclient;
 #                                      runs ruff, import-linter, verify --check, then pytest over every tier in
 #                                      parallel (unit, integration, e2e: tests/tiers.py): the site built once,
-#                                      verify --compare, archives, notebooks, Chromium. README's and CI's run
+#                                      every lesson's zip run and compared with its record (verify --compare's
+#                                      check), notebooks, smoke runs, Chromium. README's and CI's run
 #   bash tools/dev.sh test fast [ARGS] the same checks, then the unit and integration tiers in parallel: no
-#                                      browser, no notebook kernel, no --compare, no npm (the daily loop)
+#                                      browser, no notebook kernel, no lesson run whole, no npm (the daily loop)
 #   bash tools/dev.sh test ARGS...     pytest with ARGS alone, none of the checks before it, e.g.
 #                                      bash tools/dev.sh test tests/test_kit.py -k finish   (add -n auto for xdist)
 # Before the commands: python3 >= 3.11 with venv; npm and Chromium for the full test run (README.md).
@@ -160,13 +161,13 @@ EOF
         echo "== evidence is current for every lesson (tools/verify.py --check)"
         .venv/bin/python tools/verify.py --check
         if [ "$run" = fast ]; then
-            echo "== pytest: the unit and integration tiers, in parallel (no browser, no notebook, no --compare)"
-            exec .venv/bin/python -m pytest -n auto --dist loadgroup -m "not e2e" "${@:3}"
+            echo "== pytest: the unit and integration tiers, in parallel (no browser, no notebook, no lesson run whole)"
+            exec .venv/bin/python -m pytest -n auto -m "not e2e" "${@:3}"
         fi
         fetch_axe
-        echo "== pytest: every tier, in parallel (the e2e tier runs the lessons fresh: verify --compare, archives,"
-        echo "   notebooks, and drives Chromium)"
-        exec .venv/bin/python -m pytest -n auto --dist loadgroup --durations=15
+        echo "== pytest: every tier, in parallel (e2e: every lesson's zip run fresh and compared with its record, as"
+        echo "   verify --compare does, its notebook and smoke run, and the pages in Chromium)"
+        exec .venv/bin/python -m pytest -n auto --durations=15
         ;;
     *)
         echo "usage: bash tools/dev.sh serve | build [MKDOCS ARGS...] | author [CMD...] | test [fast | PYTEST ARGS...]" >&2

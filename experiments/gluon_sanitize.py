@@ -65,7 +65,7 @@ def part_matmul():
 
 
 def part_copy():
-    import copy_kernels as ck
+    import gluon_basics as ck
     num_sms = torch.cuda.get_device_properties(0).multi_processor_count
     src = torch.randn(1024, 2048, device="cuda", dtype=torch.float16)
     for name, fn in (("ws", ck.copy_ws), ("pipelined", ck.copy_tma_pipelined)):

@@ -113,7 +113,7 @@ B, H, S = 4, 32, 4096
 # -- one variant, run once and checked (in a child process) --------------------------------
 
 def run_copy(name, spec, src, dst, num_sms):
-    import copy_kernels as ck
+    import gluon_basics as ck
     kind, kw = spec
     if kind == "blocked":
         return lambda: ck.copy_blocked(src.view(-1), dst.view(-1), **kw)

@@ -32,7 +32,7 @@ for lesson in ("gluon-basics", "gluon-matmul", "gluon-attention", "gluon-attenti
     sys.path.insert(0, str(CODE / lesson))
 import attention_bwd_kernels  # noqa: E402
 import attention_kernels  # noqa: E402
-import copy_kernels  # noqa: E402
+import gluon_basics  # noqa: E402
 import matmul_kernels  # noqa: E402
 
 TARGET = GPUTarget("cuda", 90, 32)
@@ -88,7 +88,7 @@ for regs in (24, 40):
          "M": "i32", "N": "i32", "K": "i32"},
         {"GROUP_M": 8, "STAGES": 4, "EPI_SPLIT": 2, "PRODUCER_REGS": regs}, 8))
 out["copy ws"] = facts(build(
-    copy_kernels.copy_ws_kernel, {"in_desc": desc([64, 256]), "out_desc": desc([64, 256]), "num_tiles": "i32"},
+    gluon_basics.copy_ws_kernel, {"in_desc": desc([64, 256]), "out_desc": desc([64, 256]), "num_tiles": "i32"},
     {"TILES_N": 33, "STAGES": 6}, 4))
 out["attention"] = facts(build(
     attention_kernels.attn_fwd_ws_kernel,

@@ -274,3 +274,27 @@ def test_a_readme_command_line_is_shown_as_written():
     assert door.plain_code("TRITON_INTERPRET=1 python x_y.py") == "TRITON_INTERPRET=1 python x_y.py"
     assert "\x1b" not in door.plain_code("\x1b[31mx.py") and "\n" not in door.plain_code("a\nb")
     assert html.unescape(text("x")) == "x"
+
+
+# Issue 47.8: JupyterLab's math pass runs before Markdown (its removeMath): these are its delimiters. An escaped
+# dollar (\$) and an escaped brace are tokens it steps over.
+JUPYTER_MATH = re.compile(r"\$\$?|\\(?:begin|end)\{[a-z]*\*?\}|\\[{}$]|\\\\(?:\(|\)|\[|\])", re.I)
+MATH_LIKE = [r"a\(b\)c", r"\[x^2\]", r"\\(y", r"\begin{align}x\end{align}", r"\BEGIN{x}", r"$x$ and $$y$$",
+             r"see \(1 + 2\) and \)", r"tl.dot(a, b)[0]", "\\"]
+
+
+def jupyter_math(markdown: str) -> list[str]:
+    """The math delimiters JupyterLab's math pass finds in a cell's source."""
+    return [m for m in JUPYTER_MATH.findall(markdown) if not re.fullmatch(r"\\[{}$]", m)]
+
+
+def test_the_proof_of_the_math_pass_can_fail():
+    assert jupyter_math(r"\\(x\\)") == [r"\\(", r"\\)"] and jupyter_math(r"$x$") == ["$", "$"]
+    assert jupyter_math(r"\begin{align}") == [r"\begin{align}"] and jupyter_math(r"\$5") == []
+
+
+@pytest.mark.parametrize("value", MATH_LIKE + HOSTILE)
+def test_plain_markdown_starts_no_math_in_jupyter_and_still_reads_as_itself(value):
+    md = markdown_text(value)
+    assert jupyter_math(md) == [], md
+    assert rendered(md)[1] == expected(value), md

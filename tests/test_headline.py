@@ -27,6 +27,7 @@ from verified_triton.judge.evidence import (
     sanitize_key,
 )
 from verified_triton.judge.status import FAILED, HEADLINE_WORDS, PARTIAL, VERIFIED, judge, judge_records
+from verified_triton.record.awaiting import load_awaiting
 
 pytestmark = pytest.mark.unit
 
@@ -81,7 +82,11 @@ def test_the_course_tells_a_partial_by_design_from_one_that_lacks_evidence():
     statuses = {lesson.name: judge(lesson, REPO / "evidence") for lesson in COURSE}
     # block-scaled-matmul declines below Blackwell: by design, with the reason in words.
     blocked = statuses["block-scaled-matmul"]
-    assert blocked.by_design and blocked.headline.endswith("no Blackwell GPU yet.")
+    entry = load_awaiting(REPO / "evidence").get("block-scaled-matmul")
+    if entry is None or entry.source_hash != blocked.source_hash:  # its GPU run is of this source
+        assert blocked.by_design and blocked.headline.endswith("no Blackwell GPU yet.")
+    else:  # it waits for the GPU run of a changed source (evidence/awaiting-gpu.toml): said, not by design
+        assert not blocked.by_design and "the GPU run is out of date" in blocked.headline
     for st in statuses.values():
         if st.status is PARTIAL and st.memory is not None and st.memory.state == "partial":
             assert not st.by_design and "the memory check" in st.headline, st.headline
@@ -295,3 +300,23 @@ def test_the_line_is_in_the_status_json(project, lesson):
 
     [out] = status_json([judge(lesson, Path(project.evidence))])
     assert out["headline"].startswith("Verified: ran on an H200") and out["by_design"] is False
+
+
+def test_the_publish_gate_refuses_exactly_the_partials_not_by_design(project):
+    """One gate: `verify.py --check --publish` takes VERIFIED and PARTIALLY VERIFIED by design (the judgement's
+    flag), and refuses every other PARTIALLY VERIFIED, whatever made it partial."""
+    from verified_triton.author.verify import publish_problems
+
+    project.add("hostile", GLUON_MAIN, toml='[requires]\ncapability = "9.0"\nwhy = "x"\n', files={"kernels.py": GLUON})
+    lesson = project.lesson("hostile")
+    partial = 0
+    for interp, gpu, mem in itertools.product(STATES, STATES, [None, "clean", "findings", "incomplete", "old"]):
+        records = [run_record(lesson, mode, state, "NVIDIA H200")
+                   for mode, state in (("interpreter", interp), ("gpu", gpu)) if state is not None]
+        if mem is not None:
+            records.append(memory(lesson, "clean" if mem == "old" else mem, source_hash=OLD if mem == "old" else None))
+        st = judge_records(lesson, records, memory_required=True)
+        refused = publish_problems([st])
+        assert bool(refused) == (st.status is PARTIAL and not st.by_design), (interp, gpu, mem, refused)
+        partial += st.status is PARTIAL
+    assert partial > 10

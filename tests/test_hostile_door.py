@@ -26,6 +26,7 @@ import io
 import json
 import re
 import zipfile
+from dataclasses import replace
 from html.parser import HTMLParser
 
 import pytest
@@ -138,7 +139,39 @@ lesson: walk
 ## Output
 
 ::output
+
+## Practice
+
+::exercise drill
 """
+
+# The walk's exercise: its hint (code/) is hostile, and so is everything its proof records (evidence/).
+WALK_EXERCISES = f'''\
+import practice
+
+
+# snippet: drill
+def drill():
+    """Pose it."""
+    return 0
+# end snippet
+
+
+# snippet: check-drill
+@practice.exercise("drill", hint={json.dumps(HOSTILE)})
+def check_drill(m):
+    return None
+# end snippet
+'''
+WALK_SOLUTIONS = '''\
+# snippet: drill
+def drill():
+    return 1
+# end snippet
+
+
+MISTAKES = {}
+'''
 
 OTHER_PAGE = """\
 ---
@@ -242,6 +275,30 @@ def walk_records(site) -> None:
     site.write(site.make_record("other", "gpu", env=env, outcome="by-design", exit_code=3, reason=HOSTILE,
                                 stdout=HOSTILE))
     walk_memory_and_releases(site)
+    walk_exercises(site)
+
+
+def walk_exercises(site) -> None:
+    """The exercise's proof: mistakes whose names, declared words and messages are hostile, one let through
+    (what ::exercise shows outside its fold), and a hostile hint and starter message."""
+    from verified_triton.core.lessons import exercise_file_hashes, exercise_hash
+    from verified_triton.judge.exercises import (
+        Attempt,
+        ExerciseResult,
+        ExercisesRecord,
+        MistakeResult,
+        ProofEnv,
+        write_exercises,
+    )
+
+    lesson = site.lesson("walk")
+    mistakes = [MistakeResult(SHORT, HOSTILE, HOSTILE, HOSTILE, "failed", HOSTILE + " " + HOSTILE),
+                MistakeResult(f"2 {SHORT[:100]}", "x", "y", HOSTILE, "passed", "")]  # names: 120 characters
+    drill = ExerciseResult("drill", HOSTILE, "", Attempt("failed", HOSTILE), Attempt("passed"), mistakes)
+    write_exercises(site.evidence, ExercisesRecord(
+        lesson="walk", outcome="completed", exit_code=0, reason="", started_utc="2026-01-02T03:04:05Z", wall_s=1.0,
+        command=HOSTILE, source_hash=exercise_hash(lesson), source_files=exercise_file_hashes(lesson),
+        env=ProofEnv(SHORT, SHORT, SHORT), exercises=[drill, replace(drill, name="other")]))
 
 
 def walk_memory_and_releases(site) -> None:
@@ -283,6 +340,8 @@ def walked(tmp_path_factory):
                                                              encoding="utf-8")
     # a file under code/ is published with a page of its own, titled with its name
     (site.code / "walk" / 'x<img src=x onerror=alert(4)> `*y*` [a](javascript:x).py').write_text("X = 1\n")
+    (site.code / "walk" / "exercises.py").write_text(WALK_EXERCISES, encoding="utf-8")
+    (site.code / "walk" / "solutions.py").write_text(WALK_SOLUTIONS, encoding="utf-8")
     walk_records(site)
     result = site.build()
     assert result.returncode == 0, build_output(result)
@@ -462,3 +521,13 @@ def test_nothing_printed_carries_an_escape(walked):
     assert ESC not in walked.output and "\u202e" not in walked.output
     status = walked.verify("--status")
     assert ESC not in status.stdout + status.stderr and "\u202e" not in status.stdout + status.stderr
+
+
+@pytest.mark.integration
+def test_an_exercises_hostile_hint_and_proof_are_text_on_the_page(walked):
+    html = walked.html("walk")
+    assert live_markup(html) == []
+    text = Doc(html).all_text
+    assert "Solution; its check catches 1 of 2 listed mistakes" in text and "check is not proven" in text
+    assert "Hint. <img src=x onerror=alert(1)>" in text  # the hint, from exercises.py, shown as text
+    assert f"the mistake 2 {SHORT[:20]}" in text  # the mistake let through, named as text

@@ -120,14 +120,13 @@ def test_no_module_of_the_package_edits_sys_path():
 
 @pytest.mark.unit
 def test_the_entry_scripts_are_a_few_lines_that_call_the_package():
-    for name in ("verify", "downloads", "new_lesson", "prose_lint", "bench_scale", "snippets", "migrate",
-                 "mkdocs_hooks", "reader_hooks"):
+    entries = ("verify", "downloads", "new_lesson", "prose_lint", "bench_scale", "snippets", "migrate",
+               "mkdocs_hooks", "reader_hooks", "ci_plan")
+    for name in entries:
         text = (ROOT / "tools" / f"{name}.py").read_text(encoding="utf-8")
         assert "from verified_triton" in text, name
         assert len(text.splitlines()) <= 30, name
-    assert not any(p.suffix == ".py" for p in (ROOT / "tools").iterdir() if p.is_file()
-                   and p.stem not in ("verify", "downloads", "new_lesson", "prose_lint", "bench_scale", "snippets",
-                                      "migrate", "mkdocs_hooks", "reader_hooks"))
+    assert not any(p.suffix == ".py" for p in (ROOT / "tools").iterdir() if p.is_file() and p.stem not in entries)
 
 
 @pytest.mark.unit

@@ -71,8 +71,9 @@ def two_lessons(tmp_path) -> Path:
 def test_scaffold_creates_a_lesson_that_verifies_and_builds(project):
     config_before = (project / "mkdocs.yml").read_bytes()
     created = new_lesson.create("row-sum", "Row sums", root=project)
-    expected = {project / "code/row-sum/row_sum.py", project / "code/row-sum/lesson.toml",
-                project / "docs/lessons/row-sum.md"}
+    expected = {project / f"code/row-sum/{name}" for name in ("row_sum.py", "lesson.py", "exercises.py",
+                                                               "solutions.py", "lesson.toml")}
+    expected.add(project / "docs/lessons/row-sum.md")
     assert set(created) == expected and all(p.is_file() for p in expected)
     # the navigation comes from lesson.toml: the scaffold leaves mkdocs.yml alone
     assert (project / "mkdocs.yml").read_bytes() == config_before
@@ -89,11 +90,12 @@ def test_scaffold_creates_a_lesson_that_verifies_and_builds(project):
                          capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stdout + run.stderr
     record = read_record(project / "evidence/row-sum/interpreter.json")
-    # its checks and the exercise's solution pass; the benchmark is skipped, and the record says so
+    # its checks pass; the benchmark is skipped, and the record says so
     assert record.outcome == "passed" and {c.status for c in record.checks} == {"pass"}
-    assert "exercise-negative-factor" in {c.name for c in record.checks}
     assert [p.part for p in record.skipped_parts] == ["step benchmark"] and not record.benchmarks
-    assert judge(lessons["row-sum"], project / "evidence").status == PARTIAL
+    # its two exercises are proven: the starters fail, the solutions pass, every listed mistake is caught
+    st = judge(lessons["row-sum"], project / "evidence")
+    assert st.status == PARTIAL and st.exercises.state == "passed" and st.exercises.caught() == (4, 4)
     # its benchmark's code runs on the CPU as generated, once, in a smoke run (issue 26, Build 6)
     smoke = smoke_run(lessons["row-sum"])
     assert smoke.outcome == "passed", smoke.line()
@@ -108,9 +110,12 @@ def test_scaffold_creates_a_lesson_that_verifies_and_builds(project):
     text = html.unescape(re.sub(r"<[^>]+>", "", page))
     assert "def scale_kernel(x_ptr, out_ptr, n, factor, BLOCK: tl.constexpr):" in text
     assert "PARTIALLY VERIFIED" in text
-    # the exercise's solution is in the site's collapsed block, cut from the checked region
-    assert re.search(r'<details class="success">\s*<summary>Solution \(checked by the lesson\)</summary>', page)
-    assert "ok = torch.equal(scale(x, -0.5), x * -0.5)" in text
+    # the Practice section: each exercise's starter, its command, and its solution folded with its proof
+    assert "def shift_kernel(x_ptr, out_ptr, n, c, BLOCK: tl.constexpr):" in text
+    assert "TRITON_INTERPRET=1 python exercises.py --only grid" in text
+    assert re.search(r'<details class="success">\s*<summary>Solution; its check catches 2 of 2 listed mistakes'
+                     r'</summary>', page)
+    assert "grid = (triton.cdiv(n, block),)" in text
     # nothing on the page claims what no run has shown: no Triton version, no list of GPUs it runs on
     assert not re.search(r"\bTriton:\s*\d", text) and "Colab's GPUs (T4" not in text
     assert "lesson.toml states no minimum compute capability" in text
@@ -195,7 +200,7 @@ def test_scaffold_refuses_bad_names_and_existing_lessons(project):
 
 
 # Names of every shape the scaffold accepts: short, the one that failed, digits, and the longest the course finds.
-NAMES = ["ab", "bias-leaky-relu", "softmax-2-pass-online", "x" * 30 + "-" + "y" * 33, "a" * 64]
+NAMES = ["ab", "bias-leaky-relu", "softmax-2-pass-online", "x" * 30 + "-" + "y" * 33, "a" * 64, "z" * 64]
 
 
 @pytest.mark.integration

@@ -29,7 +29,7 @@ import pytest
 
 from conftest import REPO, Project, fake_record
 from verified_triton.core import kit
-from verified_triton.core.lessons import discover, load_lesson
+from verified_triton.core.lessons import SANITIZE_TIMEOUTS, discover, load_lesson
 from verified_triton.core.limits import LIMITS
 from verified_triton.judge.evidence import (
     EvidenceError,
@@ -42,7 +42,7 @@ from verified_triton.judge.evidence import (
     write_record,
 )
 from verified_triton.judge.status import FAILED, PARTIAL, VERIFIED, judge, judge_records
-from verified_triton.record import sanitizer
+from verified_triton.record import sanitizer, sanitizer_command, sanitizer_log
 from verified_triton.record.capture import Captured
 from verified_triton.record.report import check_problems
 
@@ -124,7 +124,7 @@ SYNCCHECK = """\
 
 @pytest.mark.unit
 def test_a_triton_kernels_memcheck_record_is_its_kernel_file_and_line():
-    report = sanitizer.parse_log(TRITON_MEMCHECK)
+    report = sanitizer_log.parse_log(TRITON_MEMCHECK)
     assert report.errors == 1 and report.has_summary and not report.unavailable
     [rec] = report.records
     assert (rec.kind, rec.message) == ("memory-access", "Invalid __global__ read of size 16 bytes")
@@ -136,7 +136,7 @@ def test_a_triton_kernels_memcheck_record_is_its_kernel_file_and_line():
 
 @pytest.mark.unit
 def test_older_location_forms_hardware_exceptions_and_counts_with_separators():
-    report = sanitizer.parse_log(OLD_FORMS)
+    report = sanitizer_log.parse_log(OLD_FORMS)
     places = [(r.kind, r.locations[0].kernel, r.locations[0].file, r.locations[0].line) for r in report.records]
     assert places == [
         ("memory-access", "fused_moe_kernel", "/opt/sglang/fused_moe_triton/fused_moe.py", 175),
@@ -151,7 +151,7 @@ def test_older_location_forms_hardware_exceptions_and_counts_with_separators():
 
 @pytest.mark.unit
 def test_a_race_is_one_record_with_every_access_and_the_summary_counts_singular_forms():
-    report = sanitizer.parse_log(RACECHECK)
+    report = sanitizer_log.parse_log(RACECHECK)
     first, second = report.records
     assert first.kind == "race" and first.severity == "Error" and first.hazards == 48
     assert [(loc.access, loc.kernel, loc.line) for loc in first.locations] == [
@@ -164,10 +164,10 @@ def test_a_race_is_one_record_with_every_access_and_the_summary_counts_singular_
 
 @pytest.mark.unit
 def test_initcheck_and_synccheck_records():
-    init = sanitizer.parse_log(INITCHECK)
+    init = sanitizer_log.parse_log(INITCHECK)
     [rec] = init.records
     assert rec.kind == "uninitialized" and (rec.locations[0].kernel, rec.locations[0].line) == ("vectorAdd", 41)
-    sync = sanitizer.parse_log(SYNCCHECK)
+    sync = sanitizer_log.parse_log(SYNCCHECK)
     [rec] = sync.records
     assert rec.kind == "barrier" and (rec.locations[0].kernel, rec.locations[0].line) == ("outlineSync", 42)
     assert sync.errors == 1
@@ -175,7 +175,7 @@ def test_initcheck_and_synccheck_records():
 
 @pytest.mark.unit
 def test_the_tools_own_lines_are_notes_and_an_api_error_is_no_kernels_finding():
-    report = sanitizer.parse_log(
+    report = sanitizer_log.parse_log(
         "========= COMPUTE-SANITIZER\n"
         "========= Target application terminated before first instrumented API call\n"
         "========= Internal Sanitizer Error: The Sanitizer encountered an error while launching k_kernel and didn't "
@@ -192,7 +192,7 @@ def test_the_tools_own_lines_are_notes_and_an_api_error_is_no_kernels_finding():
     assert any("terminated before first instrumented API call" in note for note in report.notes)
     api = sanitizer.group_findings(report.records, lambda file: file.startswith("code/"))
     assert api[0].host_frame == "code/racy/racy.py:52"
-    from verified_triton.judge.status import finding_is_lessons
+    from verified_triton.judge.memory import finding_is_lessons
     assert not finding_is_lessons(api[0], {"code/racy/racy.py": "0" * 64}, frozenset({"k_kernel"}))
 
 
@@ -213,9 +213,9 @@ def run_captured(code: int | None = 0, timed_out: bool = False) -> Captured:
      "the launch.\n========= ERROR SUMMARY: 0 errors\n", "incomplete"),
 ])
 def test_a_tool_run_is_classified_failing_closed(log, state):
-    got, _ = sanitizer.classify_tool(sanitizer.parse_log(log), run_captured(), 60, "")
+    got, _ = sanitizer.classify_tool(sanitizer_log.parse_log(log), run_captured(), 60, "")
     assert got == state
-    assert sanitizer.classify_tool(sanitizer.parse_log(log), run_captured(None, True), 60, "")[0] == "timeout"
+    assert sanitizer.classify_tool(sanitizer_log.parse_log(log), run_captured(None, True), 60, "")[0] == "timeout"
 
 
 @pytest.mark.unit
@@ -226,33 +226,31 @@ def test_a_huge_log_is_read_bounded_and_its_summary_still_found(tmp_path):
         for _ in range(LIMITS.sanitizer_log // len(record) + 2000):
             f.write(record)
         f.write("========= ERROR SUMMARY: 123,456 errors\n")
-    text, missing, problem = sanitizer.read_log(log)
-    assert not problem and missing > 0 and len(text) <= LIMITS.sanitizer_log + sanitizer.TAIL + 1
-    report = sanitizer.parse_log(text)
+    text, missing, problem = sanitizer_log.read_log(log)
+    assert not problem and missing > 0 and len(text) <= LIMITS.sanitizer_log + sanitizer_log.TAIL + 1
+    report = sanitizer_log.parse_log(text)
     assert report.errors == 123456
-    kept, omitted = sanitizer.kept_log(text)
+    kept, omitted = sanitizer_log.kept_log(text)
     assert omitted > 0 and len(kept) <= LIMITS.sanitizer_log_kept + 100
-    assert sanitizer.read_log(tmp_path / "none.log") == ("", 0, "")
+    assert sanitizer_log.read_log(tmp_path / "none.log") == ("", 0, "")
 
 
 @pytest.mark.unit
 def test_the_command_line_has_the_options_a_bounded_complete_report_needs(tmp_path):
-    memcheck = sanitizer.tool_options("memcheck", tmp_path / "m.log")
-    race = sanitizer.tool_options("racecheck", tmp_path / "r.log")
+    memcheck = sanitizer_command.tool_options("memcheck", tmp_path / "m.log")
+    race = sanitizer_command.tool_options("racecheck", tmp_path / "r.log")
     for options in (memcheck, race):
         pairs = dict(zip(options[::2], options[1::2], strict=False))
         assert pairs["--print-limit"] == str(LIMITS.sanitizer_print_limit)
-        assert pairs["--strip-paths"] == "no" and pairs["--error-exitcode"] == str(sanitizer.ERROR_EXITCODE)
+        assert pairs["--strip-paths"] == "no" and pairs["--error-exitcode"] == str(sanitizer_command.ERROR_EXITCODE)
     assert "--padding" in memcheck and "--padding" not in race
     assert race[race.index("--racecheck-report") + 1] == "analysis"
-    # racecheck and synccheck skip cuBLAS, CUTLASS and cuDNN by name; memcheck and initcheck see them
-    # (a library reading what the lesson never wrote is the lesson's bug)
+    # Every kernel instrumented, by every tool (issue 47.9, 48): no kernel is skipped by name, so none of the
+    # lesson's can be; findings are attributed afterwards (judge/memory.py)
     for tool in sanitizer.TOOLS:
-        options = sanitizer.tool_options(tool, tmp_path / f"{tool}.log")
-        skipped = {options[i + 1] for i, o in enumerate(options) if o == "--kernel-name-exclude"}
-        assert skipped == ({"kns=cudnn", "kns=cublas", "kns=cutlass", "kns=nvjet", "kns=xmma"}
-                           if tool in ("racecheck", "synccheck") else set()), tool
-    env = sanitizer.sanitize_env({"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True",
+        options = sanitizer_command.tool_options(tool, tmp_path / f"{tool}.log")
+        assert not any("exclude" in o or "kernel-name" in o or "kns=" in o for o in options), (tool, options)
+    env = sanitizer_command.sanitize_env({"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True",
                                   "TRITON_DISABLE_LINE_INFO": "1", "TRITON_INTERPRET": "1"}, "initcheck",
                                  tmp_path / "cache")
     assert env["PYTORCH_NO_CUDA_MEMORY_CACHING"] == "1" and env[kit.SANITIZE_ENV] == "initcheck"
@@ -686,7 +684,7 @@ def test_memcheck_errors_stop_the_other_tools_and_fail_the_run(project: Project,
     assert run.returncode == 1, run.stdout + run.stderr
     record = project.record("racy", sanitize_key(H200))
     assert [r.state for r in record.sanitizer.runs] == ["findings", "not-run", "not-run", "not-run"]
-    assert record.sanitizer.runs[0].exit_code == sanitizer.ERROR_EXITCODE and record.exit_code == 0
+    assert record.sanitizer.runs[0].exit_code == sanitizer_command.ERROR_EXITCODE and record.exit_code == 0
     assert "new finding, memcheck: Invalid __global__ write of size 4 bytes in exchange_kernel" in run.stdout
     st = project.judge("racy")
     assert st.status == FAILED and "exchange_kernel at code/racy/racy.py:" in st.sentence
@@ -745,7 +743,14 @@ def test_the_lesson_toml_sanitize_table_picks_the_sizes_and_the_timeout(project:
     project.add("sized", "lesson = Lesson('sized')\nsys.exit(lesson.finish())\n",
                 toml='[gpu]\ntimeout = 90\n\n[sanitize]\nsize = "gpu"\n')
     lesson = project.lesson("sized")
-    assert (lesson.sanitize.size, lesson.sanitize.timeout) == ("gpu", 90.0)
+    # each tool its own time, from the measured figures (core/lessons.py SANITIZE_TIMEOUTS), not the GPU run's
+    assert lesson.sanitize.size == "gpu"
+    assert {tool: lesson.sanitize.timeout(tool) for tool in TOOLS} == SANITIZE_TIMEOUTS
+    project.add("every", "lesson = Lesson('every')\nsys.exit(lesson.finish())\n",
+                toml='[sanitize]\ntimeout = 90\n\n[sanitize.timeouts]\nracecheck = 700\n', order=3)
+    every = project.lesson("every")
+    assert {tool: every.sanitize.timeout(tool) for tool in TOOLS} == {"memcheck": 90, "synccheck": 90,
+                                                                     "initcheck": 90, "racecheck": 700}
     project.add("plain", "lesson = Lesson('plain')\nsys.exit(lesson.finish())\n", toml="[gpu]\ntimeout = 90\n")
     plain = load_lesson(project.code / "plain")
     assert plain.sanitize.size == "smoke" and "sanitize" not in plain.run_spec  # its hash is as before the table
@@ -801,12 +806,104 @@ REAL = os.environ.get("VT_REAL_COMPUTE_SANITIZER", "")
 def test_the_real_tool_accepts_every_option_and_says_when_it_cannot_run(tool, tmp_path):
     """Without a GPU the real tool runs nothing, but it parses the command line first: a misspelt option is
     rc 255 and `unrecognised option` on stderr. Measured with 2025.3.1 (the wheel above) on this machine."""
-    version, problem = sanitizer.tool_version(REAL)
+    version, problem = sanitizer_command.tool_version(REAL)
     assert not problem and version.startswith("20"), problem
     log = tmp_path / f"{tool}.log"
-    run = subprocess.run([REAL, *sanitizer.tool_options(tool, log), sys.executable, "-c", "pass"],
+    run = subprocess.run([REAL, *sanitizer_command.tool_options(tool, log), sys.executable, "-c", "pass"],
                          capture_output=True, text=True, timeout=120)
     assert "unrecognised option" not in run.stderr, run.stderr
-    report = sanitizer.parse_log(log.read_text())
+    report = sanitizer_log.parse_log(log.read_text())
     state, reason = sanitizer.classify_tool(report, run_captured(run.returncode), 120, "")
     assert state == "unavailable" and "compute-sanitizer could not run here" in reason  # no GPU: never "clean"
+
+
+# -- issue 48: every kernel instrumented, the reproducer rule, one racecheck per GPU, per-tool timeouts ---------
+
+KERNEL_LESSON = """\
+    import triton
+
+
+    @triton.jit
+    def matmul_kernel(a_ptr):
+        pass
+
+
+    lesson = Lesson("mm")
+    lesson.check("ran", True, "it ran")
+    sys.exit(lesson.finish())
+"""
+REPRO = "import triton\n\n\n@triton.jit\ndef repro_kernel(a_ptr):\n    pass\n\n\nprint('the reproducer ran')\n"
+NOT_APPLICABLE = """\
+[[sanitize.not_applicable]]
+tool = "racecheck"
+kernels = ["matmul_kernel"]
+reproducer = "racecheck_repro.py"
+why = "racecheck 2025.3.1 fails to handle a hardware exception on this kind of kernel"
+"""
+CRASHED = ("========= Internal Sanitizer Error: The Sanitizer failed to handle a hardware exception.\n"
+           "========= RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)\n")
+
+
+@pytest.mark.integration
+def test_a_declared_reproducer_runs_under_its_tool_and_the_rule_holds_both_ways(project: Project, fake_tool,
+                                                                                tmp_path):
+    """The recording runs the reproducer under the same tool as the lesson; while it fails the same way the tool
+    is not applicable to the kernels named, and once it stops failing (a fixed tool), the tool applies again."""
+    project.add("mm", KERNEL_LESSON, toml=NOT_APPLICABLE, files={"racecheck_repro.py": REPRO})
+    reports = reports_dir(tmp_path, racecheck=CRASHED)  # the lesson's run and the reproducer's alike
+    run = sanitize(project, fake_tool, reports)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "mm [sanitize] racecheck, reproducer racecheck_repro.py: incomplete" in run.stdout
+    calls = [json.loads(line) for line in (fake_tool.parent / "calls.jsonl").read_text().splitlines()]
+    repro = [c for c in calls if c["program"][-1].endswith("racecheck_repro.py")]
+    assert [c["tool"] for c in repro] == ["racecheck"] and repro[0]["options"]["racecheck-report"] == ["analysis"]
+    for mode in ("interpreter", "gpu"):
+        write_record(project.evidence, fake_record(project.lesson("mm"), mode))
+    st = project.judge("mm")
+    assert st.status == VERIFIED, st.sentence
+    assert "racecheck is not applicable to matmul_kernel: its reproducer code/mm/racecheck_repro.py fails the same " \
+           "way" in st.sentence
+    [recorded] = project.record("mm", sanitize_key(H200)).sanitizer.reproducers
+    assert (recorded.file, recorded.run.state) == ("code/mm/racecheck_repro.py", "incomplete")
+    # the tool is fixed: the reproducer finishes clean, the lesson's run still does not
+    (reports / "racecheck-racecheck_repro.txt").write_text(
+        "========= RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)\n")
+    again = sanitize(project, fake_tool, reports, "--force")
+    assert again.returncode == 0, again.stdout + again.stderr
+    st = project.judge("mm")
+    assert st.status == PARTIAL and "no longer fails the same way (finished (clean)), so racecheck applies to " \
+                                    "matmul_kernel again" in st.sentence
+
+
+@pytest.mark.integration
+def test_one_racecheck_per_gpu_at_a_time_while_the_other_tools_share_it(project: Project, fake_tool, tmp_path):
+    for order, name in enumerate(("one", "two", "three")):
+        project.add(name, f"lesson = Lesson('{name}')\nsys.exit(lesson.finish())\n", order=order)
+    slow = "SLEEP 1.5\n========= {summary}\n"
+    reports = reports_dir(tmp_path, racecheck=slow.format(summary="RACECHECK SUMMARY: 0 hazards displayed (0 errors, "
+                                                                  "0 warnings)"),
+                          initcheck=slow.format(summary="ERROR SUMMARY: 0 errors"))
+    run = sanitize(project, fake_tool, reports, "--jobs", "3")
+    assert run.returncode == 0, run.stdout + run.stderr
+    calls = [json.loads(line) for line in (fake_tool.parent / "calls.jsonl").read_text().splitlines()]
+
+    def overlapping(tool: str) -> bool:
+        spans = sorted((c["start"], c["end"]) for c in calls if c["tool"] == tool)
+        return any(later[0] < earlier[1] for earlier, later in zip(spans, spans[1:], strict=False))
+
+    assert len([c for c in calls if c["tool"] == "racecheck"]) == 3
+    assert not overlapping("racecheck")
+    assert overlapping("initcheck")  # the other tools may share the GPU (and did)
+
+
+@pytest.mark.integration
+def test_each_tool_has_its_own_time_limit(project: Project, fake_tool, tmp_path):
+    project.add("slow", "lesson = Lesson('slow')\nsys.exit(lesson.finish())\n",
+                toml="[sanitize.timeouts]\nracecheck = 2\n")
+    reports = reports_dir(tmp_path, racecheck="SLEEP 20\n========= RACECHECK SUMMARY: 0 hazards displayed "
+                                              "(0 errors, 0 warnings)\n")
+    run = sanitize(project, fake_tool, reports)
+    assert run.returncode == 0, run.stdout + run.stderr
+    runs = {r.tool: r for r in project.record("slow", sanitize_key(H200)).sanitizer.runs}
+    assert runs["racecheck"].state == "timeout" and runs["racecheck"].reason == "killed after the 2 s timeout"
+    assert all(runs[tool].state == "clean" for tool in ("memcheck", "synccheck", "initcheck"))

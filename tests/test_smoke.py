@@ -63,14 +63,14 @@ def test_every_lesson_runs_its_gpu_steps_on_the_cpu_and_measures_nothing(smoke_r
         assert not ran and all(recorded[s] for s in expected)
 
 
-BROKEN = '"torch": lambda: x + y,'  # in vector_add.py's benchmark; a typo makes it x + yy
+BROKEN = '"torch": lambda: x + y,'  # in vector-add's lesson.py, its benchmark; a typo makes it x + yy
 
 
 def copy_of_vector_add(root):
     (root / "code").mkdir(parents=True)
     shutil.copyfile(KIT, root / "code" / "lessonkit.py")
     shutil.copytree(REPO / "code" / "vector-add", root / "code" / "vector-add")
-    return root / "code" / "vector-add" / "vector_add.py"
+    return root / "code" / "vector-add" / "lesson.py"
 
 
 @pytest.mark.e2e
@@ -87,9 +87,9 @@ def test_a_typo_in_benchmark_code_fails_the_smoke_run_at_the_lessons_file_and_li
     [lesson] = discover(tmp_path / "code")
     run = smoke_run(lesson)
     assert run.outcome == "failed"
-    assert run.where == f"code/vector-add/vector_add.py:{line}"
+    assert run.where == f"code/vector-add/lesson.py:{line}"
     assert run.error == "NameError: name 'yy' is not defined"
-    assert run.line() == ("smoke vector-add: FAILED at code/vector-add/vector_add.py:"
+    assert run.line() == ("smoke vector-add: FAILED at code/vector-add/lesson.py:"
                           f"{line}: NameError: name 'yy' is not defined")
 
 

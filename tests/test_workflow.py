@@ -100,6 +100,8 @@ INTERPRETER_RECORD = re.compile(
     r"python3? tools/verify\.py --mode interpreter --force"
     r" --shard \$\{\{ matrix\.shard \}\}/\$\{\{ matrix\.shards \}\}"
     r" --bundle interpreter-\$\{\{ matrix\.shard \}\}-of-\$\{\{ matrix\.shards \}\}\.tar\.gz")
+# The one gate (issue 47): what README names the publish gate, what the deploying job runs before it builds.
+PUBLISH_GATE = r"^python3? tools/verify\.py --check --publish$"
 RECORD_COMMANDS = {
     "gpu": "python3 tools/verify.py --mode gpu --force --shard K/N --bundle gpu-<name>-<K>-of-<N>.tar.gz",
     "interpreter": "python3 tools/verify.py --mode interpreter --force --shard K/N"
@@ -376,7 +378,7 @@ def publish_problems(workflows: dict[str, dict]) -> list[str]:
         ("download every bundle", download_at),
         ("verify.py --import of all bundles",
          index(job, wf, runs(r"tools/verify\.py --import (\S*\*\S*\.tar\.gz|\S+\.tar\.gz( \S+\.tar\.gz)+)"))),
-        ("verify.py --check", index(job, wf, runs(r"tools/verify\.py --check\b"))),
+        ("verify.py --check --publish", index(job, wf, runs(PUBLISH_GATE))),
         ("mkdocs build --strict", index(job, wf, runs(r"\bmkdocs build --strict\b"))),
         ("actions/configure-pages", index(job, wf, uses("actions/configure-pages"))),
         ("actions/upload-pages-artifact", index(job, wf, uses("actions/upload-pages-artifact"))),
@@ -655,8 +657,8 @@ def attestation_problems(workflows: dict[str, dict]) -> list[str]:
             problems.append(f"{where}: reading attestations needs `attestations: read`")
         download_at = index(job, wf, uses("actions/download-artifact"))
         import_at = index(job, wf, runs(r"tools/verify\.py --import"))
-        counted = index(job, wf, lambda s, _cmd: all(w in (s.get("run") or "") for w in ("bundles", "GPU",
-                                                                                          "INTERPRETER")))
+        counted = index(job, wf, runs(r"^python3? tools/ci_plan\.py bundles bundles --gpu \$\{\{ needs\.plan\.outputs"
+                                      r"\.gpu \}\} --interpreter \$\{\{ needs\.plan\.outputs\.interpreter \}\}$"))
         if counted is None or download_at is None or import_at is None or not download_at < counted < import_at:
             problems.append(f"{where}: no step between the download and the import checks that each record job's "
                             f"artifact holds its one bundle and nothing else came")
@@ -963,26 +965,31 @@ def test_7_the_verification_page_gives_the_trust_model_and_the_runner_setup():
 
 
 @pytest.mark.unit
-def test_the_plan_script_compiles(workflows):
-    """The inline Python of `shell: python3 {0}` steps at least compiles."""
-    scripts = [s["run"] for _f, _wf, _n, job in all_jobs(workflows) for s in steps(job)
-               if str(s.get("shell", "")).startswith("python")]
-    assert scripts, "no inline Python step (the shard planner)"
-    for script in scripts:
-        compile(script, "<workflow step>", "exec")
+def test_no_workflow_plans_on_its_own(workflows):
+    """One planner: the plan job and publish call record/plan.py (through tools/ci_plan.py); no step carries a
+    program of its own (`shell: python`), where a second planner would start again."""
+    inline = [f"{f}: job {n}" for f, _wf, n, job in all_jobs(workflows) for s in steps(job)
+              if str(s.get("shell", "")).startswith("python")]
+    assert inline == []
+    wf = workflows["record.yml"]
+    plan_job = jobs(wf)["plan"]
+    assert index(plan_job, wf, runs(r"^python3 tools/ci_plan\.py matrices$")) is not None
 
 
 def plan(workflows: dict[str, dict], tmp_path: Path, runners: str, shards: str,
          triton: str = "") -> tuple[int, dict, str]:
-    """Run the workflow's shard planner as GitHub would, with these inputs."""
-    script = next(s["run"] for _f, _wf, _n, job in all_jobs(workflows) for s in steps(job)
-                  if str(s.get("shell", "")).startswith("python"))
+    """Run the plan job's step as GitHub would, with these inputs: the command it names, from the repository."""
+    wf = workflows["record.yml"]
+    job = jobs(wf)["plan"]
+    step = steps(job)[index(job, wf, runs(r"tools/ci_plan\.py matrices"))]
+    program = step["run"].split()
+    assert program[0] == "python3"
     out = tmp_path / "github_output"
     out.write_text("")
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, cwd=ROOT,
+    result = subprocess.run([sys.executable, *program[1:]], capture_output=True, text=True, timeout=60, cwd=ROOT,
                             env={"RUNNERS": runners, "SHARDS": shards, "TRITON": triton, "GITHUB_OUTPUT": str(out)})
     outputs = dict(line.split("=", 1) for line in out.read_text().splitlines())
-    return result.returncode, {k: json.loads(v) for k, v in outputs.items()}, result.stdout
+    return result.returncode, {k: json.loads(v) for k, v in outputs.items()}, result.stdout + result.stderr
 
 
 @pytest.mark.integration
@@ -1055,7 +1062,7 @@ def _test_job(wfs):
 
 
 def drop_check(wfs):
-    job, i = _step(wfs, r"verify\.py --check")
+    job, i = _step(wfs, r"verify\.py --check --publish")
     del job["steps"][i]
 
 
@@ -1071,7 +1078,7 @@ def deploy_before_build(wfs):
 
 
 def check_may_fail(wfs):
-    job, i = _step(wfs, r"verify\.py --check")
+    job, i = _step(wfs, r"verify\.py --check --publish")
     job["steps"][i]["continue-on-error"] = True
 
 
@@ -1338,7 +1345,17 @@ def publish_without_attestations_read(wfs):  # 5
 
 def publish_does_not_count_bundles(wfs):  # 5
     job = _publish(wfs)
-    job["steps"] = [s for s in steps(job) if "INTERPRETER" not in (s.get("run") or "")]
+    job["steps"] = [s for s in steps(job) if "ci_plan.py bundles" not in (s.get("run") or "")]
+
+
+def publish_gate_without_publish(wfs):  # the one gate: --check alone honours evidence/awaiting-gpu.toml
+    job, i = _step(wfs, r"verify\.py --check --publish")
+    job["steps"][i]["run"] = "python tools/verify.py --check"
+
+
+def publish_gate_with_a_lesson_left_out(wfs):  # --lesson would let the other lessons deploy unchecked
+    job, i = _step(wfs, r"verify\.py --check --publish")
+    job["steps"][i]["run"] += " --lesson vector-add"
 
 
 def upload_overwrites(wfs):  # 5
@@ -1472,7 +1489,9 @@ SUPPLY_CHAIN = [
 
 @pytest.mark.unit
 @pytest.mark.parametrize("mutate, expected", [
-    (drop_check, "verify.py --check"),
+    (drop_check, "no step for verify.py --check --publish"),
+    (publish_gate_without_publish, "no step for verify.py --check --publish"),
+    (publish_gate_with_a_lesson_left_out, "no step for verify.py --check --publish"),
     (drop_build, "mkdocs build --strict"),
     (deploy_before_build, "comes before"),
     (check_may_fail, "continue-on-error"),
@@ -1517,14 +1536,67 @@ def test_a_copy_without_the_check_step_in_its_text_is_rejected(tmp_path):
     for path in sorted([*WORKFLOWS.glob("*.yml"), *WORKFLOWS.glob("*.yaml")]):
         text = path.read_text()
         # One step: from its `- ` line through the line that runs --check.
-        mutated, n = re.subn(r"^ +- name: [^\n]*\n +run: python3? tools/verify\.py --check\n", "", text, flags=re.M)
+        mutated, n = re.subn(r"^ +- name: [^\n]*\n +run: python3? tools/verify\.py --check --publish\n", "", text,
+                             flags=re.M)
         removed += n
         (folder / path.name).write_text(mutated)
     assert removed == 1, "the check step was not found in the text"
     problems = problems_of(load_all(folder))
-    assert any("no step for verify.py --check" in p for p in problems), problems
+    assert any("no step for verify.py --check --publish" in p for p in problems), problems
 
 
 @pytest.mark.unit
 def test_the_real_workflows_pass_every_rule(workflows):
     assert problems_of(workflows) == []
+
+
+@pytest.mark.unit
+def test_the_one_gate_is_the_readmes_and_verifys(workflows):
+    """Issue 47: the job that deploys, README's publish gate and `verify.py --check --publish` are one command.
+    README names the gate and says the publish job runs it; the deploying job runs exactly it (no --lesson, no
+    plain --check, which honours evidence/awaiting-gpu.toml); verify's own help says the same."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    gate = re.search(r"^\.venv/bin/python (tools/verify\.py --check --publish) +# .*VERIFIED", readme, re.M)
+    assert gate, "README's commands no longer show the publish gate"
+    assert "the publish gate `--check --publish`, which the publish job runs" in " ".join(readme.split())
+    deploying = [(wf, j) for _f, wf, _n, j in all_jobs(workflows)
+                 if index(j, wf, uses("actions/deploy-pages")) is not None]
+    [(wf, job)] = deploying
+    commands = [command(s, job, wf).strip() for s in steps(job) if "tools/verify.py --check" in command(s, job, wf)]
+    assert [c.split(" ", 1)[1] for c in commands] == [gate.group(1)]
+    from verified_triton.author.verify import EPILOG
+
+    assert re.search(r"--check --publish\n.*\n.*what the publish job runs", EPILOG)
+
+
+@pytest.mark.integration
+def test_publish_finds_exactly_the_bundles_the_planner_planned(workflows, tmp_path):
+    """The publish step's command, as GitHub runs it, against folders of artifacts: the planned ones pass; a
+    missing, extra or doubled bundle is refused with a workflow error."""
+    rc, out, log = plan(workflows, tmp_path, '[["self-hosted","gpu","h200"]]', "2")
+    assert rc == 0, log
+    wf = workflows["record.yml"]
+    job = jobs(wf)["publish"]
+    script = steps(job)[index(job, wf, runs(r"tools/ci_plan\.py bundles"))]["run"]
+
+    def check(folder: Path) -> subprocess.CompletedProcess:  # the step's script, from the repository, with its env
+        line = script.replace("python3 ", f"{sys.executable} ", 1).replace(" bundles bundles ", f" bundles {folder} ")
+        env = {"GPU": json.dumps(out["gpu"]), "INTERPRETER": json.dumps(out["interpreter"])}
+        return subprocess.run(["bash", "-c", line], capture_output=True, text=True, timeout=60, cwd=ROOT, env=env)
+
+    folder = tmp_path / "bundles"
+    for name in [f"{k}-h200-{s}-of-2" for k in ("gpu", "sanitize") for s in (1, 2)] + [
+            f"interpreter-{s}-of-2" for s in (1, 2)]:
+        (folder / f"bundle-{name}").mkdir(parents=True)
+        (folder / f"bundle-{name}" / f"{name}.tar.gz").write_bytes(b"x")
+    assert len(list(folder.iterdir())) == out["bundles"] == 6
+    ok = check(folder)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    (folder / "bundle-gpu-h200-1-of-2" / "more.tar.gz").write_bytes(b"x")
+    (folder / "bundle-sanitize-h200-2-of-2" / "sanitize-h200-2-of-2.tar.gz").unlink()
+    (folder / "bundle-gpu-evil").mkdir()
+    bad = check(folder)
+    assert bad.returncode == 1
+    for said in ("artifact bundle-gpu-h200-1-of-2: holds", "artifact bundle-sanitize-h200-2-of-2: holds []",
+                 "artifact bundle-gpu-evil: holds []"):
+        assert f"::error::{said}" in bad.stdout, bad.stdout

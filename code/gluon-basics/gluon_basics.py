@@ -1,11 +1,4 @@
-"""Gluon basics: layouts, shared memory, TMA and mbarriers, a pipelined copy.
-
-Gluon (`triton.experimental.gluon`) is the language under `tl`: the same
-Python front end, but the kernel states what the `tl` compiler decides by
-itself. Where a register tensor lives (its *layout*: which thread holds which
-element), what goes into shared memory and in which swizzled layout, when a
-TMA copy starts and which mbarrier says it has landed, how many tiles are in
-flight, and which warps do what. This lesson copies a large matrix four ways:
+"""Gluon basics: a matrix copy four ways, one Gluon idea at a time.
 
 1. through registers, with the layout written out (16-byte accesses);
 2. one tile through shared memory by TMA, waited for on an mbarrier;
@@ -13,566 +6,310 @@ flight, and which warps do what. This lesson copies a large matrix four ways:
    ahead of stores;
 4. the same ring warp-specialized: one warp loads, the others store.
 
-Gluon kernels do not run under TRITON_INTERPRET. The interpreter run checks
-what a CPU can: the layout's arithmetic, and the ring's schedule run against
-a small model of an mbarrier and of the asynchronous copies, under random
-timings; then it stops by design. The GPU run checks every kernel bit for
-bit against the input and times them against a device copy.
+Gluon kernels compile straight to GPU code: there is no interpreter for them,
+so they run on a Hopper GPU only. Written against Triton 3.6's Gluon API
+(`tma.async_copy_global_to_shared`, `mbarrier.expect(bar, bytes)`,
+`gl.warp_specialize(functions_and_args, worker_num_warps, worker_num_regs)`).
 
 Run it:
-    TRITON_INTERPRET=1 python gluon_basics.py   # any machine: the CPU models
-    python gluon_basics.py                      # Hopper, Triton 3.6: kernels, GB/s
+    python gluon_basics.py   # a Hopper GPU: each copy checked bit for bit, one timing
+
+Beside it: copy_model.py runs the rings of steps 3 and 4 on any CPU;
+exercises.py poses exercises on them; lesson.py is the run the course records.
 """
 
-import random
-import re
-import sys
-from pathlib import Path
+import os
 
-# lessonkit.py sits beside this file in a download, one folder up in the repository.
-HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE), str(HERE.parent)]
-import gluon_figures  # noqa: E402
-import partition_state  # noqa: E402
-from layout_model import REGISTERS_PER_SM, blocked_owner, register_split  # noqa: E402
-from ring_model import AsyncGroups, Deadlock, MBarrier, Trace, run, run_in_rounds  # noqa: E402
+import torch
+import triton
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma
+from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
-from lessonkit import Lesson, bench_interleaved, median_interval  # noqa: E402
-
-DECLINE = (
-    "Gluon kernels do not run under TRITON_INTERPRET (Gluon compiles straight to "
-    "GPU code and has no interpreter); the CPU models of the layout and of the "
-    "mbarrier ring ran above, the kernels run on the GPU only"
-)
+# -- Step 1: a copy through registers, with the layout written out --------------
 
 
-# -- The register layout, as arithmetic --------------------------------------------
-# layout_model.py (shared with the other Gluon lessons) says which thread holds
-# which element; tests/test_gluon_layouts.py checks it against Triton's own.
-
-# Step 1's layout, as the GPU run launches it.
-STEP1 = {"block": 4096, "vec": 8, "warps": 4}
-
-
-def step1_owner(block: int, vec: int, warps: int):
-    """Element e of step 1's block -> (warp, lane, register)."""
-    return lambda e: blocked_owner((e,), [vec], [32], [warps], [0], (block,))
-
-
-def draw_layout(lesson: Lesson) -> None:
-    block, vec, warps = STEP1["block"], STEP1["vec"], STEP1["warps"]
-    lesson.plot(
-        "blocked-layout",
-        f"Step 1's layout, BlockedLayout(size_per_thread=[{vec}], "
-        f"threads_per_warp=[32], warps_per_cta=[{warps}], order=[0]), over a block "
-        f"of {block} FP16 elements: which warp, thread and registers hold each run "
-        f"of {vec} elements (drawn from the lesson's layout model)",
-        lambda fig: gluon_figures.blocked_1d(
-            fig, step1_owner(block, vec, warps), block, vec
-        ),
-        size=(gluon_figures.WIDTH, 5.2),
+# snippet: blocked-copy
+@gluon.jit
+def copy_blocked_kernel(src, dst, n, BLOCK: gl.constexpr, VEC: gl.constexpr):
+    # In `tl` the compiler picks how a block is spread over the threads. In
+    # Gluon the kernel says it: VEC consecutive elements per thread (VEC = 8
+    # fp16 values is one 16-byte access), 32 threads per warp side by side,
+    # the warps after one another. A block of BLOCK elements wraps around
+    # that layout BLOCK / (VEC * 32 * num_warps) times.
+    layout: gl.constexpr = gl.BlockedLayout(
+        size_per_thread=[VEC],
+        threads_per_warp=[32],
+        warps_per_cta=[gl.num_warps()],
+        order=[0],
     )
-
-
-def check_layout(
-    lesson: Lesson, block: int, vec: int, warps: int, elem_bytes: int = 2
-) -> None:
-    owner = step1_owner(block, vec, warps)
-    owners = [owner(e) for e in range(block)]
-    lesson.check(
-        f"layout-bijective-{block}-v{vec}-w{warps}",
-        len(set(owners)) == block,
-        f"{block} elements, {len(set(owners))} distinct (warp, lane, register) slots",
-    )
-    # One load instruction = register r (and its vec-1 neighbours) of every
-    # thread. The lanes of a warp must cover consecutive 16-byte pieces.
-    per_thread = block // (32 * warps)
-    ok = True
-    for reg in range(0, per_thread, vec):
-        for warp in range(warps):
-            elems = sorted(
-                e
-                for e, o in enumerate(owners)
-                if o[0] == warp and reg <= o[2] < reg + vec
-            )
-            contiguous = elems == list(range(elems[0], elems[0] + 32 * vec))
-            ok = (
-                ok
-                and contiguous
-                and elems[0] * elem_bytes % (32 * vec * elem_bytes) == 0
-            )
-    lesson.check(
-        f"layout-coalesced-{block}-v{vec}-w{warps}",
-        ok,
-        f"each warp's access covers {32 * vec * elem_bytes} contiguous, aligned bytes "
-        f"({vec * elem_bytes} per thread); {per_thread // vec} accesses per thread",
-    )
-
-
-# -- The copy engine and the rings, as a model ---------------------------------------
-# The mbarrier, the asynchronous groups and the random scheduler are in
-# ring_model.py, shared with the other two Gluon lessons.
-
-
-class Copier:
-    """The copy engine of the copy kernels: shared-memory slots, TMA loads that
-    land later, TMA stores that read their slot later (one bulk group each)."""
-
-    def __init__(self, events: list, stages: int, tiles: int):
-        self.events, self.slots, self.out = events, [None] * stages, [None] * tiles
-        self.stores = AsyncGroups()
-
-    def load(self, tile: int, slot: int, bar: MBarrier) -> None:
-        bar.expect(1)  # one "byte" per tile in the model
-
-        def land():
-            self.slots[slot] = tile
-            bar.landed(1)
-
-        self.events.append(land)
-
-    def store(self, tile: int, slot: int) -> None:
-        group = self.stores.issue()
-
-        def read():  # the copy engine reads the slot whenever it gets to it
-            self.out[tile] = self.slots[slot]
-            self.stores.finish(group)
-
-        self.events.append(read)
-
-
-# snippet: ring-model
-def pipelined_copy(copier, tiles, stages, ahead, wait_slack=0):
-    """The schedule of copy_tma_pipelined_kernel for one program, step by step."""
-    ready = [MBarrier(1) for _ in range(stages)]
-    for i in range(min(ahead, tiles)):
-        copier.load(i, i % stages, ready[i % stages])
-    for i in range(tiles):
-        s = i % stages
-        yield ready[s].wait((i // stages) & 1)
-        copier.store(i, s)
-        yield copier.stores.wait(stages - ahead + wait_slack)  # tma.store_wait
-        if i + ahead < tiles:
-            copier.load(i + ahead, (i + ahead) % stages, ready[(i + ahead) % stages])
-    yield copier.stores.wait(0)
+    offs = gl.program_id(0) * BLOCK + gl.arange(0, BLOCK, layout=layout)
+    mask = offs < n
+    gl.store(dst + offs, gl.load(src + offs, mask=mask), mask=mask)
 
 
 # end snippet
 
 
-def ws_loader(copier, tiles, ready, empty, parity_bug=False):
-    stages = len(ready)
-    for i in range(tiles):
-        s, lap = i % stages, (i // stages) & 1
-        yield empty[s].wait(lap if parity_bug else lap ^ 1)
-        copier.load(i, s, ready[s])
+def copy_blocked(src, dst, block=4096, vec=8, num_warps=4, with_kernel=False):
+    n = src.numel()
+    k = copy_blocked_kernel[(triton.cdiv(n, block),)](
+        src, dst, n, block, vec, num_warps=num_warps
+    )
+    return (dst, k) if with_kernel else dst
 
 
-def ws_storer(copier, tiles, ready, empty):
-    stages = len(ready)
-    for i in range(tiles):
-        s, lap = i % stages, (i // stages) & 1
-        yield ready[s].wait(lap)
-        copier.store(i, s)
-        yield copier.stores.wait(1)
-        if i > 0:
-            empty[(i + stages - 1) % stages].arrive()
-    yield copier.stores.wait(0)
+# -- Step 2: one tile through shared memory, moved by TMA ----------------------
 
 
-# snippet: ring-checks
-def copies_intact(roles, stages: int, tiles: int, seeds: int) -> int:
-    """How many of `seeds` random schedules copy every tile into its place.
-
-    `roles(copier)` gives the kernel's roles as actors; the copy engine
-    finishes its loads and stores in a different random order each time.
-    """
-    intact = 0
-    for seed in range(seeds):
-        events = []
-        copier = Copier(events, stages, tiles)
-        run(roles(copier), events, random.Random(seed))
-        intact += copier.out == list(range(tiles))
-    return intact
-
-
-def warp_specialized(copier, tiles, parity_bug=False, ready=None, empty=None) -> dict:
-    """The loader and the storer of step 4, meeting only at ready/empty barriers."""
-    stages = len(copier.slots)
-    ready = ready or [MBarrier(1) for _ in range(stages)]
-    empty = empty or [MBarrier(1) for _ in range(stages)]
-    return {
-        "loader": ws_loader(copier, tiles, ready, empty, parity_bug),
-        "storer": ws_storer(copier, tiles, ready, empty),
-    }
+# snippet: tma-one-tile
+@gluon.jit
+def copy_tma_tile_kernel(in_desc, out_desc, TILES_N: gl.constexpr):
+    # One program moves one tile. Shared memory is allocated by the kernel,
+    # in the swizzled layout the descriptor names; the mbarrier is an 8-byte
+    # object in shared memory that counts the bytes the copy engine delivers.
+    pid = gl.program_id(0)
+    row = (pid // TILES_N) * in_desc.block_type.shape[0]
+    col = (pid % TILES_N) * in_desc.block_type.shape[1]
+    smem = gl.allocate_shared_memory(
+        in_desc.dtype, in_desc.block_type.shape, in_desc.layout
+    )
+    bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    mbarrier.init(bar, count=1)
+    # Arm the barrier with the bytes to expect, start the copy, wait for phase
+    # 0 of the barrier to complete: then every byte of the tile has landed.
+    mbarrier.expect(bar, in_desc.block_type.nbytes)
+    tma.async_copy_global_to_shared(in_desc, [row, col], bar, smem)
+    mbarrier.wait(bar, 0)
+    # The store reads shared memory through the same (async) proxy as the
+    # load wrote it, so no fence is needed between them.
+    tma.async_copy_shared_to_global(out_desc, [row, col], smem)
+    tma.store_wait(0)
+    mbarrier.invalidate(bar)
 
 
 # end snippet
 
 
-def traced_ws_ring(stages: int, tiles: int) -> Trace:
-    """One schedule of step 4's ring, in rounds, recorded for the picture."""
-    events = []
-    copier = Copier(events, stages, tiles)
-    ready = [MBarrier(1) for _ in range(stages)]
-    empty = [MBarrier(1) for _ in range(stages)]
-    trace = Trace(
-        {f"ready[{s}]": ready[s] for s in range(stages)}
-        | {f"empty[{s}]": empty[s] for s in range(stages)}
-    )
-    roles = warp_specialized(copier, tiles, ready=ready, empty=empty)
-    run_in_rounds(roles, events, trace)
-    assert copier.out == list(range(tiles)), "the pictured schedule copies every tile"
-    return trace
+# -- Step 3: a persistent, pipelined copy: a ring of STAGES tiles ----------------
 
 
-def draw_ring(lesson: Lesson, stages: int = 4, tiles: int = 10) -> None:
-    trace = traced_ws_ring(stages, tiles)
-    rows = [(f"slot {s} {kind}", f"{kind}[{s}]") for s in range(stages)
-            for kind in ("ready", "empty")]
-    lesson.plot(
-        "ring-timeline",
-        f"Step 4's ring in the lesson's model, {stages} slots and {tiles} tiles, one "
-        f"schedule in rounds ({trace.t} rounds): each barrier's phases (their parity "
-        "as the colour; phase k of slot s's ready barrier completes when tile "
-        f"s + {stages}k has landed) and every wait a role was blocked in, with the "
-        "parity it waited on",
-        lambda fig: gluon_figures.ring_timeline(
-            fig.subplots(), trace, rows, {"loader": "#1f77b4", "storer": "#d62728"}
-        ),
-        size=(gluon_figures.WIDTH, 6.4),
-    )
+# snippet: tma-pipelined
+@gluon.jit
+def copy_tma_pipelined_kernel(in_desc, out_desc, num_tiles, TILES_N: gl.constexpr,
+                              STAGES: gl.constexpr, AHEAD: gl.constexpr):
+    BR: gl.constexpr = in_desc.block_type.shape[0]
+    BC: gl.constexpr = in_desc.block_type.shape[1]
+    bufs = gl.allocate_shared_memory(in_desc.dtype, [STAGES, BR, BC], in_desc.layout)
+    ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    for k in gl.static_range(STAGES):
+        mbarrier.init(ready.index(k), count=1)
+    # Program p copies tiles p, p + G, p + 2G, ... (G programs): `mine` of them.
+    pid = gl.program_id(0)
+    G = gl.num_programs(0)
+    mine = (num_tiles - pid + G - 1) // G
+    # AHEAD loads run ahead of the stores (AHEAD < STAGES): the other
+    # STAGES - AHEAD slots belong to stores still reading shared memory.
+    # Prologue: the first AHEAD loads.
+    for i in gl.static_range(AHEAD):
+        t = pid + i * G
+        where = [(t // TILES_N) * BR, (t % TILES_N) * BC]
+        mbarrier.expect(ready.index(i), in_desc.block_type.nbytes, pred=i < mine)
+        tma.async_copy_global_to_shared(
+            in_desc, where, ready.index(i), bufs.index(i), pred=i < mine)
+    for i in range(mine):
+        s = i % STAGES
+        t = pid + i * G
+        # Tile i landed when phase (i // STAGES) of its slot's barrier completed.
+        mbarrier.wait(ready.index(s), (i // STAGES) & 1)
+        where = [(t // TILES_N) * BR, (t % TILES_N) * BC]
+        tma.async_copy_shared_to_global(out_desc, where, bufs.index(s))
+        # The next load, tile i + AHEAD, goes into the slot tile
+        # i + AHEAD - STAGES used: its store must have finished reading, so
+        # at most STAGES - AHEAD stores (the later ones) may still be pending.
+        tma.store_wait(STAGES - AHEAD)
+        nxt = i + AHEAD
+        ns = nxt % STAGES
+        tn = pid + nxt * G
+        where = [(tn // TILES_N) * BR, (tn % TILES_N) * BC]
+        mbarrier.expect(ready.index(ns), in_desc.block_type.nbytes, pred=nxt < mine)
+        tma.async_copy_global_to_shared(
+            in_desc, where, ready.index(ns), bufs.index(ns), pred=nxt < mine)
+    tma.store_wait(0)
+    for k in gl.static_range(STAGES):
+        mbarrier.invalidate(ready.index(k))
 
 
-def register_table(lesson: Lesson) -> None:
-    split = register_split(4, [(1, 24)])  # copy_ws_kernel: 4 storing warps, 1 loader
-    lesson.table(
-        "registers",
-        ["partition", "warps", "warpgroups", "registers per thread"],
+# end snippet
+
+
+# -- Step 4: the same ring, warp-specialized -----------------------------------
+
+
+# snippet: ws-copy
+@gluon.jit
+def _ws_loader(in_desc, bufs, ready, empty, num_tiles, TILES_N: gl.constexpr):
+    # One warp that only issues loads. It waits for a slot to be empty (the
+    # barriers start in phase 0, so waiting on parity 1 of a fresh barrier
+    # returns at once: the ring starts empty), arms `ready` and copies.
+    STAGES: gl.constexpr = bufs.type.shape[0]
+    BR: gl.constexpr = bufs.type.shape[1]
+    BC: gl.constexpr = bufs.type.shape[2]
+    pid = gl.program_id(0)
+    G = gl.num_programs(0)
+    for i in range((num_tiles - pid + G - 1) // G):
+        s = i % STAGES
+        t = pid + i * G
+        mbarrier.wait(empty.index(s), ((i // STAGES) & 1) ^ 1)
+        where = [(t // TILES_N) * BR, (t % TILES_N) * BC]
+        mbarrier.expect(ready.index(s), in_desc.block_type.nbytes)
+        tma.async_copy_global_to_shared(in_desc, where, ready.index(s), bufs.index(s))
+
+
+@gluon.jit
+def _ws_storer(out_desc, bufs, ready, empty, num_tiles, TILES_N: gl.constexpr):
+    # The default partition: waits for a tile, stores it, and hands the slot
+    # of the tile before back to the loader once that store has read it.
+    STAGES: gl.constexpr = bufs.type.shape[0]
+    BR: gl.constexpr = bufs.type.shape[1]
+    BC: gl.constexpr = bufs.type.shape[2]
+    pid = gl.program_id(0)
+    G = gl.num_programs(0)
+    for i in range((num_tiles - pid + G - 1) // G):
+        s = i % STAGES
+        t = pid + i * G
+        mbarrier.wait(ready.index(s), (i // STAGES) & 1)
+        where = [(t // TILES_N) * BR, (t % TILES_N) * BC]
+        tma.async_copy_shared_to_global(out_desc, where, bufs.index(s))
+        tma.store_wait(1)
+        mbarrier.arrive(empty.index((i + STAGES - 1) % STAGES), count=1, pred=i > 0)
+    tma.store_wait(0)
+
+
+@gluon.jit
+def copy_ws_kernel(in_desc, out_desc, num_tiles, TILES_N: gl.constexpr,
+                   STAGES: gl.constexpr):
+    BR: gl.constexpr = in_desc.block_type.shape[0]
+    BC: gl.constexpr = in_desc.block_type.shape[1]
+    bufs = gl.allocate_shared_memory(in_desc.dtype, [STAGES, BR, BC], in_desc.layout)
+    ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    for k in gl.static_range(STAGES):
+        mbarrier.init(ready.index(k), count=1)
+        mbarrier.init(empty.index(k), count=1)
+    # The default partition (this kernel's warps) stores; one worker warp
+    # loads. Workers take no register tensors: descriptors, shared memory,
+    # barriers, scalars and constexprs only.
+    gl.warp_specialize(
         [
-            ["the storer (default)", 4, 1, split["default"]],
-            ["the loader (worker)", 1, 1, split["workers"][0]],
-            ["at launch", split["threads"] // 32, split["threads"] // 128,
-             split["launch"]],
+            (_ws_storer, (out_desc, bufs, ready, empty, num_tiles, TILES_N)),
+            (_ws_loader, (in_desc, bufs, ready, empty, num_tiles, TILES_N)),
         ],
-        f"Step 4's register budget by the lesson's model: {split['threads']} threads; "
-        "setmaxnreg moves registers per warpgroup, within the SM's "
-        f"{REGISTERS_PER_SM:,} (the GPU run's compiled table shows the targets)",
+        [1],  # warps of the worker: the loader
+        [24],  # its registers per thread (setmaxnreg): the fewest there are
     )
 
 
-def check_ring_models(lesson: Lesson, seeds: int) -> None:
-    for stages, ahead in ((2, 1), (4, 3), (4, 2), (8, 6)):
-        ok = copies_intact(
-            lambda c, s=stages, a=ahead: {"program": pipelined_copy(c, 23, s, a)},
-            stages, 23, seeds,
-        )
-        lesson.check(
-            f"ring-model-s{stages}-ahead{ahead}",
-            ok == seeds,
-            f"{ok} of {seeds} random schedules copied 23 tiles intact",
-        )
-    ok = copies_intact(lambda c: warp_specialized(c, 23), 4, 23, seeds)
-    lesson.check(
-        "ws-ring-model",
-        ok == seeds,
-        f"{ok} of {seeds} random interleavings of loader and storer copied 23 "
-        "tiles intact",
+# end snippet
+
+
+# -- launchers -------------------------------------------------------------------
+
+
+def descriptors(src, dst, block):
+    """Host-side tensor maps of a 2-D fp16/fp32 tensor and its copy, `block` tiles."""
+    dtype = gl.float16 if src.element_size() == 2 else gl.float32
+    layout = gl.NVMMASharedLayout.get_default_for(block, dtype)
+    return (
+        TensorDescriptor.from_tensor(src, block, layout),
+        TensorDescriptor.from_tensor(dst, block, layout),
     )
 
 
-# -- try this (CPU half) ---------------------------------------------------------------
+def copy_tma_tile(src, dst, block=(64, 128), with_kernel=False):
+    in_desc, out_desc = descriptors(src, dst, list(block))
+    tiles_n = triton.cdiv(src.shape[1], block[1])
+    grid = (triton.cdiv(src.shape[0], block[0]) * tiles_n,)
+    k = copy_tma_tile_kernel[grid](in_desc, out_desc, tiles_n, num_warps=1)
+    return (dst, k) if with_kernel else dst
 
 
-def exercise_store_wait(lesson: Lesson, seeds: int) -> None:
-    # snippet: solution-store-wait
-    # Exercise: allow one store more in flight, store_wait(STAGES - AHEAD + 1).
-    # The next load then reuses a slot whose store may not have read it yet:
-    # some random schedule must copy a later tile where an earlier one belongs.
-    stages, ahead, tiles = 4, 3, 23
-    def one_too_loose(copier):
-        return {"program": pipelined_copy(copier, tiles, stages, ahead, wait_slack=1)}
-
-    corrupted = seeds - copies_intact(one_too_loose, stages, tiles, seeds)
-    # end snippet
-    lesson.check(
-        "exercise-store-wait",
-        corrupted > 0,
-        f"store_wait one too loose: {corrupted} of {seeds} schedules corrupted "
-        "the copy",
+def copy_tma_pipelined(
+    src,
+    dst,
+    num_sms,
+    block=(64, 256),
+    stages=4,
+    ahead=None,
+    per_sm=1,
+    num_warps=1,
+    with_kernel=False,
+):
+    in_desc, out_desc = descriptors(src, dst, list(block))
+    tiles_n = triton.cdiv(src.shape[1], block[1])
+    num_tiles = triton.cdiv(src.shape[0], block[0]) * tiles_n
+    grid = (min(num_sms * per_sm, num_tiles),)
+    k = copy_tma_pipelined_kernel[grid](
+        in_desc,
+        out_desc,
+        num_tiles,
+        tiles_n,
+        stages,
+        stages - 1 if ahead is None else ahead,
+        num_warps=num_warps,
     )
+    return (dst, k) if with_kernel else dst
 
 
-def exercise_parity(lesson: Lesson) -> None:
-    # snippet: solution-parity
-    # Exercise: the loader waits on `empty` with the lap's own parity instead
-    # of the opposite one. A fresh barrier has phase 0 in progress, so
-    # wait(0) blocks until a phase completes, which only the storer can
-    # cause, and the storer waits for a tile nobody loads: a deadlock.
-    try:
-        copies_intact(lambda c: warp_specialized(c, 8, parity_bug=True), 4, 8, 1)
-        stuck = ""
-    except Deadlock as stop:
-        stuck = str(stop)
-    # end snippet
-    lesson.check(
-        "exercise-parity",
-        stuck == "loader, storer",
-        f"waiting on parity lap instead of lap ^ 1: deadlock of {stuck or 'nobody'}",
+def copy_ws(
+    src,
+    dst,
+    num_sms,
+    block=(64, 256),
+    stages=4,
+    per_sm=1,
+    num_warps=4,
+    with_kernel=False,
+):
+    in_desc, out_desc = descriptors(src, dst, list(block))
+    tiles_n = triton.cdiv(src.shape[1], block[1])
+    num_tiles = triton.cdiv(src.shape[0], block[0]) * tiles_n
+    grid = (min(num_sms * per_sm, num_tiles),)
+    k = copy_ws_kernel[grid](
+        in_desc, out_desc, num_tiles, tiles_n, stages, num_warps=num_warps
     )
+    return (dst, k) if with_kernel else dst
 
 
-# -- The GPU part ----------------------------------------------------------------------
-
-
-def check_kernels(lesson: Lesson, ck, num_sms: int) -> None:
-    for name, exact in copies_exactly(ck, num_sms):
-        lesson.check(
-            f"{name}-exact",
-            exact,
-            "every element equal to the input (NaN-filled output first)",
-        )
-
-
-# snippet: gpu-checks
-def copies_exactly(ck, num_sms: int):
-    """Every kernel copies bit for bit: (step, output == input) for each step.
-
-    4160 x 8200: the rows are not a multiple of any tile height and the
-    columns not of any tile width, so the copy engine clips the edge tiles on
-    the load and on the store. The output starts as NaN: a tile no program
-    writes cannot pass.
-    """
-    import torch
-
+# snippet: self-check
+def self_check() -> None:
+    """Each copy, bit for bit, on a matrix no tile shape divides; one timing."""
+    if not torch.cuda.is_available() or os.environ.get("TRITON_INTERPRET") == "1":
+        print("Gluon kernels run on a GPU only (compute capability 9.0, Hopper): "
+              "nothing to check here. On a CPU, run exercises.py: the rings' models.")
+        return
+    num_sms = torch.cuda.get_device_properties(0).multi_processor_count
     torch.manual_seed(0)
     src = torch.randn(4160, 8200, device="cuda", dtype=torch.float16)
-    for name, copy in kernels(ck, num_sms).items():
-        dst = torch.full_like(src, float("nan"))
+    copies = {
+        "registers": lambda s, d: copy_blocked(s.view(-1), d.view(-1)),
+        "TMA, one tile": lambda s, d: copy_tma_tile(s, d, block=(128, 256)),
+        "TMA ring": lambda s, d: copy_tma_pipelined(s, d, num_sms, (32, 256), 8, 6),
+        "warp-specialized": lambda s, d: copy_ws(s, d, num_sms, (64, 256), 6),
+    }
+    for name, copy in copies.items():
+        dst = torch.full_like(src, float("nan"))  # a tile never written stays NaN
         copy(src, dst)
-        yield name, bool(torch.equal(dst, src))
+        torch.testing.assert_close(dst, src, rtol=0, atol=0)
+        print(f"{name}: 4160 x 8200 copied bit for bit")
+    dst = torch.empty_like(src)
+    ms = triton.testing.do_bench(lambda: copies["TMA ring"](src, dst))
+    print(f"TMA ring: {ms:.3f} ms, {2 * src.numel() * 2 / ms / 1e6:.0f} GB/s")
 
 
 # end snippet
-
-
-def kernels(ck, num_sms: int) -> dict:
-    """The four steps as run(src, dst, **kw), in the configurations the lesson times."""
-    return {
-        "registers": lambda s, d, **kw: ck.copy_blocked(
-            s.view(-1), d.view(-1), block=STEP1["block"], vec=STEP1["vec"],
-            num_warps=STEP1["warps"], **kw
-        ),
-        "tma-one-tile": lambda s, d, **kw: ck.copy_tma_tile(
-            s, d, block=(128, 256), **kw
-        ),
-        "tma-pipelined": lambda s, d, **kw: ck.copy_tma_pipelined(
-            s, d, num_sms, block=(32, 256), stages=8, ahead=6, **kw
-        ),
-        "warp-specialized": lambda s, d, **kw: ck.copy_ws(
-            s, d, num_sms, block=(64, 256), stages=6, **kw
-        ),
-    }
-
-
-GATE = 0.95  # step 3 against the device copy (step 4: the same goal, not gating)
-LABELS = {
-    "registers": "step 1: through registers (BlockedLayout, 16-byte accesses)",
-    "tma-one-tile": "step 2: TMA, one 128x256 tile per program",
-    "tma-pipelined": "step 3: persistent TMA ring, 8 stages of 32x256, 6 loads ahead",
-    "warp-specialized": "step 4: the ring warp-specialized, 6 stages (1 loading warp)",
-}
-
-
-def show_compiled(lesson: Lesson, ck, num_sms: int) -> None:
-    import torch
-
-    src = torch.randn(4096, 8192, device="cuda", dtype=torch.float16)
-    dst = torch.empty_like(src)
-    rows = []
-    for name, copy in kernels(ck, num_sms).items():
-        _, compiled = copy(src, dst, with_kernel=True)
-        ptx = compiled.asm["ptx"]
-        rows.append(
-            [
-                short_label(name),
-                getattr(compiled, "n_regs", None),
-                round(compiled.metadata.shared / 1024, 1),
-                len(re.findall(r"ld\.global\.v4", ptx)),
-                len(re.findall(r"cp\.async\.bulk\.tensor\.2d\.shared\S*\.global", ptx)),
-                len(re.findall(r"cp\.async\.bulk\.tensor\.2d\.global\.shared", ptx)),
-                len(re.findall(r"mbarrier\.try_wait", ptx)),
-                " ".join(
-                    sorted(
-                        set(
-                            re.findall(
-                                r"setmaxnreg\.\w+\.sync\.aligned\.u32\s+(\d+)", ptx
-                            )
-                        )
-                    )
-                ),
-            ]
-        )
-    lesson.table(
-        "compiled",
-        [
-            "step",
-            "registers / thread",
-            "shared memory KiB",
-            "16-byte loads",
-            "TMA loads",
-            "TMA stores",
-            "mbarrier waits",
-            "setmaxnreg",
-        ],
-        rows,
-        "What Triton 3.6 compiled for each step (instructions counted in the PTX, "
-        "not executions)",
-    )
-
-
-def benchmark(lesson: Lesson, ck, num_sms: int) -> None:
-    import torch
-
-    # snippet: measure
-    # 16384 x 16384 fp16: 512 MiB read and 512 MiB written, ten times the L2.
-    # The baseline is torch's device-to-device copy (cudaMemcpyAsync) of the
-    # same tensor. Timed with CUDA events around each call (do_bench), not
-    # graph replays: captured into a graph, the copy becomes a memcpy node
-    # that the copy engines serve at about two thirds of the SMs' rate.
-    torch.manual_seed(1)
-    src = torch.randn(16384, 16384, device="cuda", dtype=torch.float16)
-    dst = torch.empty_like(src)
-    fns = {
-        name: (lambda copy=copy: copy(src, dst))
-        for name, copy in kernels(ck, num_sms).items()
-    }
-    fns["device copy"] = lambda: dst.copy_(src)
-    ms = bench_interleaved(fns, rounds=15, method="events")
-    graph = bench_interleaved(
-        {
-            "tma-pipelined": fns["tma-pipelined"],
-            "device copy (graph)": fns["device copy"],
-        },
-        rounds=7,
-    )
-    # end snippet
-    nbytes = 2 * src.numel() * src.element_size()
-    for name in kernels(ck, num_sms):
-        # The gate is on step 3, the pipelined copy. Step 4 has the same goal,
-        # reported but not gating: on the H200 it stays below it (the page
-        # says by how much and why).
-        goal = {
-            "tma-pipelined": {"threshold": GATE},
-            "warp-specialized": {"threshold": GATE, "gate": False},
-        }.get(name, {})
-        lesson.benchmark(
-            f"{name}-vs-device-copy",
-            f"{short_label(name)} vs device copy, 16384x16384 fp16",
-            ms,
-            name,
-            "device copy",
-            unit="GB/s",
-            work=nbytes,
-            baseline_name="torch copy_ (cudaMemcpyAsync)",
-            note=LABELS[name],
-            **goal,
-        )
-    lesson.benchmark(
-        "tma-pipelined-vs-graphed-copy",
-        "step 3 vs the device copy captured in a CUDA graph",
-        graph,
-        "tma-pipelined",
-        "device copy (graph)",
-        unit="GB/s",
-        work=nbytes,
-        baseline_name="torch copy_ in a CUDA graph (memcpy node)",
-        gate=False,
-        note="informational: why the main baseline is timed with events",
-    )
-    # round(x, 1), not round(x): an untimed run's median is NaN (no int of it)
-    rows = [
-        [LABELS.get(n, n), round(ms.median(n), 4),
-         round(nbytes / ms.median(n) / 1e6, 1)]
-        for n in ms
-    ]
-    lesson.table(
-        "bandwidth",
-        ["kernel", "ms (median)", "GB/s"],
-        rows,
-        "Copy of 16384x16384 fp16 (bytes read + written), 15 interleaved rounds",
-    )
-    plot(lesson, ms, nbytes)
-
-
-def plot(lesson: Lesson, ms, nbytes: float) -> None:
-    names = list(ms)
-    rounds = len(ms[names[0]])
-    base = nbytes / ms.median("device copy") / 1e6
-
-    def draw(fig):
-        ax = fig.subplots()
-        for row, name in enumerate(names):
-            rates = [nbytes / t / 1e6 for t in ms[name]]
-            mid, low, high = median_interval(rates)
-            ax.barh(row, mid, height=0.6, color="#bdbdbd" if "device" in name
-                    else "#9ecae1", xerr=[[mid - low], [high - mid]], capsize=3)
-            ax.scatter(rates, [row] * len(rates), s=6, color="#08519c", zorder=3)
-        ax.axvline(GATE * base, color="#d62728", linewidth=1, linestyle=":")
-        ax.set_yticks(range(len(names)), [short_label(n) for n in names])
-        ax.invert_yaxis()
-        ax.set_xlim(0, None)
-        ax.set_axisbelow(True)
-        ax.set_xlabel("GB/s, bytes read + written")
-
-    lesson.plot(
-        "bandwidth",
-        f"Bandwidth of each step and of the device copy: the median of {rounds} "
-        "rounds (bar, from zero, with its 95 % interval) and every round (dots), "
-        f"timed with CUDA events; dotted, {GATE:.2f} x the device copy's median "
-        "(step 3's gate is on the ratio of paired rounds)",
-        draw,
-        size=(4.8, 3.0),
-    )
-
-
-def short_label(name: str) -> str:
-    return LABELS.get(name, name).split(":")[0]
-
-
-def main() -> int:
-    lesson = Lesson("gluon-basics")
-    device = lesson.device()  # declines below compute capability 9.0 (lesson.toml)
-    # racecheck's report on the warp-specialized kernel, explained (partition_state.py)
-    partition_state.declare(lesson, HERE / "copy_kernels.py", "copy_ws_kernel")
-    seeds = 40 if lesson.interpret else 10
-    with lesson.step("layout"):
-        # Step 1's layout, at the two sizes the lesson uses, and a wrapped one.
-        for block, vec, warps in ((4096, 8, 4), (1024, 8, 4), (8192, 8, 8)):
-            check_layout(lesson, block, vec, warps)
-        draw_layout(lesson)
-    with lesson.step("ring-models"):
-        check_ring_models(lesson, seeds)
-        draw_ring(lesson)
-    with lesson.step("registers"):
-        register_table(lesson)
-    # Gluon has no interpreter, nor a smoke run on the CPU (lessonkit.py).
-    if lesson.step("gpu-checks", needs_gpu="Gluon has no interpreter", smoke=False):
-        import copy_kernels as ck  # Gluon: only here, on a Hopper GPU
-        import torch
-
-        num_sms = torch.cuda.get_device_properties(0).multi_processor_count
-        check_kernels(lesson, ck, num_sms)
-        show_compiled(lesson, ck, num_sms)
-    if lesson.step("benchmark", needs_gpu="Gluon has no interpreter", smoke=False):
-        benchmark(lesson, ck, num_sms)
-    with lesson.step("exercises"):
-        exercise_store_wait(lesson, seeds)
-        exercise_parity(lesson)
-    if device == "cpu":  # the models ran; the kernels cannot: not a verification
-        lesson.decline(DECLINE)
-    return lesson.finish()
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    self_check()

@@ -342,6 +342,34 @@ def ring_timeline(ax, trace, rows, waiters):
     )
 
 
+def ring_laps(ax, trace, stages, roles=("storer", "loader")):
+    """The ring by lap and parity: a row per slot, a column per lap; in each cell
+    the tile that used that slot on that lap and the parity each role waited on
+    for it, read from the waits the roles went past in `trace` (the k-th wait of
+    a role is for tile k). Fill: the lap's parity."""
+    waited = {role: [c.arg for t, who, c in trace.steps if who == role and c is not None
+                     and trace.name_of(c.on).startswith(("ready", "empty"))]
+              for role in roles}
+    tiles = min(len(w) for w in waited.values())
+    laps = -(-tiles // stages)
+    _grid_axes(ax, laps, stages)
+    ax.set_aspect("auto")
+    for i in range(tiles):
+        lap, slot = divmod(i, stages)
+        said = "\n".join(f"{role} wait({waited[role][i]})" for role in roles)
+        _cell(ax, lap, slot, PARITY_FILL[lap % 2], f"tile {i}\n{said}", size=SMALL)
+    ax.set_xticks([lap + 0.5 for lap in range(laps)],
+                  [f"lap {lap}" for lap in range(laps)], fontsize=LABEL)
+    ax.xaxis.set_ticks_position("top")
+    ax.set_yticks([s + 0.5 for s in range(stages)],
+                  [f"slot {s}" for s in range(stages)], fontsize=LABEL)
+    ax.tick_params(length=0)
+    ax.legend(handles=[Patch(facecolor=PARITY_FILL[p], edgecolor="#555555",
+                             label=f"lap of parity {p}") for p in (0, 1)],
+              loc="upper center", bbox_to_anchor=(0.5, -0.02), ncol=2,
+              fontsize=LABEL, frameon=False)
+
+
 def _bar(ax, t0, t1, row, fill, label="", height=0.6):
     ax.add_patch(
         Rectangle(

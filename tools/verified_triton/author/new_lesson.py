@@ -2,12 +2,14 @@
 
     .venv/bin/python tools/new_lesson.py NAME [--title "Title"] [--part "Part of the course"]
 
-Writes code/NAME/ (lesson.toml and the lesson file: a kernel, its checks, a
-benchmark against a baseline timed in the same run, one exercise with a
-checked solution) and docs/lessons/NAME.md (the page, with the solution in
-the site's collapsed block). The lesson joins the navigation by itself: with
---part, at the end of that part (lesson.toml's `after`), else at the end of
-the course. It prints the commands that come next.
+Writes code/NAME/: lesson.toml; the kernels module NAME_SNAKE.py (a kernel, its
+launcher and a self-check: it runs alone); lesson.py, the verified run (the
+checks, and a benchmark against a baseline timed in the same run); exercises.py
+and solutions.py (two exercises, checked by code/practice.py, each with the
+mistakes its check must catch); and docs/lessons/NAME.md, the page, ending
+with its Practice section (templates: tools/verified_triton/author/scaffold/).
+The lesson joins the navigation by itself: with --part, at the end of that
+part (lesson.toml's `after`), else at the end of the course. It prints the commands that come next.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import json
 import re
 import sys
 from pathlib import Path
+from string import Template
 
 from verified_triton.core.lessons import LessonError, discover
 from verified_triton.core.paths import ROOT
@@ -25,118 +28,15 @@ from verified_triton.core.terminal import safe as terminal
 # A name the course can find (schema.LESSON_NAME: 64 characters at most), and a module name Python can import.
 VALID = re.compile(r"\A(?=.{1,64}\Z)[a-z][a-z0-9]*(?:-[a-z0-9]+)*\Z")
 
-# The lesson file keeps to 88 columns (code/ruff.toml), so no line hides behind a scroll on the page: the
-# lines that carry the name have room for the longest one (64 characters, schema.LESSON_NAME), no padding.
-LESSON_PY = '''"""{title}.
+# The lesson's files are templates in scaffold/ ($name, $title, $module...: string.Template). They keep to
+# 88 columns (code/ruff.toml), so no line hides behind a scroll on the page, for the longest name VALID allows.
+SCAFFOLD = Path(__file__).with_name("scaffold")
+LINE = 88
 
-Replace this paragraph with what the lesson teaches and why: the page tells
-the story, this docstring is what a reader of the file sees first.
-
-Run it from this folder:
-    python {module}.py
-On a CUDA GPU it runs the checks and the benchmark; on any machine, with
-TRITON_INTERPRET=1 set, the checks on the CPU.
-"""
-
-import sys
-from pathlib import Path
-
-import torch
-import triton
-import triton.language as tl
-
-# lessonkit.py sits beside this file in a download, one folder up in the repository.
-HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE), str(HERE.parent)]
-from lessonkit import Lesson, bench_interleaved  # noqa: E402
-
-
-# snippet: kernel
-@triton.jit
-def scale_kernel(x_ptr, out_ptr, n, factor, BLOCK: tl.constexpr):
-    # Program `pid` owns elements [pid * BLOCK, (pid + 1) * BLOCK); the mask
-    # switches off the lanes past the end in the last program.
-    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offsets < n
-    x = tl.load(x_ptr + offsets, mask=mask)
-    tl.store(out_ptr + offsets, x * factor, mask=mask)
-
-
-# end snippet
-
-
-def scale(x: torch.Tensor, factor: float, block: int = 1024) -> torch.Tensor:
-    out = torch.full_like(x, float("nan"))  # poison: an unwritten element cannot pass
-    n = x.numel()
-    scale_kernel[(triton.cdiv(n, block),)](x, out, n, factor, BLOCK=block)
-    return out
-
-
-def check_correct(lesson: Lesson, device: str) -> None:
-    # Sizes that are not multiples of the block, so the mask has work to do.
-    # x * 2.0 rounds exactly once, so the result must equal torch's bit for bit.
-    torch.manual_seed(0)
-    for n in (1, 1000, 5000):
-        x = torch.rand(n, device=device)
-        ok = torch.equal(scale(x, 2.0), x * 2.0)
-        lesson.check(f"matches-torch-n{{n}}", ok, f"{{n}} elements, bit-exact")
-
-
-def benchmark(lesson: Lesson, device: str) -> None:
-    # snippet: benchmark
-    # The kernel and its baseline take turns, round after round, in the same
-    # run and on the same inputs, so clock drift hits both alike. Each round
-    # replays a CUDA graph of each (see "Timing" in docs/writing-a-lesson.md).
-    # A smoke run (verify.py --smoke) calls each once on the CPU, on 1000.
-    n = lesson.size(gpu=1 << 24, smoke=1000)
-    x = torch.rand(n, device=device)
-    ms = bench_interleaved({{"triton": lambda: scale(x, 2.0), "torch": lambda: x * 2.0}})
-    # end snippet
-    lesson.benchmark(
-        "scale-vs-torch-2^24-fp32",
-        "scale vs torch x * 2.0, 2^24 fp32",
-        ms,
-        "triton",
-        "torch",
-        unit="GB/s",
-        work=2 * n * x.element_size(),  # one read and one write per element
-        baseline_name="torch x * 2.0",
-        # threshold=0.9,  # a target the prose states: gates the GPU run (see the guide)
-    )
-
-
-def try_this(lesson: Lesson, device: str) -> None:
-    # snippet: solution-negative-factor
-    # Exercise: scale by -0.5. Negating and halving are exact in binary
-    # floating point, so the result still equals torch's bit for bit.
-    x = torch.rand(1000, device=device)
-    ok = torch.equal(scale(x, -0.5), x * -0.5)
-    # end snippet
-    lesson.check("exercise-negative-factor", ok, "factor -0.5, bit-exact")
-
-
-def main() -> int:
-    lesson = Lesson("{name}")
-    device = lesson.device()  # "cpu" under the interpreter, "cuda" on a GPU
-    with lesson.step("check"):
-        check_correct(lesson, device)
-    # The interpreter times nothing: the step is recorded as not run there,
-    # with the reason (the page and the notebook say so), not silently dropped.
-    # A smoke run runs it once on tiny inputs, so a typo fails before a GPU run.
-    if lesson.step("benchmark", needs_gpu="the interpreter times nothing"):
-        benchmark(lesson, device)
-    with lesson.step("exercises"):
-        try_this(lesson, device)
-    return lesson.finish()
-
-
-if __name__ == "__main__":
-    sys.exit(main())
-'''
 
 LESSON_TOML = '''title = "{title}"
 {placement}
-main = "{module}.py"
+main = "lesson.py"
 page = "lessons/{name}.md"
 summary = "One sentence on what this lesson teaches, for the course path on the home page."
 prerequisites = ["vector-add"]   # lessons that must come earlier in the course
@@ -162,58 +62,6 @@ timeout = 120
 [gpu]
 timeout = 120
 '''
-
-PAGE = '''---
-lesson: {name}
----
-
-# {title}
-
-::status
-
-::requirements
-
-Write the story here: the problem the kernel solves and the one idea the
-lesson teaches. Type no measured number: the directives bring them from the
-evidence.
-
-## The kernel
-
-::snippet code/{name}/{module}.py kernel
-
-Say what each line does and why.
-
-::step check
-
-## How fast is it?
-
-::snippet code/{name}/{module}.py benchmark
-
-::step benchmark
-
-::benchmarks
-
-## Try this
-
-1. **Scale by a negative factor.** Call `scale(x, -0.5)`. Does the result
-   still equal torch's bit for bit?
-
-    ??? success "Solution (checked by the lesson)"
-
-        ::snippet code/{name}/{module}.py solution-negative-factor
-
-        Yes: negating and halving are exact in binary floating point, so
-        each element rounds exactly as torch's does.
-
-::step exercises
-
-## What the runs recorded
-
-::checks
-
-::output
-'''
-
 
 def placement(existing, part: str) -> tuple[str, str]:
     """lesson.toml's line that places the lesson, and a sentence on where that is.
@@ -257,22 +105,40 @@ def create_lesson(name: str, title: str, root: Path = ROOT, part: str = "") -> t
     except LessonError as exc:
         raise SystemExit(f"cannot place the new lesson: {terminal(exc)}") from None
     line, where = placement(existing, part)
-    values = {"name": name, "title": title, "module": name.replace("-", "_"), "placement": line}
+    module = name.replace("-", "_")
+    values = {"name": name, "title": title, "module": module, "placement": line,
+              "import_scale": from_import(module, "scale", name),
+              "import_kernel": from_import(module, "scale_kernel", name)}
     folder.mkdir(parents=True)
     written = {
-        folder / f"{values['module']}.py": LESSON_PY,
+        folder / f"{module}.py": "kernels.py.in",
+        folder / "lesson.py": "lesson.py.in",
+        folder / "exercises.py": "exercises.py.in",
+        folder / "solutions.py": "solutions.py.in",
         folder / "lesson.toml": LESSON_TOML,
-        page: PAGE,
+        page: "page.md.in",
     }
     for path, template in written.items():
+        text = template.format(**values) if template is LESSON_TOML else \
+            Template((SCAFFOLD / template).read_text(encoding="utf-8")).substitute(values)
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(template.format(**values), encoding="utf-8")
+        path.write_text(text, encoding="utf-8")
     return list(written), where
+
+
+def from_import(module: str, name: str, lesson: str) -> str:
+    """`from MODULE import NAME`, wrapped as ruff's isort wraps it when it passes the line length. A lesson
+    named without a hyphen has a folder code/MODULE, so ruff's isort counts the module first-party (a block
+    of its own, after a blank line) where a hyphenated name's module is third-party, beside torch."""
+    line = f"from {module} import {name}"
+    line = line if len(line) <= LINE else f"from {module} import (\n    {name},\n)"
+    return "\n" + line if module == lesson else line
 
 
 NEXT = """
 next:
-  .venv/bin/python tools/verify.py --lesson {name}      # interpreter run, recorded under evidence/{name}/
+  TRITON_INTERPRET=1 .venv/bin/python code/{name}/exercises.py --solutions   # the answers pass
+  .venv/bin/python tools/verify.py --lesson {name}      # interpreter run and exercises, under evidence/{name}/
   .venv/bin/python tools/verify.py --smoke --lesson {name}   # its GPU steps too, once, untimed: not recorded
   bash tools/dev.sh serve                               # http://127.0.0.1:8000/lessons/{name}/
   .venv/bin/python tools/downloads.py notebooks         # its notebook: CI checks each one is current

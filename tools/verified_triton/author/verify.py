@@ -17,7 +17,8 @@ This file is the command line only. The work lives in one module per job:
 machine.py (what this machine has), plan.py (what to run, shards, GPUs),
 runner.py (one run -> one record), capture.py (the child process),
 changes.py (history and changes beyond noise), bundles.py (carrying evidence),
-report.py (what is printed), sanitizer.py (runs under compute-sanitizer), status.py (the judgement),
+report.py (what is printed), sanitizer.py with sanitizer_command.py and sanitizer_log.py (runs under
+compute-sanitizer), status.py and memory.py (the judgement),
 evidence.py (the format); releases.py and matrix.py for other Triton releases (record/: environments
 and runs; judge/: the release record and what the records say about a lesson's [requires] triton).
 A machine without a GPU never writes, deletes or overwrites GPU evidence.
@@ -40,12 +41,15 @@ from verified_triton.core.numfmt import counted
 from verified_triton.core.paths import ROOT
 from verified_triton.core.safefs import UnsafePathError
 from verified_triton.judge.evidence import EvidenceError, read_record, record_path
+from verified_triton.judge.exercises import judge_exercises
 from verified_triton.judge.matrix import judge_releases
-from verified_triton.judge.status import judge, judge_memory
+from verified_triton.judge.memory import judge_memory
+from verified_triton.judge.status import PARTIAL, judge
 from verified_triton.record.awaiting import FILE_NAME as AWAITING_FILE
 from verified_triton.record.awaiting import AwaitingError, load_awaiting
 from verified_triton.record.bundles import import_bundles, write_bundle
 from verified_triton.record.capture import kill_all_on_signals
+from verified_triton.record.exercises import needs_proof, prove_lesson
 from verified_triton.record.machine import SETUP, Machine, mode_problem, this_machine
 from verified_triton.record.matrix import elapsed, plan_matrix, run_matrix, summary_lines
 from verified_triton.record.plan import execute, parse_shard, plan_runs, recorded_wall, shard
@@ -69,13 +73,15 @@ from verified_triton.record.report import (
     terminal_safe,
 )
 from verified_triton.record.runner import mode_key, run_lesson, sweep_orphans
-from verified_triton.record.sanitizer import find_tool, print_sanitize_summary, run_sanitize_lesson, tool_version
+from verified_triton.record.sanitizer import print_sanitize_summary, run_sanitize_lesson
+from verified_triton.record.sanitizer_command import find_tool, tool_version
 from verified_triton.record.smoke import smoke_command
 
 EPILOG = """\
 what it does (one of):
   (no action)   run each lesson whose evidence is missing or for another source, in each mode
-                this machine can run, and record it under evidence/
+                this machine can run, and record it under evidence/; with the interpreter mode, prove
+                each lesson's exercises too (record/exercises.py: evidence/<lesson>/exercises.json)
   --status      print each lesson's badge and why; run nothing (--json: for scripts)
   --check       exit 1 unless every lesson's evidence is current and usable (every push);
                 a lesson still waiting for its GPU run passes, and the last line says so
@@ -127,6 +133,11 @@ examples:
 
 .venv: bash tools/dev.sh author (torch, Triton, MkDocs); see README.md and docs/writing-a-lesson.md."""
 
+
+def say(prefix: str, lines, err: bool = False) -> None:
+    """Each line after `prefix`, made safe for a terminal (they quote what code/, evidence/ and bundles hold)."""
+    for line in lines:
+        print(f"{prefix}{terminal_safe(line)}", file=sys.stderr if err else sys.stdout)
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="verify.py", description=__doc__.split("\n")[0], epilog=EPILOG,
@@ -281,14 +292,11 @@ def do_import(args, every: list[Lesson], lessons: list[Lesson], evidence_dir: Pa
                                 sources=copies.files)
     for rec in report.merged:
         print(f"imported {rec.lesson} {rec.key} ({rec.outcome}, {rec.started_utc})")
-    for note in report.notes:
-        print(f"note: {terminal_safe(note)}")
+    say("note: ", report.notes)
     for change in report.changes:
         print(f"{change.heading}: {terminal_safe(change.describe())}")
-    for problem in report.refused:
-        print(f"refused: {terminal_safe(problem)}", file=sys.stderr)
-    for change in report.held:
-        print(f"held back: {terminal_safe(change)}", file=sys.stderr)
+    say("refused: ", report.refused, err=True)
+    say("held back: ", report.held, err=True)
     if report.held:
         print("import: these records here would change; nothing was replaced. Look at the changes, then "
               "import again with --accept-changes to take the bundles' records", file=sys.stderr)
@@ -315,13 +323,10 @@ def do_status(args, lessons: list[Lesson], evidence_dir: Path) -> int:
         # --publish: a release is not made of stale evidence, whatever the file says
         awaiting = {} if args.publish else load_awaiting(evidence_dir)
         problems = check_problems(statuses, awaiting)
-        for problem in problems:
-            print(f"check: {terminal_safe(problem)}", file=sys.stderr)
+        say("check: ", problems, err=True)
         excused = awaiting_notes(statuses, awaiting)
-        for note in excused:
-            print(f"check: note: {terminal_safe(note)}")
-        for note in release_notes(statuses):  # information: what the matrix says each [requires] triton should be
-            print(f"check: note: {terminal_safe(note)}")
+        say("check: note: ", excused)
+        say("check: note: ", release_notes(statuses))  # information: what the matrix says [requires] triton should be
         waiting = waiting_for_gpu(statuses)
         unchecked = waiting_for_memory_check(statuses)
         if args.publish:
@@ -363,23 +368,35 @@ def waiting_for_gpu(statuses) -> list[str]:
 
 
 def publish_problems(statuses) -> list[str]:
-    """What --check accepts but publishing does not: a lesson still waiting for its GPU run or its memory
-    check, or one whose memory check has findings it neither fixed nor declared.
-    Each names the lesson and the commands that fix it."""
-    problems = [f"{name}: PARTIALLY VERIFIED, not by design: its GPU run is not recorded for this source; "
-                f"record it on a GPU machine (python3 tools/verify.py --lesson {name} --mode gpu --bundle "
-                f"{name}.tar.gz) and bring it here (.venv/bin/python tools/verify.py --import {name}.tar.gz)"
-                for name in waiting_for_gpu(statuses)]
-    problems += [f"{name}: PARTIALLY VERIFIED, not by design: memory safety not checked yet (no memory check "
-                 f"recorded for this source); record it on a GPU machine with compute-sanitizer (python3 "
-                 f"tools/verify.py --lesson {name} --mode sanitize --bundle {name}-sanitize.tar.gz) and bring it "
-                 f"here (.venv/bin/python tools/verify.py --import {name}-sanitize.tar.gz)"
-                 for name in waiting_for_memory_check(statuses)]
+    """What --check accepts but publishing does not: every PARTIALLY VERIFIED that is not so by design (the
+    judgement's by_design), one line each, naming the lesson and, where one is known, the commands that fix it:
+    a GPU run or a memory check not recorded for this source, or a memory check with findings neither fixed nor
+    declared, or incomplete."""
+    gpu, memory = set(waiting_for_gpu(statuses)), set(waiting_for_memory_check(statuses))
+    problems = []
     for st in statuses:
-        if st.modes["sanitize"].state == "partial" and st.memory is not None:
-            problems.append(f"{st.lesson.name}: PARTIALLY VERIFIED, not by design: the memory check "
+        name = st.lesson.name
+        if st.status is not PARTIAL or st.by_design:
+            continue
+        if name in gpu:
+            problems.append(f"{name}: PARTIALLY VERIFIED, not by design: its GPU run is not recorded for this "
+                            f"source; record it on a GPU machine (python3 tools/verify.py --lesson {name} --mode gpu "
+                            f"--bundle {name}.tar.gz) and bring it here (.venv/bin/python tools/verify.py --import "
+                            f"{name}.tar.gz)")
+        elif name in memory:
+            problems.append(f"{name}: PARTIALLY VERIFIED, not by design: memory safety not checked yet (no memory "
+                            f"check recorded for this source); record it on a GPU machine with compute-sanitizer "
+                            f"(python3 tools/verify.py --lesson {name} --mode sanitize --bundle "
+                            f"{name}-sanitize.tar.gz) and bring it here (.venv/bin/python tools/verify.py --import "
+                            f"{name}-sanitize.tar.gz)")
+        elif st.modes["sanitize"].state == "partial" and st.memory is not None:
+            problems.append(f"{name}: PARTIALLY VERIFIED, not by design: the memory check "
                             f"{'; '.join(st.memory.problems)}. Fix each finding or declare it with "
-                            "lesson.sanitizer_known (docs/writing-a-lesson.md), then record the memory check again")
+                            "lesson.sanitizer_known; for a tool that cannot finish, make the run smaller under the "
+                            "tool, or declare it with a reproducer ([[sanitize.not_applicable]], "
+                            "docs/writing-a-lesson.md); then record the memory check again")
+        else:
+            problems.append(f"{name}: PARTIALLY VERIFIED, not by design: {st.sentence}")
     return problems
 
 
@@ -458,7 +475,8 @@ def do_run(args, lessons: list[Lesson], evidence_dir: Path) -> int:
                   sanitize=partial(run_sanitize_lesson, force=args.force))
     print_summary(ran + skipped)
     print_sanitize_summary(ran + skipped, {lesson.name: lesson for lesson in lessons})
-    status = 0
+    status = 0 if "interpreter" not in modes else prove_exercises(lessons, evidence_dir, machine, args.force,
+                                                                  args.timeout)
     if args.bundle:
         keys = {mode_key(m, machine.gpus[0].name if machine.gpus else "") for m in modes
                 if m == "interpreter" or machine.has_gpu}
@@ -478,6 +496,32 @@ def do_run(args, lessons: list[Lesson], evidence_dir: Path) -> int:
     bad = [r for r in ran if r.record is None or r.record.failed
            or (r.record.sanitizer is not None and judge_memory(r.lesson, r.record).state == "failed")]
     return 1 if bad else status
+
+
+def prove_exercises(lessons: list[Lesson], evidence_dir: Path, machine: Machine, force: bool,
+                    timeout: float | None) -> int:
+    """Each lesson's exercises under the interpreter, where their record is missing or for other exercises:
+    the starter must fail, the solution pass and every declared mistake be caught (record/exercises.py). 1 when
+    a proof fails, 0 otherwise."""
+    versions = (machine.python, machine.torch, machine.triton)
+    todo = []
+    for lesson in lessons:
+        why_not = needs_proof(lesson, evidence_dir, versions, force)
+        if why_not == "up to date":
+            print(f"exercises {lesson.name}: up to date", flush=True)
+        elif not why_not:
+            todo.append(lesson)
+    if todo:
+        preflight(["interpreter"])
+    failed = 0
+    for lesson in todo:
+        result = prove_lesson(lesson, evidence_dir, timeout)
+        judged = judge_exercises(lesson, evidence_dir)
+        failed += judged.state != "passed"
+        print(f"exercises {lesson.name}: {judged.state} in {result.record.wall_s:.1f} s: "
+              f"{terminal_safe(judged.phrase)}", file=sys.stderr if judged.state != "passed" else sys.stdout,
+              flush=True)
+    return 1 if failed else 0
 
 
 def do_matrix(args, lessons: list[Lesson], evidence_dir: Path) -> int:
@@ -514,12 +558,9 @@ def do_matrix(args, lessons: list[Lesson], evidence_dir: Path) -> int:
         print(line)
     for lesson in lessons:
         said = judge_releases(lesson, evidence_dir)
-        for refusal in said.refusals:
-            print(f"refused by --check: {lesson.name}: {terminal_safe(refusal)}")
-        for note in said.notes:
-            print(f"note: {lesson.name}: {terminal_safe(note)}")
-        for problem in said.problems:
-            print(f"unusable: {terminal_safe(problem)}", file=sys.stderr)
+        say(f"refused by --check: {lesson.name}: ", said.refusals)
+        say(f"note: {lesson.name}: ", said.notes)
+        say("unusable: ", said.problems, err=True)
     errors = [r for r in ran if r.record is None]
     written = sum(r.written for r in ran)
     print(f"matrix: {len(ran)} run(s) in {elapsed(time.monotonic() - started)} ({written} record(s) written, "

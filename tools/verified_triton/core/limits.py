@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
+from verified_triton.core.numfmt import number
+
 KIB, MIB = 1024, 1024 * 1024
 
 
@@ -25,6 +27,8 @@ class Limits:
     figures_per_record: int = 24
     stream_kept: int = 64 * KIB  # stdout or stderr kept per run (head and tail)
     results_json: int = 8 * MIB  # the results file a lesson writes while it runs
+    exercises_json: int = 1 * MIB  # a lesson's exercises record, and the proof file it is made from
+    exercises: int = 50  # exercises per lesson, and mistakes declared per exercise
     string: int = 4000  # characters of any one recorded string but the streams
     name: int = 120  # characters of a check, benchmark, table or figure name
     environment: int = 120  # characters of a version, platform, device or driver name (shown on every row)
@@ -64,10 +68,11 @@ def _human(value: int, name: str) -> str:
         return f"{value} × the record's size"
     if name in BYTE_LIMITS:
         return f"{value // MIB} MiB" if value >= MIB else f"{value // KIB} KiB"
-    return f"{value:,}"
+    return number(value)
 
 
-BYTE_LIMITS = {"source_file", "record_json", "release_json", "figure", "stream_kept", "results_json", "bundle_member",
+BYTE_LIMITS = {"source_file", "record_json", "release_json", "figure", "stream_kept", "results_json",
+               "exercises_json", "bundle_member",
                "bundle_total", "bundle_file", "amplification_allowance", "sanitizer_log", "sanitizer_log_kept",
                "gh_output"}
 DESCRIPTIONS = {
@@ -79,6 +84,8 @@ DESCRIPTIONS = {
     "figures_per_record": "figures per record",
     "stream_kept": "standard output or error kept per run (head and tail)",
     "results_json": "the results file a lesson writes while it runs",
+    "exercises_json": "a lesson's exercises record (JSON), and the proof its checks write",
+    "exercises": "exercises per lesson, and mistakes declared per exercise",
     "string": "characters of one recorded text (a message, a caption, a cell)",
     "name": "characters of a check, benchmark, table or figure name",
     "environment": "characters of a version, platform, device or driver name in a record",
@@ -110,6 +117,7 @@ WHERE = {
     "release_json": "verify, status, build",
     "releases": "verify, status, build", "figure": "verify, build, import",
     "figures_per_record": "schema", "stream_kept": "verify (while capturing)", "results_json": "verify",
+    "exercises_json": "verify, status, build", "exercises": "schema",
     "string": "schema", "name": "schema", "environment": "schema", "checks": "schema", "benchmarks": "schema",
     "tables": "schema",
     "table_rows": "schema", "table_columns": "schema", "samples": "schema", "history": "schema",

@@ -42,6 +42,12 @@ def number(x: float | int | None) -> str:
     return f"{x:.3g}"
 
 
+def exact(n: int) -> str:
+    """A whole number in full, thousands separated (4,294,967,296): for a message naming a size or a count that
+    must be read exactly, in a terminal or an error, never on a page (where `number` keeps it narrow)."""
+    return f"{n:,}"
+
+
 def seconds(x: float, digits: int = 0) -> str:
     """A duration: '12 s', '301.2 s'."""
     return f"{fixed(x, digits)} s"

@@ -18,6 +18,8 @@ import stat
 import tempfile
 from pathlib import Path
 
+from verified_triton.core.numfmt import exact
+
 
 class UnsafePathError(Exception):
     """A path that is not a plain file (or folder) inside its root, or is too large."""
@@ -80,7 +82,7 @@ def read_bytes(path: Path, limit: int, root: Path | None = None) -> bytes:
             raise UnsafePathError(path, f"a hard link ({info.st_nlink} names for one file); refused, since "
                                         "its other name may lie outside the repository")
         if info.st_size > limit:
-            raise UnsafePathError(path, f"{info.st_size:,} bytes, over the limit of {limit:,}")
+            raise UnsafePathError(path, f"{exact(info.st_size)} bytes, over the limit of {exact(limit)}")
         chunks, size = [], 0
         while True:
             chunk = os.read(fd, min(1 << 20, limit + 1 - size))
@@ -89,7 +91,7 @@ def read_bytes(path: Path, limit: int, root: Path | None = None) -> bytes:
             chunks.append(chunk)
             size += len(chunk)
             if size > limit:
-                raise UnsafePathError(path, f"grew past the limit of {limit:,} bytes while being read")
+                raise UnsafePathError(path, f"grew past the limit of {exact(limit)} bytes while being read")
         return b"".join(chunks)
     finally:
         os.close(fd)

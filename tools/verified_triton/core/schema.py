@@ -20,6 +20,7 @@ import typing
 from functools import cache
 
 from verified_triton.core.limits import LIMITS
+from verified_triton.core.numfmt import exact
 
 
 class SchemaError(Exception):
@@ -46,11 +47,15 @@ LIST_LIMITS = {
     ("SanitizerRun", "runs"): 4, ("SanitizerRun", "known"): 100, ("Results", "sanitizer_known"): 100,
     ("SanitizerToolRun", "findings"): LIMITS.sanitizer_findings, ("SanitizerToolRun", "notes"): 20,
     ("SanitizerFinding", "locations"): 16, ("KnownFinding", "where"): 20, ("KnownFinding", "lines"): 20,
+    ("SanitizerRun", "reproducers"): 4, ("SanitizerReproducer", "kernels"): 20,
+    ("ExercisesRecord", "exercises"): LIMITS.exercises, ("ExerciseResult", "mistakes"): LIMITS.exercises,
+    ("ExercisesRecord", "source_files"): 200, ("ExercisesProof", "exercises"): LIMITS.exercises,
+    ("ExercisesProof", "unknown_mistakes"): LIMITS.exercises,
 }
 STRING_LIMITS = {
     "name": LIMITS.name, "stdout": LIMITS.stream_kept + 200, "stderr": LIMITS.stream_kept + 200,
     "log": LIMITS.sanitizer_log_kept + 200,  # a compute-sanitizer log, head and tail
-    # a compute-sanitizer finding's parts, shown on a page and in a sentence (record/sanitizer.py cuts them)
+    # a compute-sanitizer finding's parts, shown on a page and in a sentence (record/sanitizer_log.py cuts them)
     ("SanitizerFinding", "message"): LIMITS.sanitizer_text, ("SanitizerFinding", "detail"): LIMITS.sanitizer_text,
     ("SanitizerFinding", "host_frame"): LIMITS.sanitizer_text, ("SanitizerLocation", "file"): LIMITS.sanitizer_text,
     ("SanitizerLocation", "kernel"): LIMITS.name, ("SanitizerLocation", "access"): 20,
@@ -128,13 +133,13 @@ def _validator(tp, owner: tuple[str, str]):
     if tp is str:
         limit = STRING_LIMITS.get(owner, STRING_LIMITS.get(owner[1], LIMITS.string))
         return _exact(str, "text", lambda d: len(d) <= limit,
-                      lambda d: f"{len(d):,} characters, over the limit of {limit:,}")
+                      lambda d: f"{exact(len(d))} characters, over the limit of {exact(limit)}")
     if tp is bool:
         return _exact(bool, "true or false")
     if tp is int:
         return _exact(int, "a whole number", lambda d: abs(d) <= 2**53, lambda d: "number out of range")
     if tp is float:
-        def number(data, where):
+        def finite(data, where):
             if type(data) is float:
                 if not math.isfinite(data) or abs(data) > 1e300:
                     raise SchemaError(where, f"{data!r} is not a finite number")
@@ -142,7 +147,7 @@ def _validator(tp, owner: tuple[str, str]):
             if type(data) is int and abs(data) <= 2**53:
                 return float(data)
             raise SchemaError(where, f"expected a number, found {_type(data)}")
-        return number
+        return finite
     raise TypeError(f"unsupported type {tp!r} in the schema")  # a bug in the dataclasses, not the data
 
 
@@ -169,7 +174,7 @@ def _container_validator(tp, origin, owner: tuple[str, str]):
         if not isinstance(data, origin):
             raise SchemaError(where, f"expected {wanted}, found {_type(data)}")
         if len(data) > limit:
-            raise SchemaError(where, f"{len(data):,} items, over the limit of {limit:,}")
+            raise SchemaError(where, f"{exact(len(data))} items, over the limit of {exact(limit)}")
         if key is None:
             return [item(x, f"{where}[{i}]") for i, x in enumerate(data)]
         return {key(k, f"{where}.<key>"): item(v, f"{where}.{_short(k)}") for k, v in data.items()}

@@ -12,7 +12,7 @@ A sanitize record (mode "sanitize") is the lesson's run under compute-sanitizer
 on one GPU model: its top-level fields are the lesson's own run under
 memcheck, and `sanitizer` holds each tool's run (its command line, exit code,
 summary counts, findings and a bounded copy of its log) and the findings the
-lesson declared harmless (record/sanitizer.py writes it, status.py judges it).
+lesson declared harmless (record/sanitizer.py writes it, memory.py judges it).
 
 A figure's file name carries the first 12 hex digits of its SHA-256, so a new
 recording never overwrites a file an older record names, and the name is
@@ -59,12 +59,18 @@ OUTCOMES = ("passed", "failed", "timeout", "crashed", "by-design")
 FAILED_OUTCOMES = ("failed", "timeout", "crashed")
 MODES = ("interpreter", "gpu", "sanitize")
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+EXERCISES_RECORD = "exercises.json"  # beside the records: the exercises' proof (judge/exercises.py), no run record
 SANITIZE_KEY = re.compile(r"\Asanitize-gpu-[a-z0-9]+(?:-[a-z0-9]+)*\Z")
 # What became of one tool's run: its summary said nothing (clean) or something (findings); it
 # stopped short of seeing everything (incomplete: an internal error, dropped hazards); no summary
 # (inconclusive: never read as clean); killed at the time limit; the tool could not check this GPU
 # (unavailable); or it was not started (not-run, with the reason).
 TOOL_STATES = ("clean", "findings", "incomplete", "inconclusive", "timeout", "unavailable", "not-run")
+UNFINISHED = ("incomplete", "inconclusive", "timeout")  # a tool that ran but did not see everything
+# What a tool says when it looked, but not at everything (its own words, in a tool run's reason): how a run
+# "fails the same way" as its reproducer is told (failure_kind).
+INCOMPLETE_MARKERS = ("Internal Sanitizer Error", "didn't track the launch",
+                      "Detected overflow of tracked cuda::barrier", "racecheck-num-hazards")
 FINDING_KINDS = ("memory-access", "uninitialized", "race", "barrier", "hardware", "api", "malloc", "leak", "other")
 
 
@@ -149,6 +155,18 @@ class SanitizerToolRun:
 
 
 @dataclass
+class SanitizerReproducer:
+    """A tool the lesson declares unable to finish or analyse some of its kernels ([[sanitize.not_applicable]]),
+    and its minimal reproducer run under that tool, as the recording ran it."""
+
+    tool: Literal["memcheck", "synccheck", "initcheck", "racecheck"]
+    kernels: list[str]  # the lesson's kernels it names, exactly
+    file: str  # code/<lesson>/<reproducer>.py
+    why: str
+    run: SanitizerToolRun  # the reproducer under the tool
+
+
+@dataclass
 class SanitizerRun:
     """What a sanitize record adds: the tool, each run, and the lesson's declarations."""
 
@@ -156,6 +174,16 @@ class SanitizerRun:
     size: Literal["smoke", "gpu"]  # the inputs lesson.size() picked ([sanitize] size)
     runs: list[SanitizerToolRun] = field(default_factory=list)  # in SANITIZER_TOOLS order
     known: list[KnownFinding] = field(default_factory=list)  # lesson.sanitizer_known, as the kit recorded it
+    reproducers: list[SanitizerReproducer] = field(default_factory=list)  # added in round 4: older records have none
+
+
+def failure_kind(run: SanitizerToolRun) -> str:
+    """How a tool run did not finish, for telling whether two runs fail the same way: its state, and for an
+    incomplete one the tool's own words that said so ('' for a run that finished)."""
+    if run.state not in UNFINISHED:
+        return ""
+    marker = next((m for m in INCOMPLETE_MARKERS if m in run.reason), "") if run.state == "incomplete" else ""
+    return f"{run.state}: {marker}" if marker else run.state
 
 
 @dataclass
@@ -226,10 +254,36 @@ def parse_json(data: bytes, where: str):
         raise EvidenceError(f"{where}: not valid JSON ({exc})") from None
 
 
-def record_from_json(raw, where: str) -> Record:
-    """A Record from parsed JSON: the schema, then the value rules; EvidenceError naming `where` and the field."""
+def json_object(raw, where: str) -> dict:
+    """`raw` if it is a JSON object; EvidenceError naming `where` otherwise."""
     if not isinstance(raw, dict):
         raise EvidenceError(f"{where}: expected a JSON object, found {type(raw).__name__}")
+    return raw
+
+
+def load_checked(cls, raw: dict, where: str, rules):
+    """An instance of `cls` from a JSON object: the schema, then its value `rules`; EvidenceError naming `where`
+    and the field."""
+    try:
+        value = schema.load(cls, raw)
+        rules(value)
+    except schema.SchemaError as exc:
+        raise EvidenceError(f"{where}: {exc}; re-record it") from None
+    return value
+
+
+def read_json(path: Path, limit: int, root: Path | None = None):
+    """A JSON file's content, read bounded and through no link, or EvidenceError naming it."""
+    try:
+        data = read_bytes(path, limit, root)
+    except UnsafePathError as exc:
+        raise EvidenceError(str(exc)) from None
+    return parse_json(data, str(path))
+
+
+def record_from_json(raw, where: str) -> Record:
+    """A Record from parsed JSON: the schema, then the value rules; EvidenceError naming `where` and the field."""
+    raw = json_object(raw, where)
     version = raw.get("format_version")
     if not isinstance(version, int) or isinstance(version, bool):
         raise EvidenceError(f"{where}: no format_version; not an evidence record (re-record it)")
@@ -238,21 +292,12 @@ def record_from_json(raw, where: str) -> Record:
                             "this checkout reads; update the tools")
     if version < FORMAT_VERSION:
         raw = _upgrade(raw, version, where)
-    try:
-        record = schema.load(Record, raw)
-        _value_rules(record)
-    except schema.SchemaError as exc:
-        raise EvidenceError(f"{where}: {exc}; re-record it") from None
-    return record
+    return load_checked(Record, raw, where, _value_rules)
 
 
 def read_record(path: Path, root: Path | None = None) -> Record:
     """Read one record from disk, bounded and through no link, or raise EvidenceError."""
-    try:
-        data = read_bytes(path, LIMITS.record_json, root)
-    except UnsafePathError as exc:
-        raise EvidenceError(str(exc)) from None
-    return record_from_json(parse_json(data, str(path)), str(path))
+    return record_from_json(read_json(path, LIMITS.record_json, root), str(path))
 
 
 STAMP_RULE = "expected YYYY-MM-DDTHH:MM:SSZ (a real UTC date and time in ASCII digits, nothing after the Z)"
@@ -356,6 +401,14 @@ def _sanitizer_rules(s: SanitizerRun) -> None:
                 req(loc.line >= 0, f"{at}.locations[{k}].line", "negative")
                 req(loc.file.isprintable() and loc.kernel.isprintable(), f"{at}.locations[{k}]",
                     "a file and a kernel are printable text")
+    for i, repro in enumerate(s.reproducers):
+        where = f"sanitizer.reproducers[{i}]"
+        req(repro.run.tool == repro.tool, f"{where}.run.tool", "the reproducer runs under the tool it declares")
+        req(bool(repro.kernels) and all(k.isidentifier() for k in repro.kernels), f"{where}.kernels",
+            "the lesson's kernels, by name")
+        req(schema.REL_PATH.match(repro.file) is not None and repro.file.endswith(".py"), f"{where}.file",
+            "a relative path to a .py file")
+        req(bool(repro.why.strip()), f"{where}.why", "says why")
     for i, known in enumerate(s.known):
         where = f"sanitizer.known[{i}]"
         req(known.tool in DECLARABLE_TOOLS, f"{where}.tool", f"only {' and '.join(DECLARABLE_TOOLS)} findings are "
@@ -533,19 +586,25 @@ def check_writable(evidence_dir: Path, lesson: str, key: str, files=()) -> None:
     root = Path(evidence_dir)
     targets = [record_path(root, lesson, key)] + [figures_dir(root, lesson, key) / f for f in sorted(files)]
     for target in targets:
-        here = root
-        for part in target.relative_to(root).parts:
-            here = here / part
-            try:
-                info = os.lstat(here)
-            except FileNotFoundError:
-                break
-            mode = info.st_mode
-            plain = stat.S_ISREG(mode) and info.st_nlink == 1 if here == target else stat.S_ISDIR(mode)
-            if not plain:
-                kind = "file" if here == target else "folder"
-                raise EvidenceError(f"{here}: not a plain {kind} (a link, hard link or special file); evidence is "
-                                    "never written through one")
+        check_plain_path(root, target)
+
+
+def check_plain_path(root: Path, target: Path) -> None:
+    """EvidenceError unless every folder from `root` down to `target`, and `target` itself, is plain (no link,
+    hard link or special file) where it exists."""
+    here = root
+    for part in target.relative_to(root).parts:
+        here = here / part
+        try:
+            info = os.lstat(here)
+        except FileNotFoundError:
+            return
+        mode = info.st_mode
+        plain = stat.S_ISREG(mode) and info.st_nlink == 1 if here == target else stat.S_ISDIR(mode)
+        if not plain:
+            kind = "file" if here == target else "folder"
+            raise EvidenceError(f"{here}: not a plain {kind} (a link, hard link or special file); evidence is "
+                                "never written through one")
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
@@ -570,22 +629,30 @@ def atomic_write_text(path: Path, text: str) -> None:
 def lesson_records(evidence_dir: Path, lesson: str) -> tuple[list[Record], list[str]]:
     """Every readable record of one lesson, and a message for each file that is not usable."""
     folder = evidence_dir / lesson
-    records, problems = [], []
     try:
         files = walk_files(folder, skip=lambda name: name.startswith("."))
     except UnsafePathError as exc:
         return [], [str(exc)]
-    for path in files:
-        if path.parent != folder or path.suffix != ".json":
-            continue
+    paths = [path for path in files if path.parent == folder and path.suffix == ".json"
+             and path.name != EXERCISES_RECORD]  # the exercises' proof is no run record (judge/exercises.py)
+    return read_each(paths, lambda path: read_record(path, evidence_dir),
+                     lambda record, path: "" if (record.lesson, f"{record.key}.json") == (lesson, path.name)
+                     else f"{record.lesson}/{record.key}")
+
+
+def read_each(paths: list[Path], read, filed_as) -> tuple[list, list[str]]:
+    """Each file read with `read`; (the records, a message for each file that is not usable: unreadable, or
+    holding another record than its name says, which `filed_as(record, path)` names, '' when it is this one)."""
+    records, problems = [], []
+    for path in paths:
         try:
-            record = read_record(path, evidence_dir)
+            record = read(path)
         except EvidenceError as exc:
             problems.append(str(exc))
             continue
-        if (record.lesson, f"{record.key}.json") != (lesson, path.name):
-            problems.append(f"{path}: holds the record of {record.lesson}/{record.key}, not of this file; "
-                            "re-record it")
+        other = filed_as(record, path)
+        if other:
+            problems.append(f"{path}: holds the record of {other}, not of this file; re-record it")
             continue
         records.append(record)
     return records, problems

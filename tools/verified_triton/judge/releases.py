@@ -17,16 +17,25 @@ lesson's and its release's.
 from __future__ import annotations
 
 import json
-import os
 import re
-import stat
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from verified_triton.core import kit, schema
 from verified_triton.core.limits import LIMITS
-from verified_triton.core.safefs import UnsafePathError, read_bytes, walk_files
-from verified_triton.judge.evidence import OUTCOMES, STAMP_RULE, EvidenceError, atomic_write_text, parse_json
+from verified_triton.core.numfmt import number
+from verified_triton.core.safefs import UnsafePathError, walk_files
+from verified_triton.judge.evidence import (
+    OUTCOMES,
+    STAMP_RULE,
+    EvidenceError,
+    atomic_write_text,
+    check_plain_path,
+    json_object,
+    load_checked,
+    read_each,
+    read_json,
+)
 
 RELEASE_FORMAT = 1
 FOLDER = "releases"
@@ -94,27 +103,16 @@ def minor(release: str) -> str:
 
 def release_from_json(raw, where: str) -> ReleaseRecord:
     """A ReleaseRecord from parsed JSON: the schema, then the value rules; EvidenceError naming `where`."""
-    if not isinstance(raw, dict):
-        raise EvidenceError(f"{where}: expected a JSON object, found {type(raw).__name__}")
-    version = raw.get("format_version")
+    version = json_object(raw, where).get("format_version")
     if version != RELEASE_FORMAT or isinstance(version, bool):
         raise EvidenceError(f"{where}: format_version {str(version)[:20]!r}, not the release record format "
                             f"{RELEASE_FORMAT} this checkout reads; re-record it")
-    try:
-        record = schema.load(ReleaseRecord, raw)
-        _value_rules(record)
-    except schema.SchemaError as exc:
-        raise EvidenceError(f"{where}: {exc}; re-record it") from None
-    return record
+    return load_checked(ReleaseRecord, raw, where, _value_rules)
 
 
 def read_release(path: Path, root: Path | None = None) -> ReleaseRecord:
     """One release record from disk, bounded and through no link, or EvidenceError."""
-    try:
-        data = read_bytes(path, LIMITS.release_json, root)
-    except UnsafePathError as exc:
-        raise EvidenceError(str(exc)) from None
-    return release_from_json(parse_json(data, str(path)), str(path))
+    return release_from_json(read_json(path, LIMITS.release_json, root), str(path))
 
 
 def _value_rules(r: ReleaseRecord) -> None:
@@ -160,18 +158,7 @@ def release_path(evidence_dir: Path, lesson: str, release: str) -> Path:
 def write_release(evidence_dir: Path, record: ReleaseRecord) -> Path:
     """Write a release record atomically, through no link: the previous one stays whole until it is replaced."""
     path = release_path(evidence_dir, record.lesson, record.release)
-    root = Path(evidence_dir)
-    here = root
-    for part in path.relative_to(root).parts:
-        here = here / part
-        try:
-            info = os.lstat(here)
-        except FileNotFoundError:
-            break
-        plain = stat.S_ISREG(info.st_mode) and info.st_nlink == 1 if here == path else stat.S_ISDIR(info.st_mode)
-        if not plain:
-            raise EvidenceError(f"{here}: not a plain {'file' if here == path else 'folder'} (a link, hard link "
-                                "or special file); evidence is never written through one")
+    check_plain_path(Path(evidence_dir), path)
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(path, record.to_json())
     return path
@@ -184,24 +171,18 @@ def lesson_releases(evidence_dir: Path, lesson: str) -> tuple[list[ReleaseRecord
         files = walk_files(folder, skip=lambda name: name.startswith("."))
     except UnsafePathError as exc:
         return [], [str(exc)]
-    records, problems = [], []
     if len(files) > LIMITS.releases:
-        return [], [f"{folder}: {len(files):,} files, over the limit of {LIMITS.releases} release records per "
+        return [], [f"{folder}: {number(len(files))} files, over the limit of {LIMITS.releases} release records per "
                     "lesson; remove the old ones"]
+    named, problems = {}, []
     for path in files:
-        named = FILE_NAME.match(path.name) if path.parent == folder else None
-        if named is None or not RELEASE.match(named.group("release")):
+        match = FILE_NAME.match(path.name) if path.parent == folder else None
+        if match is None or not RELEASE.match(match.group("release")):
             problems.append(f"{path}: not a release record (evidence/{lesson}/{FOLDER}/triton-X.Y.Z.json); "
                             "remove it")
-            continue
-        try:
-            record = read_release(path, evidence_dir)
-        except EvidenceError as exc:
-            problems.append(str(exc))
-            continue
-        if (record.lesson, record.release) != (lesson, named.group("release")):
-            problems.append(f"{path}: holds the record of {record.lesson} under Triton {record.release}, not of "
-                            "this file; re-record it")
-            continue
-        records.append(record)
-    return records, problems
+        else:
+            named[path] = match.group("release")
+    records, unusable = read_each(list(named), lambda path: read_release(path, evidence_dir),
+                                  lambda record, path: "" if (record.lesson, record.release) == (lesson, named[path])
+                                  else f"{record.lesson} under Triton {record.release}")
+    return records, problems + unusable

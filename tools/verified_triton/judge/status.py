@@ -8,40 +8,28 @@ current and which come from an older source. The site, `verify.py --status`
 and `verify.py --check` all read a LessonStatus; none of them re-judges.
 
 The memory check (a sanitize record: the lesson under compute-sanitizer) is
-judged here too (`judge_memory`): memcheck and synccheck must find nothing in
-the lesson's own kernels (errors make the lesson FAILED, naming the kernel and
-the line); every initcheck and racecheck finding in them must be declared
-harmless by the lesson (`lesson.sanitizer_known`), and every declaration must
-match a finding; anything else keeps it from VERIFIED. Once the course has a
-sanitize record (any lesson), each lesson needs a current one for VERIFIED.
+judged in judge/memory.py; its state joins the two runs' here. Once the course
+has a sanitize record (any lesson), each lesson needs a current one for VERIFIED.
 
 Adding a status rule touches `_combine` (and, for a new badge, `Status`).
 """
 
 from __future__ import annotations
 
-import ast
 import math
 import re
 import statistics
 from dataclasses import dataclass, field
 from enum import Enum
-from functools import lru_cache
 from pathlib import Path
 
 from verified_triton.core import kit
 from verified_triton.core.lessons import Lesson
-from verified_triton.core.limits import LIMITS
 from verified_triton.core.numfmt import fixed, number, seconds
-from verified_triton.core.safefs import UnsafePathError, read_text
-from verified_triton.judge.evidence import (
-    Record,
-    SanitizerFinding,
-    SanitizerToolRun,
-    lesson_records,
-    record_path,
-)
+from verified_triton.judge.evidence import Record, lesson_records, record_path
+from verified_triton.judge.exercises import ExercisesState, exercises_reason, judge_exercises
 from verified_triton.judge.matrix import ReleaseMatrix, judge_releases
+from verified_triton.judge.memory import MemoryCheck, lesson_uses_gluon, memory_state, sanitizer_contradictions
 
 
 class Status(Enum):
@@ -99,6 +87,7 @@ class LessonStatus:
     # A PARTIALLY VERIFIED that is so only by design (a run stopped by the lesson's own declaration: Gluon's
     # kernels have no interpreter, a GPU below [requires] capability declines), not for want of evidence.
     by_design: bool = False
+    exercises: ExercisesState | None = None  # the exercises' proof, judged (judge/exercises.py)
 
     def is_current(self, record: Record) -> bool:
         return record.source_hash == self.source_hash
@@ -118,7 +107,8 @@ class LessonStatus:
 
 def judge(lesson: Lesson, evidence_dir: Path) -> LessonStatus:
     records, problems = lesson_records(evidence_dir, lesson.name)
-    st = judge_records(lesson, records, problems, evidence_dir, course_checks_memory(evidence_dir))
+    st = judge_records(lesson, records, problems, evidence_dir, course_checks_memory(evidence_dir),
+                       judge_exercises(lesson, evidence_dir))
     st.releases = judge_releases(lesson, evidence_dir)
     return st
 
@@ -132,7 +122,8 @@ def course_checks_memory(evidence_dir: Path) -> bool:
 
 
 def judge_records(lesson: Lesson, records: list[Record], problems: list[str] | None = None,
-                  evidence_dir: Path | None = None, memory_required: bool = False) -> LessonStatus:
+                  evidence_dir: Path | None = None, memory_required: bool = False,
+                  exercises: ExercisesState | None = None) -> LessonStatus:
     source_hash = lesson.source_hash()
     problems = list(problems or [])
     usable = []
@@ -148,11 +139,14 @@ def judge_records(lesson: Lesson, records: list[Record], problems: list[str] | N
     records = [r for r in usable if r.mode != "sanitize"]
     interp = _interpreter_state(lesson, [r for r in records if r.mode == "interpreter"], source_hash)
     gpu = _mode_state("gpu", [r for r in records if r.mode == "gpu"], source_hash)
-    memory_state, memory = _memory_state(lesson, sanitize_records, source_hash,
-                                         memory_required or bool(sanitize_records))
-    status = _combine(interp.state, gpu.state, memory_state.state)
+    judged = memory_state(lesson, sanitize_records, source_hash, memory_required or bool(sanitize_records))
+    memory_mode, memory = ModeState("sanitize", judged.state, judged.record, judged.phrase), judged.check
+    badge_interp = with_exercises(interp, exercises)  # a stale or failed exercises' proof counts as the run's
+    status = _combine(badge_interp.state, gpu.state, memory_mode.state)
     runs = _by_design_words(interp, gpu) or f"{interp.phrase}; {gpu.phrase}."
-    sentence = f"{runs} {memory_state.phrase[:1].upper()}{memory_state.phrase[1:]}."
+    sentence = f"{runs} {memory_mode.phrase[:1].upper()}{memory_mode.phrase[1:]}."
+    if exercises is not None and exercises.phrase:
+        sentence += f" {exercises.phrase[:1].upper()}{exercises.phrase[1:]}."
     sentence = sentence[:1].upper() + sentence[1:]
     unmet = []
     for r in (interp.record, gpu.record):
@@ -170,13 +164,23 @@ def judge_records(lesson: Lesson, records: list[Record], problems: list[str] | N
     if problems:
         sentence += f" {len(problems)} evidence file(s) could not be used: " + "; ".join(problems) + "."
     current = [r for r in records if r.source_hash == source_hash]
-    by_design = partial_by_design(status, interp, gpu, memory_state)
+    by_design = partial_by_design(status, badge_interp, gpu, memory_mode)
     return LessonStatus(lesson, status, sentence, _summary(current), source_hash,
-                        {"interpreter": interp, "gpu": gpu, "sanitize": memory_state}, records, problems,
+                        {"interpreter": interp, "gpu": gpu, "sanitize": memory_mode}, records, problems,
                         sanitize_records, memory,
-                        headline=headline(lesson, status, by_design, interp, gpu, memory_state, memory, problems,
-                                          records),
-                        by_design=by_design)
+                        headline=headline(lesson, status, by_design, interp, gpu, memory_mode, memory, problems,
+                                          records, exercises),
+                        by_design=by_design, exercises=exercises)
+
+
+def with_exercises(interp: ModeState, exercises: ExercisesState | None) -> ModeState:
+    """The interpreter's state as the badge reads it: a failed exercises' proof fails it, a stale or missing one
+    makes it stale or missing (judge/exercises.py), unless the run itself is worse already."""
+    blocked = exercises.blocks() if exercises is not None else ""
+    if not blocked or interp.state in ("failed", "not-supported") or (blocked != "failed" and interp.state in
+                                                                       ("stale", "none")):
+        return interp
+    return ModeState(interp.mode, blocked, interp.record, exercises.phrase)
 
 
 # -- what a record's content implies ------------------------------------------------------------
@@ -193,7 +197,7 @@ def contradictions(lesson: Lesson, record: Record) -> list[str]:
         found += _benchmark_contradictions(bench, f"benchmarks[{i}]")
     found += _outcome_contradictions(lesson, record)
     if record.sanitizer is not None:
-        found += _sanitizer_contradictions(record)
+        found += sanitizer_contradictions(lesson, record)
     if record.mode == "gpu" and record.skipped_parts:
         found.append("skipped_parts: a GPU run skips no parts (the kit records them under the interpreter only)")
     if record.source_hash == lesson.source_hash() and record.outcome == "passed":
@@ -477,7 +481,8 @@ def partial_by_design(status: Status, interp: ModeState, gpu: ModeState, memory:
 
 
 def headline(lesson: Lesson, status: Status, by_design: bool, interp: ModeState, gpu: ModeState,
-             memory: ModeState, check: MemoryCheck | None, problems: list[str], records: list[Record]) -> str:
+             memory: ModeState, check: MemoryCheck | None, problems: list[str], records: list[Record],
+             exercises: ExercisesState | None = None) -> str:
     """The status line above a lesson (see the section's comment): 'Verified: ran on an H200 and under the
     interpreter, December 2026; all 10 checks passed.' Clauses are taken in order of importance while they fit
     HEADLINE_WORDS; the first (where it ran, or why nothing did) and the reason for the badge always do."""
@@ -506,6 +511,7 @@ def headline(lesson: Lesson, status: Status, by_design: bool, interp: ModeState,
     stopped = any(m.record.outcome in ("timeout", "crashed") for m in runs)
     checks = _checks_words([c for m in runs for c in m.record.checks], complete=not stopped)
     reasons = _failures(interp, gpu, memory) + _shortfalls(lesson, interp, gpu, memory, check)
+    reasons = exercises_reason(exercises) + reasons  # judge/exercises.py: a fixed phrase, or nothing
     if problems:
         reasons.append("an evidence file is unusable" if len(problems) == 1
                        else f"{number(len(problems))} evidence files are unusable")
@@ -628,269 +634,3 @@ def _architecture(capability: str) -> str:
         return ""
     name = ARCHITECTURES.get((major, minor)) or ARCHITECTURES.get(major)
     return name or f"compute capability {number(major)}.{number(minor)}"
-
-
-# -- the memory check (a sanitize record) -----------------------------------------------------------
-
-SANITIZE_COMMAND = "python3 tools/verify.py --lesson {name} --mode sanitize --bundle {name}-sanitize.tar.gz"
-ERROR_TOOLS = ("memcheck", "synccheck")  # any error in the lesson's kernels fails it
-TOOL_WORDS = {"timeout": "timed out", "unavailable": "could not run here", "inconclusive": "no summary",
-              "not-run": "not run"}  # in the compact line
-PROBLEM_WORDS = {"timeout": "timed out", "unavailable": "could not run here", "inconclusive": "left no summary",
-                 "not-run": "was not run"}  # in the sentence
-
-
-@dataclass
-class JudgedFinding:
-    tool: str
-    finding: SanitizerFinding
-    known: kit.KnownFinding | None = None  # the lesson's declaration that covers it
-
-
-@dataclass
-class ToolVerdict:
-    tool: str
-    run: SanitizerToolRun | None
-    words: str  # for the compact line: "0 errors", "clean", "2 races (25 hazards), each explained"
-    lessons: list[JudgedFinding] = field(default_factory=list)  # findings in the lesson's kernels
-    library: int = 0  # report records outside the lesson's kernels (libraries, torch, CUDA API errors): information
-    failed: bool = False  # memcheck or synccheck errors in the lesson's kernels
-    problems: list[str] = field(default_factory=list)  # what keeps it from passing, one clause each
-
-
-@dataclass
-class MemoryCheck:
-    """One sanitize record, judged: each tool, what the lesson declared, and the verdict."""
-
-    record: Record
-    state: str  # passed | failed | partial | by-design
-    tools: list[ToolVerdict]
-    refused: list[str]  # declarations that match nothing in the report
-    line: str  # "memcheck, synccheck: 0 errors; initcheck: clean; racecheck: 2 races (25 hazards), each explained"
-    problems: list[str]  # why it is failed or partial
-
-
-def lesson_kernels(lesson: Lesson) -> frozenset[str]:
-    """The names of the @triton.jit / @gluon.jit functions defined in the lesson's source files (a report
-    names a Triton kernel by its function's name)."""
-    return frozenset(name for name, _gluon in _lesson_jit(lesson))
-
-
-def lesson_uses_gluon(lesson: Lesson) -> bool:
-    """Whether the lesson defines @gluon.jit kernels (which Triton's interpreter cannot run)."""
-    return any(gluon for _name, gluon in _lesson_jit(lesson))
-
-
-def _lesson_jit(lesson: Lesson) -> frozenset[tuple[str, bool]]:
-    return _jit_functions(tuple(p for p in lesson.source_files() if p.suffix == ".py"), lesson.folder.parent,
-                          lesson.source_hash())
-
-
-@lru_cache(maxsize=256)
-def _jit_functions(paths: tuple[Path, ...], code_dir: Path, _hash: str) -> frozenset[tuple[str, bool]]:
-    """(name, whether a Gluon decorator made it) of every jit function the files define."""
-    found = set()
-    for path in paths:
-        try:
-            tree = ast.parse(read_text(path, LIMITS.source_file, code_dir))
-        except (UnsafePathError, SyntaxError, ValueError, OSError):
-            continue
-        for node in ast.walk(tree):
-            if isinstance(node, ast.FunctionDef):
-                jit = [d for d in node.decorator_list if _is_jit(d)]
-                if jit:
-                    found.add((node.name, any("gluon" in ast.unparse(d) for d in jit)))
-    return frozenset(found)
-
-
-def _is_jit(decorator: ast.expr) -> bool:
-    target = decorator.func if isinstance(decorator, ast.Call) else decorator
-    name = target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", "")
-    return name in ("jit", "autotune", "heuristics")
-
-
-def finding_is_lessons(finding: SanitizerFinding, source_files: dict[str, str], kernels: frozenset[str]) -> bool:
-    """In the lesson's own code: a place in one of its source files, or a kernel it defines. A CUDA API
-    error is no kernel's (the lesson's run failing under the tool says the rest)."""
-    if finding.kind == "api":
-        return False
-    return any(loc.file in source_files or (loc.kernel and loc.kernel in kernels) for loc in finding.locations)
-
-
-def _covers(known: kit.KnownFinding, tool: str, finding: SanitizerFinding) -> bool:
-    """Whether a declaration covers a finding: its tool, its kernel, and every place of the finding (a race's
-    both accesses) inside the declared lines."""
-    places = [loc for loc in finding.locations if loc.access != "frame"]
-    if known.tool != tool or known.kernel not in {loc.kernel for loc in finding.locations} or not places:
-        return False
-    return all(any(loc.file == span.file and span.first <= loc.line <= span.last for span in known.lines)
-               for loc in places)
-
-
-def _place(finding: SanitizerFinding) -> str:
-    places = [loc for loc in finding.locations if loc.access != "frame" and loc.file]
-    return ", ".join(f"{loc.file}:{loc.line}" if loc.line else loc.file for loc in places[:3]) or "no line"
-
-
-def judge_memory(lesson: Lesson, record: Record) -> MemoryCheck:
-    """A sanitize record of the current source, judged (see the module's docstring)."""
-    san = record.sanitizer
-    kernels = lesson_kernels(lesson)
-    runs = {run.tool: run for run in san.runs}
-    used: set[int] = set()
-    tools = [_judge_tool(tool, runs.get(tool), record, kernels, san.known, used) for tool in kit.SANITIZER_TOOLS]
-    refused = []
-    for i, known in enumerate(san.known):
-        run = runs.get(known.tool)
-        if i not in used and run is not None and run.state in ("clean", "findings"):
-            refused.append(f"the lesson declares a {known.tool} finding in {known.kernel} at "
-                           f"{', '.join(known.where)} that the report does not hold (remove it or fix its lines)")
-    problems = [p for t in tools for p in t.problems] + refused
-    outcome = record.outcome
-    if outcome == "by-design":
-        state, problems = "by-design", []
-        line = f"declined by design ({record.reason})"
-    else:
-        if outcome != "passed":
-            problems.append(f"under memcheck the lesson's run {_app_words(outcome, record.reason)}, so what it did "
-                            "not reach was not checked")
-        state = "failed" if any(t.failed for t in tools) else "partial" if problems else "passed"
-        line = _line(tools)
-    return MemoryCheck(record, state, tools, refused, line, problems)
-
-
-def _app_words(outcome: str, reason: str) -> str:
-    return {"timeout": "timed out", "crashed": f"crashed ({reason})"}.get(outcome, f"{outcome} ({reason})")
-
-
-def _judge_tool(tool: str, run: SanitizerToolRun | None, record: Record, kernels: frozenset[str],
-                known: list[kit.KnownFinding], used: set[int]) -> ToolVerdict:
-    if run is None:
-        return ToolVerdict(tool, None, "not run", problems=[f"{tool} was not run"])
-    if run.state in ("not-run", "unavailable", "timeout", "inconclusive"):
-        return ToolVerdict(tool, run, TOOL_WORDS[run.state],
-                           problems=[f"{tool} {PROBLEM_WORDS[run.state]} ({run.reason})"])
-    verdict = ToolVerdict(tool, run, "")
-    mine = []
-    for f in run.findings:
-        if finding_is_lessons(f, record.source_files, kernels):
-            mine.append(f)
-        else:
-            verdict.library += f.records
-    if tool in ERROR_TOOLS:
-        verdict.lessons = [JudgedFinding(tool, f) for f in mine]
-        errors = sum(f.records for f in mine)
-        if mine:
-            verdict.failed = True
-            named = "; ".join(f"{f.records:,} in {f.kernel or 'a kernel'} at {_place(f)} ({f.message})"
-                              for f in mine[:3])
-            verdict.problems.append(f"{tool} found {errors:,} error(s) in the lesson's kernels: {named}")
-            verdict.words = f"{errors:,} error{'s' * (errors != 1)} in {_kernel_names(mine)}"
-        else:
-            verdict.words = "0 errors"
-    else:
-        for f in mine:
-            matches = [i for i, k in enumerate(known) if _covers(k, tool, f)]
-            used.update(matches)  # every declaration that covers a finding matches something
-            verdict.lessons.append(JudgedFinding(tool, f, known[matches[0]] if matches else None))
-        open_ = [j.finding for j in verdict.lessons if j.known is None]
-        for f in open_[:3]:
-            verdict.problems.append(f"{tool} reports {f.message} in {f.kernel or 'a kernel'} at {_place(f)}, "
-                                    "neither fixed nor declared")
-        if len(open_) > 3:
-            verdict.problems.append(f"{tool}: {len(open_) - 3} more findings neither fixed nor declared")
-        verdict.words = _declared_words(tool, verdict.lessons, len(open_))
-    unseen = run.not_printed or (run.findings_omitted if all(finding_is_lessons(f, record.source_files, kernels)
-                                                             for f in run.findings) else 0)
-    if unseen and not verdict.failed:
-        verdict.problems.append(f"{tool}: {unseen:,} record(s) past the limits were not kept, and may be in the "
-                                "lesson's kernels")
-        verdict.words += f", {unseen:,} not shown"
-    if run.state == "findings" and not run.findings and not unseen:
-        verdict.problems.append(f"{tool} counts {run.errors:,} error(s), none of them in the log kept")
-        verdict.words += f", {run.errors:,} counted, none shown"
-    if run.state == "incomplete":
-        verdict.problems.append(f"{tool} is incomplete ({run.reason})")
-        verdict.words += " (incomplete)"
-    if verdict.library:
-        verdict.words += f" (+{verdict.library:,} outside the lesson's kernels)"
-    return verdict
-
-
-def _kernel_names(findings: list[SanitizerFinding]) -> str:
-    names = list(dict.fromkeys(f.kernel or "a kernel" for f in findings))
-    return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
-
-
-def _declared_words(tool: str, judged: list[JudgedFinding], open_count: int) -> str:
-    if not judged:
-        return "clean"
-    if tool == "racecheck":
-        hazards = sum(j.finding.hazards for j in judged)
-        what = f"{len(judged)} race{'s' * (len(judged) != 1)}" + (f" ({hazards:,} hazards)" if hazards else "")
-    else:
-        what = f"{len(judged)} finding{'s' * (len(judged) != 1)}"
-    if open_count:
-        return f"{what}, {open_count} unexplained"
-    return f"{what}, each explained" if len(judged) > 1 else f"{what}, explained"
-
-
-def _line(tools: list[ToolVerdict]) -> str:
-    """Tools with the same words share them: 'memcheck, synccheck: 0 errors; initcheck: clean'."""
-    groups: list[tuple[list[str], str]] = []
-    for t in tools:
-        if groups and groups[-1][1] == t.words:
-            groups[-1][0].append(t.tool)
-        else:
-            groups.append(([t.tool], t.words))
-    return "; ".join(f"{', '.join(names)}: {words}" for names, words in groups)
-
-
-def _memory_state(lesson: Lesson, records: list[Record], source_hash: str,
-                  required: bool) -> tuple[ModeState, MemoryCheck | None]:
-    """The memory check's state for the badge: its records judged, the worst current one first."""
-    if not lesson.sanitize.supported:
-        return ModeState("sanitize", "not-supported", None,
-                         f"compute-sanitizer does not check this lesson ({lesson.sanitize.reason})"), None
-    current = sorted((r for r in records if r.source_hash == source_hash), key=lambda r: r.started_utc,
-                     reverse=True)
-    checks = [judge_memory(lesson, r) for r in current]
-    for wanted in ("failed", "partial", "passed", "by-design"):
-        for check in checks:
-            if check.state == wanted:
-                return ModeState("sanitize", wanted, check.record, _memory_phrase(check)), check
-    command = SANITIZE_COMMAND.format(name=lesson.name)
-    if records:
-        newest = max(records, key=lambda r: r.started_utc)
-        return ModeState("sanitize", "stale", newest, f"the memory check (compute-sanitizer) recorded on {newest.date}"
-                         f" was for an older source (record it again: {command})"), None
-    if not required:
-        return ModeState("sanitize", "not-required", None,
-                         "memory safety was not checked: the course records no compute-sanitizer runs yet"), None
-    return ModeState("sanitize", "none", None, "memory safety not checked yet: the memory check (compute-sanitizer) "
-                     f"has not been recorded for this source ({command})"), None
-
-
-def _memory_phrase(check: MemoryCheck) -> str:
-    record = check.record
-    who = (f"compute-sanitizer {record.sanitizer.version.split(' ')[0]} on {record.env.device_name or 'a GPU'} "
-           f"({'smoke' if record.sanitizer.size == 'smoke' else 'GPU'} sizes, {record.date})")
-    if check.state == "by-design":
-        return f"the memory check under {who} stopped by design ({record.reason})"
-    if check.state == "passed":
-        return f"the memory check under {who} found nothing unexplained in the lesson's kernels: {check.line}"
-    if check.state == "failed":  # the errors; what was not run for them is in the details
-        return f"the memory check under {who} failed: " + "; ".join(p for t in check.tools if t.failed
-                                                                    for p in t.problems)
-    return f"the memory check under {who} is incomplete: " + "; ".join(check.problems)
-
-
-def _sanitizer_contradictions(record: Record) -> list[str]:
-    """A sanitize record's tool runs against their own counts: findings kept never outnumber what was counted."""
-    found = []
-    for i, run in enumerate(record.sanitizer.runs):
-        kept = sum(f.records for f in run.findings if f.kind not in ("api", "leak"))
-        counted = run.errors + run.warnings
-        if run.state in ("findings", "incomplete") and run.tool != "racecheck" and kept > counted:
-            found.append(f"sanitizer.runs[{i}].errors: {counted:,} counted, but {kept:,} records kept")
-    return found

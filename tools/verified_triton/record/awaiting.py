@@ -56,6 +56,9 @@ def load_awaiting(evidence_dir: Path) -> dict[str, Awaiting]:
                            FILE_NAME)
     except tomllib.TOMLDecodeError as exc:
         raise AwaitingError(f"{path}: {exc}") from None
+    except RecursionError:  # tomllib recurses into nested arrays and tables
+        raise AwaitingError(f"{path}: nested too deeply to read (an array or table inside itself thousands of "
+                            "times); not an awaiting-gpu.toml") from None
     except schema.SchemaError as exc:
         raise AwaitingError(f"{path}: {exc}") from None
     entries: dict[str, Awaiting] = {}

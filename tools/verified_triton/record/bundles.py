@@ -11,10 +11,10 @@ source, figures present, PNG and named by the hash of their bytes) before anythi
 member refuses the bundle. Several bundles merge together; two records for
 the same lesson, mode and GPU model keep the newer by start time, and say so.
 Replacing a current record here by a different one for the same source
-(changes.differences lists what: the outcome, the checks, a ratio beyond
-noise or an implausibly wide interval, targets, predictions, steps, skipped
-parts, figures, an older start), or adding a first record of a new GPU model
-beside current GPU records of others, needs `--accept-changes`.
+(changes.differences lists what: every field but the few that may change
+silently or within their noise rule), or adding a first record of a new GPU
+model, in any mode on a GPU, beside current records of other models, needs
+`--accept-changes`.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from pathlib import Path
 from verified_triton.core import schema
 from verified_triton.core.lessons import Lesson
 from verified_triton.core.limits import LIMITS
-from verified_triton.core.numfmt import counted
+from verified_triton.core.numfmt import counted, exact
 from verified_triton.judge.evidence import (
     PNG_MAGIC,
     EvidenceError,
@@ -157,7 +157,7 @@ def import_bundles(paths: list[Path], lessons: dict[str, Lesson], evidence_dir: 
         if previous is not None and previous.source_hash == item.record.source_hash:
             report.held += [f"{lesson}/{key}: {change}" for change in differences(previous, item.record)]
         elif previous is None:
-            others = _current_gpu_records(evidence_dir, lessons[lesson], item.record)
+            others = _current_of_other_models(evidence_dir, lessons[lesson], item.record)
             report.held += [f"{lesson}/{key}: {change}" for change in new_model(item.record, others)]
         writes.append((item, previous))
     if report.held and not accept_changes:
@@ -188,10 +188,10 @@ def _record_here(evidence_dir: Path, lesson: Lesson, key: str, report: ImportRep
     return previous
 
 
-def _current_gpu_records(evidence_dir: Path, lesson: Lesson, incoming: Record) -> list[Record]:
-    """The usable GPU records here of other models, for the source `incoming` was recorded from."""
+def _current_of_other_models(evidence_dir: Path, lesson: Lesson, incoming: Record) -> list[Record]:
+    """The usable records here of `incoming`'s mode from other GPU models, for the source it was recorded from."""
     records, _problems = lesson_records(evidence_dir, lesson.name)
-    return [r for r in records if r.mode == "gpu" and r.key != incoming.key
+    return [r for r in records if r.mode == incoming.mode and r.key != incoming.key
             and r.source_hash == incoming.source_hash and not contradictions(lesson, r)]
 
 
@@ -239,7 +239,7 @@ def read_bundle(path: Path, lessons: dict[str, Lesson], selected: set[str] | Non
     if not source.is_file() or source.is_symlink():
         return [], [f"{path}: not a plain file"], []
     if size > LIMITS.bundle_file:
-        return [], [f"{path}: {size:,} bytes, over the limit of {LIMITS.bundle_file:,}"], []
+        return [], [f"{path}: {exact(size)} bytes, over the limit of {exact(LIMITS.bundle_file)}"], []
     try:
         with open(source, "rb") as raw:
             gzipped = raw.read(2) == b"\x1f\x8b"
@@ -254,7 +254,7 @@ def read_bundle(path: Path, lessons: dict[str, Lesson], selected: set[str] | Non
             while not refused and budget.read(1 << 16):  # read to the end: a cut or corrupt end is refused too
                 pass
     except _TooBig:
-        return [], [f"{path}: more than {LIMITS.bundle_total:,} bytes uncompressed; refused whole"], []
+        return [], [f"{path}: more than {exact(LIMITS.bundle_total)} bytes uncompressed; refused whole"], []
     except (tarfile.TarError, OSError, EOFError, zlib.error) as exc:
         return [], [f"{path}: not a readable bundle, or truncated ({exc}); nothing imported"], []
     if refused and not (jsons or pngs):
@@ -301,8 +301,8 @@ def _members(path: Path, tar: tarfile.TarFile, selected: set[str] | None):
         limit = LIMITS.bundle_member
         total += member.size
         if member.size > limit or total > LIMITS.bundle_total:
-            why = (f"{member.size:,} bytes, over the limit of {limit:,}" if member.size > limit
-                   else f"the members pass {LIMITS.bundle_total:,} bytes in all")
+            why = (f"{exact(member.size)} bytes, over the limit of {exact(limit)}" if member.size > limit
+                   else f"the members pass {exact(LIMITS.bundle_total)} bytes in all")
             return ({}, {}), [*refused, f"{where}: {why}; the bundle is refused whole"], notes
         data = tar.extractfile(member).read(limit + 1)
         (jsons if match["key"] else pngs)[name] = data
@@ -332,7 +332,7 @@ def _records(path: Path, jsons: dict[str, bytes], pngs: dict[str, bytes], lesson
             if data is None:
                 refused.append(f"{where}: figure {file} is not in the bundle; refused")
             elif not data.startswith(PNG_MAGIC) or len(data) > LIMITS.figure:
-                refused.append(f"{path}:{member}: not a PNG within {LIMITS.figure:,} bytes; refused")
+                refused.append(f"{path}:{member}: not a PNG within {exact(LIMITS.figure)} bytes; refused")
             elif figure_mismatch(file, data):  # a figure is named by its content: checked, never believed
                 refused.append(f"{path}:{member}: {figure_mismatch(file, data)}; refused")
             else:

@@ -117,25 +117,8 @@ def run_bounded(script: str, cwd, env: dict, timeout: float, prefix: list[str] |
         command = [sys.executable, "-c", PREFIX_LAUNCHER, *prefix, *command]
     proc = subprocess.Popen(command, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
-    with _lock:
-        _running[proc.pid] = token
     readers = [BoundedReader(proc.stdout), BoundedReader(proc.stderr)]
-    for reader in readers:
-        reader.start()
-    timed_out = False
-    try:
-        proc.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        timed_out = True
-        kill_group(proc.pid)
-        proc.wait()
-    finally:
-        kill_group(proc.pid)  # anything the lesson left running would hold the pipes open and the GPU
-        kill_marked(token)  # ...in its group or in a session of its own
-        with _lock:
-            _running.pop(proc.pid, None)
-    for reader in readers:
-        reader.join(timeout=10)
+    timed_out = _supervise(proc, readers, timeout, token)
     (stdout, out_cut), (stderr, err_cut) = readers[0].text(), readers[1].text()
     return Captured(None if timed_out else proc.returncode, timed_out, stdout, stderr, out_cut, err_cut,
                     time.monotonic() - t0)
@@ -176,10 +159,21 @@ def run_command(argv: list[str], timeout: float, limit: int) -> Output:
     `limit` bytes on either, it is killed and nothing it printed is kept; after `timeout` seconds, killed."""
     proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             start_new_session=True)
-    with _lock:
-        _running[proc.pid] = ""
     readers = [LimitedReader(proc.stdout, limit, lambda: kill_group(proc.pid)),
                LimitedReader(proc.stderr, limit, lambda: kill_group(proc.pid))]
+    timed_out = _supervise(proc, readers, timeout)
+    too_long = any(r.too_long for r in readers)
+    code = None if timed_out or too_long else proc.returncode
+    return Output(code, timed_out, too_long, bytes(readers[0].data), bytes(readers[1].data))
+
+
+def _supervise(proc: subprocess.Popen, readers: list[threading.Thread], timeout: float, token: str = "") -> bool:
+    """Watch a started process: known to the signal handlers while it runs, its pipes drained by `readers`,
+    waited for at most `timeout` seconds, then its process group killed (anything it left running would hold
+    the pipes open, and the GPU) and, with a `token`, every process marked with it (in a session of its own
+    too). Whether it ran out of time."""
+    with _lock:
+        _running[proc.pid] = token
     for reader in readers:
         reader.start()
     timed_out = False
@@ -189,14 +183,14 @@ def run_command(argv: list[str], timeout: float, limit: int) -> Output:
         timed_out = True
     finally:
         kill_group(proc.pid)
+        if token:
+            kill_marked(token)
         proc.wait()
         with _lock:
             _running.pop(proc.pid, None)
     for reader in readers:
         reader.join(timeout=10)
-    too_long = any(r.too_long for r in readers)
-    code = None if timed_out or too_long else proc.returncode
-    return Output(code, timed_out, too_long, bytes(readers[0].data), bytes(readers[1].data))
+    return timed_out
 
 
 def kill_group(pid: int) -> None:

@@ -1,23 +1,35 @@
-"""Benchmarks across recordings: a bounded history, and the changes an import must list.
+"""Records across recordings: a bounded history, and every change an import must list.
 
 One job: when a new record replaces an older one for the same lesson, mode
 and GPU model, carry each benchmark's earlier results forward (at most
 LIMITS.history of them, taken from this repository's records only: a bundle's
 own history is never believed) and say which benchmarks moved; before an
 import replaces a current record for the same source, list everything it
-would change (`differences`). A move counts when the two recordings' 95 %
-intervals do not overlap and the medians differ by more than NOISE
-(criterion.rs's noise threshold plays the same part): two runs of unchanged
-code on one GPU differ by a few percent, and a site that called that a
-regression would teach readers to ignore it. An interval is judged too: one
-implausibly wide for its method (wider than +-50 % of its median, or WIDER
-times as wide as any earlier recording of it here) hides any move inside
-it, so it is a change to review, never "within noise".
+would change (`differences`).
+
+Records are compared by their structure: the whole record, field by field,
+recursively, against one short explicit list of what may change silently
+(SILENT: dates, wall times, the environment, this repository's history) and
+of the measured values that may move within their noise rule (MEASURED: the
+benchmarks by their intervals, the numbers a run prints and tabulates within
+TEXT_NOISE). Every other field that changes is listed, so a field added to the
+format is compared the day it is added: nobody has to add it to a list. What
+the lines below say in their own words (the outcome, the checks, the targets,
+the predictions, the steps, the figures) is not said twice (SAID).
+
+A move counts when the two recordings' 95 % intervals do not overlap and the
+medians differ by more than NOISE (criterion.rs's noise threshold plays the
+same part): two runs of unchanged code on one GPU differ by a few percent, and
+a site that called that a regression would teach readers to ignore it. An
+interval is judged too: one implausibly wide for its method (wider than +-50 %
+of its median, or WIDER times as wide as any earlier recording of it here)
+hides any move inside it, so it is a change to review, never "within noise".
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from dataclasses import asdict, dataclass
 
 from verified_triton.core import kit
 from verified_triton.core.limits import LIMITS
@@ -29,6 +41,28 @@ WIDE = 0.5  # an interval reaching further than this from its median, relatively
 WIDER = 4  # ...and so is one this many times as wide as the widest earlier recording of the benchmark here,
 WIDER_FLOOR = 0.05  # once it reaches further than +-5 % at all
 LISTED = 12  # names or lines of one kind listed per record; the rest are counted
+TEXT_NOISE = 0.10  # a number a run prints or tabulates (a time, a rate) may move this much, relatively, unlisted
+
+# What may change between two recordings of one source without being listed: when it ran (an older start is
+# listed, below), how long it took, on which software and driver (`env`), this repository's own history, and
+# how much of a long output was cut. Paths are the record's fields, list items written [].
+SILENT = frozenset({"started_utc", "wall_s", "env", "history", "stdout_omitted", "stderr_omitted",
+                    "steps[].stdout_omitted", "sanitizer.runs[].wall_s", "sanitizer.runs[].log_omitted"})
+# Measured values, which move from run to run within their noise rule: text a run prints and the cells of its
+# tables, compared with their words and integers equal and every other number within TEXT_NOISE (a memory
+# address, in hex, may be anything). The benchmarks' rounds have their own rule (`moved`, `implausible`).
+MEASURED = frozenset({"stdout", "stderr", "steps[].stdout", "checks[].message", "tables[].rows",
+                      "predictions[].measured", "sanitizer.runs[].log", "sanitizer.runs[].notes",
+                      "sanitizer.runs[].findings[].detail", "filtered_warnings[].example"})
+# Said by the lines of `differences` in their own words (and the benchmarks' measured numbers, by their rule).
+SAID = frozenset({"outcome", "checks[].status", "skipped_parts", "steps[].name", "steps[].not_run",
+                  "figures[].file", "figures[].dark_file",
+                  *(f"benchmarks[].{name}" for name in ("ratio", "ratio_low", "ratio_high", "measured", "baseline",
+                                                        "kernel_ms", "baseline_ms", "threshold", "gate", "verdict",
+                                                        "stretch", "stretch_verdict")),
+                  *(f"predictions[].{name}" for name in ("value", "tolerance", "quantity", "of"))})
+SAID_ITEMS = frozenset({"checks", "benchmarks", "predictions", "steps", "figures"})  # an item that came or went
+NUMBER = re.compile(r"0x[0-9a-fA-F]+|[-+]?[0-9][0-9,]*(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?")
 
 
 @dataclass(frozen=True)
@@ -156,15 +190,141 @@ def differences(here: Record, incoming: Record) -> list[str]:
                   if p.reason != q.reason][:LISTED]
     found += _figure_changes(here, incoming)
     found += [change.text for change in finding_changes(incoming, here)]
+    found += _listed(list(structural_changes(here, incoming)), "fields changed")
     return found
 
 
-def new_model(incoming: Record, current_gpu_records: list[Record]) -> list[str]:
-    """A first GPU record of a model, for a lesson with current GPU records of other models here: listed as new
-    (it may turn a verified lesson into a failed one, or add a GPU the page will name)."""
-    if incoming.mode != "gpu" or not current_gpu_records:
+def structural_changes(here: Record, incoming: Record):
+    """Every field of the two records that differs, recursively, but what SILENT lets change, what MEASURED
+    lets move within its noise rule, and what SAID says elsewhere: 'path: before -> after', one line each."""
+    yield from _walk(asdict(here), asdict(incoming), "", "")
+
+
+def _walk(a, b, path: str, shape: str):
+    if shape in SILENT or shape in SAID:
+        return
+    if shape in MEASURED:
+        if not _within_noise(a, b):
+            yield f"{path}: {_shown(a, b)}"
+        return
+    if isinstance(a, dict) and isinstance(b, dict):
+        for key in [*a, *(k for k in b if k not in a)]:
+            child = f"{path}.{key}" if path else str(key)
+            yield from _walk(a.get(key, _ABSENT), b.get(key, _ABSENT), child, f"{shape}.{key}" if shape else key)
+        return
+    if isinstance(a, list) and isinstance(b, list):
+        yield from _walk_list(a, b, path, shape)
+        return
+    if a != b or type(a) is not type(b):
+        yield f"{path}: {_value(a)} -> {_value(b)}"
+
+
+_ABSENT = object()  # a field one record has and the other has not (a format that grew)
+
+
+def _walk_list(a: list, b: list, path: str, shape: str):
+    """Items matched by their name (checks, benchmarks...), their tool (a sanitizer's runs) or, for findings,
+    their kind, message and places; other lists item by item."""
+    keys_a, keys_b = _keys(a), _keys(b)
+    if keys_a is None or keys_b is None:
+        for i in range(max(len(a), len(b))):
+            yield from _walk(a[i] if i < len(a) else _ABSENT, b[i] if i < len(b) else _ABSENT, f"{path}[{i}]",
+                             f"{shape}[]")
+        return
+    old, new = dict(zip(keys_a, a, strict=True)), dict(zip(keys_b, b, strict=True))
+    for key in [*old, *(k for k in new if k not in old)]:
+        if key in old and key in new:
+            yield from _walk(old[key], new[key], f"{path}[{_short(key, 60)}]", f"{shape}[]")
+        elif shape not in SAID_ITEMS and not (shape == "sanitizer.runs[].findings" and key not in old):
+            # (a new finding has its own line: finding_changes)
+            side = "not recorded -> recorded" if key in new else "recorded -> not recorded"
+            yield f"{path}[{_short(key, 60)}]: {side}"
+
+
+def _keys(items: list) -> list[str] | None:
+    """Each item's identity where every item is an object with a unique one; None to compare by position."""
+    if not items or not all(isinstance(item, dict) for item in items):
+        return None
+    for field_ in ("name", "tool"):
+        keys = [item.get(field_) for item in items]
+        if all(isinstance(k, str) for k in keys) and len(set(keys)) == len(keys):
+            return keys
+    if all({"kind", "message", "locations"} <= item.keys() for item in items):
+        keys = [f"{item['kind']}: {item['message']} at " + ", ".join(
+            f"{loc.get('kernel', '')}:{loc.get('file', '')}:{loc.get('line', '')}" for loc in item["locations"]
+            if isinstance(loc, dict)) for item in items]
+        if len(set(keys)) == len(keys):
+            return keys
+    return None
+
+
+def _within_noise(a, b) -> bool:
+    """Measured values alike but for their noise: numbers within TEXT_NOISE (integer cells equal), texts with
+    the same words and their numbers so, lists item by item."""
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_within_noise(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, str) and isinstance(b, str):
+        return _same_text(a, b)
+    if _is_number(a) and _is_number(b):
+        return a == b if isinstance(a, int) and isinstance(b, int) else _close_enough(float(a), float(b))
+    return a == b and type(a) is type(b)
+
+
+def _is_number(x) -> bool:
+    return isinstance(x, int | float) and not isinstance(x, bool)
+
+
+def _close_enough(x: float, y: float) -> bool:
+    return x == y or abs(x - y) <= TEXT_NOISE * max(abs(x), abs(y))
+
+
+def _same_text(a: str, b: str) -> bool:
+    if a == b:
+        return True
+    words_a, words_b = NUMBER.split(a), NUMBER.split(b)
+    if words_a != words_b:
+        return False
+    for x, y in zip(NUMBER.findall(a), NUMBER.findall(b), strict=True):
+        if x.startswith("0x") and y.startswith("0x"):
+            continue  # an address
+        try:
+            if not _close_enough(float(x.replace(",", "")), float(y.replace(",", ""))):
+                return False
+        except ValueError:
+            if x != y:
+                return False
+    return True
+
+
+def _shown(a, b) -> str:
+    """How two measured values differ, shortly: texts by the place where they part."""
+    if isinstance(a, str) and isinstance(b, str):
+        at = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
+        start = max(0, at - 20)
+        before, after = _value(a[start:start + 60]), _value(b[start:start + 60])
+        return f"its text changed at character {number(at)} ({before} -> {after})"
+    return f"{_value(a)} -> {_value(b)}"
+
+
+def _value(x) -> str:
+    """A value in a change line: bounded, a missing field said as such."""
+    if x is _ABSENT:
+        return "not recorded"
+    return _short(repr(x), 80)
+
+
+def _short(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def new_model(incoming: Record, current_others: list[Record]) -> list[str]:
+    """A first record of a GPU model, in any mode on a GPU (its runs, or its memory check), for a lesson with
+    current records of that mode from other models here: listed as new (it may turn a verified lesson into a
+    failed one, or add a GPU the page will name)."""
+    if incoming.mode == "interpreter" or not current_others:
         return []
-    return [f"a new GPU model here ({incoming.env.device_name}): not recorded -> {incoming.outcome}"]
+    what = ", its first memory check" if incoming.mode == "sanitize" else ""
+    return [f"a new GPU model here ({incoming.env.device_name[:60]}){what}: not recorded -> {incoming.outcome}"]
 
 
 def _point(p: HistoryPoint | None) -> str:

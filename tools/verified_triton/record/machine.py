@@ -141,7 +141,7 @@ def mode_problem(mode: str) -> str:
                              env=env, timeout=300, stdin=subprocess.DEVNULL)
         problem = json.loads(out.stdout.strip().splitlines()[-1]).get("problem", "") if out.stdout.strip() else \
             f"the check of this Python exited {out.returncode} ({out.stderr.strip().splitlines()[-1:]})"
-    except (OSError, subprocess.TimeoutExpired, ValueError) as exc:
+    except (OSError, subprocess.TimeoutExpired, ValueError, RecursionError) as exc:
         problem = f"this Python could not be checked ({exc})"
     if not problem and marker is not None:
         try:

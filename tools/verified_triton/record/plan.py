@@ -6,11 +6,18 @@ shards balanced by recorded wall time, and execute the runs: interpreter runs
 in parallel on the CPUs, then GPU runs one lesson per GPU at a time (never two
 on one GPU, so timings do not collide), with progress lines and a heartbeat.
 Runs under compute-sanitizer time nothing: they share the GPUs, `jobs` at a time.
+
+The one planner of recording at scale: the shards here, and the CI plan that
+`.github/workflows/record.yml` asks for through `tools/ci_plan.py` (`ci_plan`:
+the jobs of each runner label set and shard; `bundle_problems`: the bundles
+publish must find, one per record job and kind, and nothing else).
 """
 
 from __future__ import annotations
 
+import json
 import queue
+import re
 import statistics
 import threading
 import time
@@ -18,9 +25,10 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from verified_triton.core.lessons import Lesson
+from verified_triton.core.lessons import Lesson, LessonError, discover
 from verified_triton.judge.evidence import EvidenceError, Record, read_record, record_path
-from verified_triton.judge.status import contradictions, judge_memory
+from verified_triton.judge.memory import judge_memory
+from verified_triton.judge.status import contradictions
 from verified_triton.record.machine import Machine
 from verified_triton.record.report import terminal_safe
 from verified_triton.record.runner import RunResult, mode_key, run_lesson
@@ -241,3 +249,87 @@ def _on_gpus(items: list[tuple[Lesson, str]], gpus: list[int], one) -> list[RunR
     for t in threads:
         t.join()
     return done
+
+
+# -- the CI plan: record.yml's plan job and the bundles its publish job expects ----------------------------
+
+RELEASE = re.compile(r"\A[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}\Z")
+RUNNERS_SHAPE = ('runners must be a non-empty JSON list of label lists, like [["self-hosted","gpu","h200"]], '
+                 'or of {"labels": [...], "triton": "3.7.1"}')
+GPU_KINDS = ("gpu", "sanitize")  # the bundles each GPU job uploads: its runs, then its memory check
+
+
+class PlanError(ValueError):
+    """Inputs the CI plan refuses, in words for the workflow's log."""
+
+
+def ci_plan(runners: str, shards: str, triton: str, code_dir: Path) -> dict:
+    """The matrices of record.yml from its inputs: {"gpu": one job per runner label set and shard, "interpreter":
+    one per shard, "bundles": how many publish downloads}. `runners` is JSON (a list of label lists, or of
+    {"labels": [...], "triton": "X.Y.Z"}); the last label of a set names its GPU model in the bundles' names and
+    must be unique; `shards` is N, from 1 to the number of lessons (a shard with none writes no bundle and
+    fails); `triton` the release of the sets that name none ('' for each runner's own)."""
+    try:
+        n = int(shards)
+    except ValueError:
+        raise PlanError(f"shards must be a whole number, not {shards[:40]!r}") from None
+    try:
+        lessons = len(discover(code_dir))
+    except LessonError as exc:
+        raise PlanError(f"the lessons cannot be counted: {exc}") from None
+    if not 1 <= n <= lessons:
+        raise PlanError(f"shards must be between 1 and the number of lessons ({lessons}), not {n}")
+    try:
+        sets = json.loads(runners)
+    except (json.JSONDecodeError, RecursionError) as exc:
+        raise PlanError(f"runners is not JSON: {exc}") from None
+    default = triton.strip()
+    if default and not RELEASE.match(default):
+        raise PlanError(f"triton must be a release like 3.6.0, or empty for each runner's own, not {default[:40]!r}")
+    if not isinstance(sets, list) or not sets:
+        raise PlanError(RUNNERS_SHAPE)
+    gpu, names = [], set()
+    for entry in sets:
+        labels, release = _label_set(entry, default)
+        name = re.sub(r"[^a-z0-9._-]+", "-", labels[-1].lower()).strip("-.")
+        if not name or name in names:
+            raise PlanError(f"the last label of each set names its GPU model and must be unique: {labels}")
+        names.add(name)
+        gpu += [{"labels": labels, "name": name, "shard": k, "shards": n, "triton": release} for k in range(1, n + 1)]
+    interpreter = [{"shard": k, "shards": n} for k in range(1, n + 1)]
+    return {"gpu": gpu, "interpreter": interpreter, "bundles": len(expected_bundles(gpu, interpreter))}
+
+
+def _label_set(entry, default: str) -> tuple[list[str], str]:
+    """A list of labels, or {"labels": [...], "triton": "X.Y.Z"}: the Triton axis, per runner set."""
+    if isinstance(entry, dict):
+        if set(entry) - {"labels", "triton"}:
+            raise PlanError(f"a runner set has only labels and triton: {str(entry)[:200]}")
+        labels, release = entry.get("labels"), entry.get("triton", default)
+    else:
+        labels, release = entry, default
+    if not (isinstance(labels, list) and labels and all(isinstance(x, str) and x for x in labels)):
+        raise PlanError(RUNNERS_SHAPE)
+    if not isinstance(release, str) or (release and not RELEASE.match(release)):
+        raise PlanError(f"the triton of a runner set is a release like 3.6.0: {str(entry)[:200]}")
+    return labels, release
+
+
+def expected_bundles(gpu: list[dict], interpreter: list[dict]) -> dict[str, str]:
+    """Artifact name -> the one bundle file it holds, for every record job of the plan (a GPU job uploads two)."""
+    want = {f"bundle-{kind}-{j['name']}-{j['shard']}-of-{j['shards']}": f"{kind}-{j['name']}-{j['shard']}-of-"
+            f"{j['shards']}.tar.gz" for j in gpu for kind in GPU_KINDS}
+    want |= {f"bundle-interpreter-{j['shard']}-of-{j['shards']}": f"interpreter-{j['shard']}-of-{j['shards']}.tar.gz"
+             for j in interpreter}
+    return want
+
+
+def bundle_problems(folder: Path, gpu: list[dict], interpreter: list[dict]) -> list[str]:
+    """What publish must refuse in the downloaded artifacts (one folder each): an artifact no record job made,
+    one holding anything but its one bundle, or a record job's artifact missing."""
+    want = expected_bundles(gpu, interpreter)
+    have = {p.name: sorted(f.name for f in p.iterdir()) for p in sorted(folder.iterdir())} if folder.is_dir() else {}
+    problems = [f"artifact {name}: holds {files}, not [{want.get(name, '?')!r}]"
+                for name, files in sorted(have.items()) if files != [want.get(name)]]
+    problems += [f"no artifact {name} (its record job uploaded none)" for name in sorted(set(want) - set(have))]
+    return problems

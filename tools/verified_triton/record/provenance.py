@@ -45,6 +45,7 @@ from pathlib import Path
 
 from verified_triton.core.lessons import Lesson
 from verified_triton.core.limits import LIMITS
+from verified_triton.core.numfmt import exact
 from verified_triton.judge.evidence import Record
 from verified_triton.record.bundles import read_bundle
 from verified_triton.record.capture import run_command
@@ -148,7 +149,7 @@ def _copy(path: Path, folder: Path) -> Path:
         while chunk := src.read(1 << 20):
             copied += len(chunk)
             if copied > LIMITS.bundle_file:
-                raise ValueError(f"more than {LIMITS.bundle_file:,} bytes, over the limit for a bundle")
+                raise ValueError(f"more than {exact(LIMITS.bundle_file)} bytes, over the limit for a bundle")
             dst.write(chunk)
     return Path(name)
 
@@ -169,8 +170,8 @@ def attested_runners(path: Path, signer: str) -> tuple[set[str], str]:
     if result.timed_out:
         return set(), f"gh attestation verify did not answer within {GH_TIMEOUT_S} s"
     if result.too_long:
-        return set(), (f"gh attestation verify printed more than {LIMITS.gh_output:,} bytes, which is not what it "
-                       "prints about one bundle")
+        return set(), (f"gh attestation verify printed more than {exact(LIMITS.gh_output)} bytes, which is not "
+                       "what it prints about one bundle")
     if result.exit_code != 0:
         said = result.stderr.decode("utf-8", "replace").strip().splitlines()[-3:]
         return set(), f"no attestation by {signer} verifies ({' '.join(said) or f'gh exited {result.exit_code}'})"

@@ -104,7 +104,7 @@ def registry_newest(requirement: str) -> str:
         out = subprocess.run(command, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
         report = json.loads(out.stdout) if out.returncode == 0 else None
         version = report["install"][0]["metadata"]["version"] if report else ""
-    except (OSError, subprocess.TimeoutExpired, ValueError, KeyError, IndexError, TypeError):
+    except (OSError, subprocess.TimeoutExpired, ValueError, KeyError, IndexError, TypeError, RecursionError):
         version, out = "", None
     if not isinstance(version, str) or not RELEASE.match(version):
         last = out.stderr.strip().splitlines()[-1:] if out is not None else []
@@ -236,7 +236,7 @@ def check(release: str, site: Path | None) -> ReleaseEnv:
         out = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, env=env,
                              timeout=PROBE_TIMEOUT_S, stdin=subprocess.DEVNULL)
         found = json.loads(out.stdout.strip().splitlines()[-1])
-    except (OSError, subprocess.TimeoutExpired, ValueError, IndexError) as exc:
+    except (OSError, subprocess.TimeoutExpired, ValueError, IndexError, RecursionError) as exc:
         raise ReleaseEnvError(f"{where} could not be checked ({type(exc).__name__})") from None
     if not isinstance(found, dict) or not all(isinstance(v, str) for v in found.values()):
         raise ReleaseEnvError(f"{where}: its check printed something else than versions")

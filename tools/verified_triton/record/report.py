@@ -36,9 +36,19 @@ def status_json(statuses: list[LessonStatus]) -> list[dict]:
                     "headline": st.headline, "by_design": st.by_design,
                     "summary": st.summary, "sentence": st.sentence, "source_hash": st.source_hash,
                     "modes": modes, "problems": st.problems, "releases": releases_json(st),
-                    "memory_check": ({"state": st.memory.state, "line": st.memory.line, "problems": st.memory.problems}
-                                     if st.memory else None)})
+                    "memory_check": ({"state": st.memory.state, "line": st.memory.line, "problems": st.memory.problems,
+                                      "not_applicable": st.memory.not_applicable} if st.memory else None),
+                    **exercises_json(st)})
     return out
+
+
+def exercises_json(st: LessonStatus) -> dict:
+    """{"exercises": [{name, solution, starter, mistakes: [{name, caught, message}]}], "exercises_state": ...}
+    for a lesson that poses exercises (judge/exercises.py); {} for one that does not yet."""
+    ex = st.exercises
+    if ex is None or ex.state == "not-required":
+        return {}
+    return {"exercises_state": ex.state, "exercises": ex.json(), "exercises_problems": ex.problems}
 
 
 def releases_json(st: LessonStatus) -> dict:
@@ -76,6 +86,8 @@ def check_problems(statuses: list[LessonStatus], awaiting: dict[str, Awaiting] |
         if why_not:
             problems.append(f"{name}: evidence/{AWAITING_FILE}: {why_not}")
         problems += [f"{name}: unusable evidence: {p}" for p in st.problems]
+        if st.exercises is not None and st.exercises.state in ("failed", "stale", "none"):
+            problems += [f"{name}: exercises {st.exercises.state}: {p}" for p in st.exercises.problems]
         if st.status in (FAILED, STALE, UNVERIFIED) and not (waived and st.status is STALE):
             problems.append(f"{name}: {st.status.label}: {st.sentence}")
         elif not _interpreter_ok(st):

@@ -333,10 +333,20 @@ def markdown_text(value: object, limit: int = MAX_TEXT, line_start: bool = False
     for start, end in _runs(s):
         if _run_can_delimit(s, start, end):
             escape[start:end] = [True] * (end - start)
-    out = "".join(f"\\{c}" if e else c for c, e in zip(s, escape, strict=True))
+    out = "".join(_JUPYTER_BACKSLASH if c == "\\" and _JUPYTER_MATH_AFTER.match(s, i + 1) else f"\\{c}" if e else c
+                  for i, (c, e) in enumerate(zip(s, escape, strict=True)))
     if line_start:
         out = LINE_START.sub(lambda m: m.group() + "\\" if m.group()[0].isdigit() else "\\" + m.group(), out)
     return PlainMd(out)
+
+
+# Jupyter's own grammar over Markdown's: JupyterLab (and Colab, nbconvert) cut math out of a cell before Markdown
+# reads it, and take \\( \\) \\[ \\] (two backslashes in the source, which Markdown would make one) and
+# \begin{...} \end{...} as its delimiters. A backslash escaped the Markdown way before one of those became a
+# delimiter, and the text after it red TeX (issue 47.8); written as a character reference, it is a backslash to
+# Markdown and nothing to the math pass.
+_JUPYTER_MATH_AFTER = re.compile(r"[()\[\]]|(?i:begin|end)\{")
+_JUPYTER_BACKSLASH = "&#92;"
 
 
 def _needs_escape(s: str, i: int) -> bool:

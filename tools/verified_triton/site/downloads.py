@@ -23,12 +23,12 @@ import sys
 import zipfile
 from pathlib import Path
 
-from verified_triton.core.lessons import Lesson
+from verified_triton.core.lessons import Lesson, kernels_module
 from verified_triton.core.limits import LIMITS
 from verified_triton.core.numfmt import counted, seconds
 from verified_triton.core.paths import ROOT
 from verified_triton.core.safefs import UnsafePathError, read_bytes, same_bytes, write_bytes
-from verified_triton.site import directives, sources
+from verified_triton.site import directives, sources, tutorial
 from verified_triton.site import notebook as notebooks
 from verified_triton.site.door import PlainMd, markdown_text, plain_code, terminal
 from verified_triton.site.requirements import CPU_INSTALL, INSTALL, requirements
@@ -100,10 +100,52 @@ def readme(lesson: Lesson, site: directives.Site) -> PlainMd:
     return PlainMd("\n").join(lines) + PlainMd("\n")
 
 
+def tutorial_readme(lesson: Lesson, site: directives.Site, kernels: Path) -> PlainMd:
+    """The README of a converted lesson's archive, in the order a reader takes it: the kernels module alone,
+    then the exercises, then the verified run (lesson.py, through lessonkit.py)."""
+    req = requirements(lesson, site.status(lesson.name))
+    interp, gpu = (plain_code(command) for command in req.commands())
+    blank = PlainMd("")
+    name = plain_code(kernels.name)  # a file name, in code spans and code blocks
+    gluon = "gluon" in read_bytes(kernels, LIMITS.source_file, site.code_dir).decode("utf-8", "replace")
+    need = PlainMd("a CUDA GPU of compute capability {}").format(req.capability) if req.capability \
+        else PlainMd("a CUDA GPU")
+    alone = (PlainMd("Its Gluon kernels run on {} only; on a CPU it says so and stops.").format(need) if gluon
+             else PlainMd("Under the interpreter it runs on any CPU; on a GPU it also times the kernel."))
+    lines = [PlainMd("# {}").format(lesson.title), blank, markdown_text(lesson.summary, line_start=True), blank,
+             PlainMd("## 1. The kernels: `{}`").format(name), blank,
+             PlainMd("The kernels, their launchers and the comments that explain them; run alone, it checks them "
+                     "against torch on sizes that are not multiples of the blocks. {}").format(alone), blank,
+             PlainMd("    TRITON_INTERPRET=1 python {}").format(name), PlainMd("    python {}").format(name), blank,
+             PlainMd("## 2. The exercises: `exercises.py`"), blank,
+             PlainMd("Fill in each \"Your code here\", then check: one line per exercise, passed or what is wrong "
+                     "and a hint (`--only NAME` checks one; `--solutions` checks the answers in `solutions.py`; "
+                     "`practice.py` is the checker)."), blank,
+             PlainMd("    TRITON_INTERPRET=1 python exercises.py"), PlainMd("    python exercises.py"), blank,
+             PlainMd("## 3. The verified run: `{}`").format(plain_code(lesson.main.name)), blank,
+             PlainMd("The checks, benchmarks and figures the course records for this lesson, through "
+                     "`lessonkit.py`; `lesson.toml` says what it needs."), blank,
+             PlainMd("    {}").format(interp), PlainMd("    {}").format(gpu), blank,
+             PlainMd("Exit codes: 0 passed, 1 a check failed or a gating target was missed, 2 this machine cannot "
+                     "run it, 3 declined by design (a GPU below the capability it needs)."), blank,
+             PlainMd("## Install"), blank,
+             PlainMd("With a CUDA GPU:"), blank, PlainMd("    {}").format(plain_code(INSTALL)), blank,
+             PlainMd("Without one, torch's CPU build first (on Linux the default torch is the CUDA build):"), blank,
+             *(PlainMd("    {}").format(plain_code(line)) for line in CPU_INSTALL), blank,
+             PlainMd("The GPU run needs {}. {}").format(need, req.colab_sentence),
+             PlainMd("It needs Triton {} or newer.").format(req.triton) if req.triton else blank, blank,
+             PlainMd("## Licence"), blank,
+             PlainMd("The code in this folder is under the MIT licence (`LICENSE`, beside this file). The course's "
+                     "prose and figures, on its site, are under CC BY 4.0 (`LICENSE-docs` in the course's "
+                     "repository)."), blank]
+    return PlainMd("\n").join(lines) + PlainMd("\n")
+
+
 def archive(lesson: Lesson, site: directives.Site) -> bytes:
-    """A zip with one folder, <lesson>/, that runs as it is, with the code's licence."""
-    files = sources.lesson_files(lesson, site.code_dir)
-    files["README.md"] = readme(lesson, site).encode()
+    """A zip with one folder, <lesson>/, that runs as it is, with the code's licence (and the exercises)."""
+    files = sources.lesson_files(lesson, site.code_dir, exercises=True)
+    kernels = kernels_module(lesson)
+    files["README.md"] = (readme(lesson, site) if kernels is None else tutorial_readme(lesson, site, kernels)).encode()
     files["LICENSE"] = read_bytes(ROOT / "LICENSE", LIMITS.source_file, ROOT)
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as zf:
@@ -119,7 +161,8 @@ def archive(lesson: Lesson, site: directives.Site) -> bytes:
 
 def notebook(lesson: Lesson, site: directives.Site, docs_dir: Path):
     """The lesson's notebook (tools/verified_triton/site/notebook.py makes it: the page, runnable)."""
-    return notebooks.build(lesson, site, docs_dir)  # nbformat's constructors; tests/test_downloads.py validates
+    return notebooks.build(lesson, site, docs_dir,  # nbformat's constructors; tests/test_downloads.py validates
+                           plan=tutorial.plan if tutorial.applies(lesson) else None)
 
 
 def notebook_bytes(lesson: Lesson, site: directives.Site, docs_dir: Path) -> bytes:

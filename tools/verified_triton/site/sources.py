@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from verified_triton.core.lessons import Lesson
+from verified_triton.core.lessons import Lesson, exercise_files
 from verified_triton.core.limits import LIMITS
 from verified_triton.core.safefs import read_bytes, walk_files
 from verified_triton.site.door import Md, attr, code_block, code_span, url
@@ -50,15 +50,17 @@ def source_page(rel_path: str, source: str, regions: list[Region], raw_link: str
     out.append(code_block(source.rstrip("\n"), "python", Md('title="{}" linenums="1"').format(attr(rel_path))))
     return Md("\n").join(out) + Md("\n")
 
-def lesson_files(lesson: Lesson, code_dir: Path) -> dict[str, bytes]:
-    """Archive name -> bytes: the lesson's sources (the kit too), each read through safefs.
+def lesson_files(lesson: Lesson, code_dir: Path, exercises: bool = False) -> dict[str, bytes]:
+    """Archive name -> bytes: the lesson's sources (the kit too), each read through safefs; with `exercises`,
+    exercises.py, solutions.py and what they import too (practice.py).
 
     The kit and the modules of the lessons it `uses` sit beside the main file in the archive,
     where its imports find them.
     """
     files = {}
     code_dir = Path(code_dir).absolute()
-    for path in lesson.source_files():
+    paths = list(dict.fromkeys([*lesson.source_files(), *(exercise_files(lesson) if exercises else [])]))
+    for path in paths:
         if path.parent == lesson.folder or not path.is_relative_to(lesson.folder):
             name = path.name
         else:

@@ -9,8 +9,9 @@ counted. `::status` shows the same fold under the badge; the status page's table
 
 from __future__ import annotations
 
-from verified_triton.core.numfmt import counted
-from verified_triton.judge.status import LessonStatus, MemoryCheck, ToolVerdict
+from verified_triton.core.numfmt import number
+from verified_triton.judge.memory import MemoryCheck, ToolVerdict
+from verified_triton.judge.status import LessonStatus
 from verified_triton.site.directives import Page, directive, notebook_form
 from verified_triton.site.door import Md, code
 from verified_triton.site.render import admonition
@@ -56,17 +57,29 @@ def _details(check: MemoryCheck) -> list[Md]:
     if check.problems:
         out += [Md("**What keeps it from passing:**"), Md("")] + [Md("- {}").format(p) for p in check.problems]
         out += [Md("")]
+    if check.not_applicable:
+        out += [Md("**Not applicable, by a reproducer the recording ran:**"), Md("")]
+        out += [Md("- {}.").format(sentence[:1].upper() + sentence[1:]) for sentence in check.not_applicable]
+        out += [Md("")]
     out += [Md("**Each tool:**"), Md("")]
+    shown: set[int] = set()  # each declaration's explanation is said once, under the first finding it covers
     for verdict in check.tools:
-        out += _tool(verdict)
-    for known in record.sanitizer.known:
-        if not any(j.known is known for t in check.tools for j in t.lessons):
-            out.append(Md("- Declared in the lesson but matched nothing: {} in {} at {}").format(
-                known.tool, code(known.kernel), ", ".join(known.where)))
+        out += _tool(verdict, shown)
+    for repro in san.reproducers:
+        out.append(Md("- **{}**, reproducer {}: {}{}").format(
+            repro.tool, code(repro.file), repro.run.state, Md(" ({})").format(repro.run.reason) if repro.run.reason
+            else Md("")))
+    unmatched = [known for known in record.sanitizer.known
+                 if not any(j.known is known for t in check.tools for j in t.lessons)]
+    for known in unmatched[:3]:  # the rest counted: the sentence says the same, bounded alike (judge/memory.py)
+        out.append(Md("- Declared in the lesson but matched nothing: {} in {} at {}").format(
+            known.tool, code(known.kernel), ", ".join(w[:80] for w in known.where[:3])))
+    if len(unmatched) > 3:
+        out.append(Md("- and {} more declarations that matched nothing").format(number(len(unmatched) - 3)))
     return out
 
 
-def _tool(verdict: ToolVerdict) -> list[Md]:
+def _tool(verdict: ToolVerdict, shown: set[int]) -> list[Md]:
     run = verdict.run
     head = Md("- **{}**: {}").format(verdict.tool, verdict.words)
     if run is not None and run.reason and run.state not in ("clean", "findings"):
@@ -76,9 +89,15 @@ def _tool(verdict: ToolVerdict) -> list[Md]:
         f = judged.finding
         places = [loc for loc in f.locations if loc.access != "frame"]
         where = ", ".join(f"{loc.access + ' ' if loc.access else ''}{loc.file}:{loc.line}" for loc in places[:4])
-        count = counted(f.records, "record") + (f", {counted(f.hazards, 'hazard')}" if f.hazards else "")
+        count = f"{number(f.records)} record{'s' * (f.records != 1)}" + (
+            f", {number(f.hazards)} hazard{'s' * (f.hazards != 1)}" if f.hazards else "")
         line = Md("    - {} at {}: {} ({})").format(code(f.kernel or "a kernel"), where or "no line", f.message, count)
-        if judged.known is not None:
+        if judged.known is not None and id(judged.known) in shown:
+            # Said once: a long explanation under each of the findings it covers multiplied a record many times
+            # over on the page (issue 47.6); the bound is on what a field becomes after repetition.
+            line += Md("; declared harmless (as above)")
+        elif judged.known is not None:
+            shown.add(id(judged.known))
             line += Md("; declared harmless: {}").format(judged.known.why)
         elif verdict.tool in ("initcheck", "racecheck"):
             line += Md("; **neither fixed nor declared**")

@@ -200,10 +200,11 @@ def smoke_runs(tmp_path_factory) -> dict:
 
 # -- the real site, built once per test run ----------------------------------------------
 
-# Building the course's site takes minutes, and four test modules read it. It is built once per run, into a
-# folder every xdist worker of the run shares (pytest's base temp of the run, above each worker's own), by a
-# child process the first worker starts as soon as its session does, when any test it collected needs it; the
-# tests that do wait for it. A failed build fails each of them with the build's log; nothing builds it twice.
+# Building the course's site takes 15 s of CPU (minutes on busy cores), and four test modules read it. It is
+# built once per run, into a folder every xdist worker of the run shares (pytest's base temp of the run, above
+# each worker's own), by a child process the first worker starts as soon as its session does, when any test it
+# collected needs it; the tests that do wait for it. A failed build fails each of them with the build's log;
+# nothing builds it twice.
 SITE_BUILD = [sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(REPO / "mkdocs.yml")]
 SITE_BUILD_TIMEOUT = 1200  # seconds: minutes on 2 busy cores
 

@@ -31,40 +31,17 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 
-def copy_of_the_project(root: Path, lessons: tuple[str, ...] = ()) -> Path:
-    """A copy of the project an author works in: lessons, evidence, pages and mkdocs.yml; with `lessons`,
-    only those lessons (their code, evidence and pages) and every other page."""
-    def left_out(folder: str, names: list[str]) -> list[str]:
-        out = [n for n in names if n in ("_output", "__pycache__")]
-        if lessons and Path(folder) in (ROOT / "code", ROOT / "evidence"):
-            out += [n for n in names if (Path(folder) / n).is_dir() and n not in lessons]
-        if lessons and Path(folder) == ROOT / "docs" / "lessons":
-            out += [n for n in names if n.removesuffix(".md") not in lessons]
-        return out
-
+@pytest.fixture
+def project(tmp_path) -> Path:
+    """A copy of the project an author works in: lessons, evidence, pages and mkdocs.yml."""
     for name in ("code", "evidence", "docs"):
-        shutil.copytree(ROOT / name, root / name, ignore=left_out)
-    shutil.copy(ROOT / "pyproject.toml", root)  # code/ruff.toml extends it
+        shutil.copytree(ROOT / name, tmp_path / name, ignore=shutil.ignore_patterns("_output", "__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path)  # code/ruff.toml extends it
     config = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
     config = repo_hooks(config)
     config = config.replace("  - tools\n", f"  - {ROOT / 'tools'}\n")  # the watch list
-    (root / "mkdocs.yml").write_text(config, encoding="utf-8")
-    return root
-
-
-@pytest.fixture
-def project(tmp_path) -> Path:
-    """The whole course, copied."""
-    return copy_of_the_project(tmp_path)
-
-
-@pytest.fixture
-def two_lessons(tmp_path) -> Path:
-    """The course cut to vector-add and dropout, all its other pages kept, for a served build that is about
-    the hooks, not the course (a link to a lesson left out is a warning, which `bash tools/dev.sh serve`
-    shows and does not fail on; prose naming a lesson left out, 'FP16 matmul', is an error, which the
-    test of a broken page, checking that no error is left, cannot have: it serves the whole course)."""
-    return copy_of_the_project(tmp_path, ("vector-add", "dropout"))
+    (tmp_path / "mkdocs.yml").write_text(config, encoding="utf-8")
+    return tmp_path
 
 
 @pytest.mark.integration
@@ -367,10 +344,9 @@ def test_serve_with_a_broken_page_answers_within_10_s_with_file_line(project):
 
 
 @pytest.mark.integration
-def test_serve_refreshes_navigation_archive_and_notebook_when_a_lesson_moves(two_lessons):
+def test_serve_refreshes_navigation_archive_and_notebook_when_a_lesson_moves(project):
     """Before: with --dirty, pages kept the navigation of the first build and the archive and notebook
     kept the old title until the server was restarted."""
-    project = two_lessons
     server = _Serve(project)
     try:
         server.wait_for("/lessons/dropout/", lambda t: "Vector add: programs" in t, "mkdocs serve did not come up")

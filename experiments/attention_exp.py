@@ -1,6 +1,6 @@
 """Issue 38, forward at D64: the gluon-attention lesson's kernel with fewer MUFU exponentials.
 
-An experiment, not a lesson: a copy of code/gluon-attention/attention_kernels.py whose softmax
+An experiment, not a lesson: a copy of code/gluon-attention/gluon_attention.py whose softmax
 computes P in one of three ways (EXP):
 
 * 0, the lesson's: `gl.exp2`, one MUFU.EX2 per score.

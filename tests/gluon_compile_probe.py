@@ -31,7 +31,7 @@ CODE = Path(__file__).resolve().parent.parent / "code"
 for lesson in ("gluon-basics", "gluon-matmul", "gluon-attention", "gluon-attention-backward"):
     sys.path.insert(0, str(CODE / lesson))
 import attention_bwd_kernels  # noqa: E402
-import attention_kernels  # noqa: E402
+import gluon_attention  # noqa: E402
 import gluon_basics  # noqa: E402
 import matmul_kernels  # noqa: E402
 
@@ -91,7 +91,7 @@ out["copy ws"] = facts(build(
     gluon_basics.copy_ws_kernel, {"in_desc": desc([64, 256]), "out_desc": desc([64, 256]), "num_tiles": "i32"},
     {"TILES_N": 33, "STAGES": 6}, 4))
 out["attention"] = facts(build(
-    attention_kernels.attn_fwd_ws_kernel,
+    gluon_attention.attn_fwd_ws_kernel,
     {"q_desc": desc([64, 128]), "k_desc": desc([128, 128]), "v_desc": desc([128, 128]), "o_desc": desc([64, 128]),
      "seq_len": "i32", "n_heads_total": "i32", "n_tiles": "i32", "qk_scale": "fp32"},
     {"CAUSAL": False, "STAGES": 2, "PINGPONG": True, "CONSUMER_REGS": 240, "PRODUCER_REGS": 24,

@@ -1,4 +1,4 @@
-"""The Gluon kernels of the gluon-attention lesson (imported only on a GPU run).
+"""Gluon: a FlashAttention-3-style forward attention for Hopper, the kernels.
 
 A FlashAttention-3-style forward pass for Hopper: one producer warp issues
 the TMA loads of Q, K and V; two consumer warpgroups each own 64 rows of a
@@ -11,13 +11,21 @@ an mbarrier pair can make them take turns at the tensor cores (ping-pong),
 so that one's softmax overlaps the other's products. The kernel is
 persistent: one program per SM walks the (query block, head) tiles, and the
 K/V ring, the ping-pong turns and the output store carry on from one tile to
-the next. Written against Triton 3.6's Gluon API; the lesson file checks the
-schedule, the protocol and the online-softmax arithmetic in plain Python.
+the next. Written against Triton 3.6's Gluon API.
+
+Run it:
+    python gluon_attention.py   # a Hopper GPU: checked against float64, one timing
+
+Gluon has no interpreter. Beside it: attention_model.py runs the kernel's
+online softmax, its schedule and its mbarrier protocol on any CPU;
+exercises.py poses exercises on them; lesson.py is the run the course records.
 """
 
 import math
+import os
 
 import torch
+import triton
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import (
@@ -381,3 +389,48 @@ def attention_ws(
         **kw,
     )
     return (out, kern) if with_kernel else out
+
+
+# snippet: self-check
+def self_check() -> None:
+    """Both schedules against the float64 definition, causal and not, D = 64 and
+    128, on 10 heads (the last group of 8 holds 2) of 384 tokens; one timing."""
+    if not torch.cuda.is_available() or os.environ.get("TRITON_INTERPRET") == "1":
+        print("Gluon kernels run on a GPU only (compute capability 9.0, Hopper): "
+              "nothing to check here. On a CPU, run exercises.py: the kernel's models.")
+        return
+
+    def reference(q, k, v, causal):
+        q, k, v = (t.double() for t in (q, k, v))
+        s = (q @ k.transpose(-1, -2)) / math.sqrt(q.shape[-1])
+        if causal:
+            n = q.shape[-2]
+            future = torch.ones(n, n, dtype=torch.bool, device=q.device).triu(1)
+            s = s.masked_fill(future, float("-inf"))
+        return torch.softmax(s, dim=-1) @ v
+
+    torch.manual_seed(0)
+    for D in (64, 128):
+        q, k, v = (torch.randn(1, 10, 384, D, device="cuda", dtype=torch.float16)
+                   for _ in range(3))
+        for causal in (False, True):
+            want = reference(q, k, v, causal)
+            for pingpong in (True, False):
+                out = torch.full_like(q, float("nan"))  # a tile never written fails
+                attention_ws(q, k, v, causal, pingpong=pingpong, out=out)
+                torch.testing.assert_close(out.double(), want, rtol=4e-3,
+                                           atol=4e-3 * float(want.abs().max()))
+    print("attention_ws matches the float64 definition: 10 heads of 384 tokens, "
+          "D = 64 and 128, causal and not, with and without ping-pong")
+    q, k, v = (torch.randn(4, 32, 4096, 128, device="cuda", dtype=torch.float16)
+               for _ in range(3))
+    ms = triton.testing.do_bench(lambda: attention_ws(q, k, v, False))
+    print(f"attention_ws, B4 H32 S4096 D128: {ms:.3f} ms, "
+          f"{4 * 4 * 32 * 4096**2 * 128 / ms / 1e9:.0f} TFLOP/s")
+
+
+# end snippet
+
+
+if __name__ == "__main__":
+    self_check()

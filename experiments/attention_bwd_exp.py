@@ -1,6 +1,6 @@
 """Issue 38, the backward at D128: the gluon-attention-backward lesson's kernels, with two options.
 
-An experiment, not a lesson: a copy of code/gluon-attention-backward/attention_bwd_kernels.py.
+An experiment, not a lesson: a copy of code/gluon-attention-backward/gluon_attention_backward.py.
 
 * DEFER (both kernels): the products that accumulate (dV and dK, or dQ) are not waited for at the
   end of their step. The next step's first products are issued behind them, so the tensor cores

@@ -3,7 +3,8 @@
     git show c2150d7^:experiments/attention_bwd_gluon.py > /tmp/old/attention_bwd_gluon.py
     PYTHONPATH=.cache/triton/3.6.0/site .venv/bin/python experiments/bwd_ptx_same.py /tmp/old/attention_bwd_gluon.py
 
-Compares the old file (the module the H200 checked first) with code/gluon-attention-backward/attention_bwd_kernels.py,
+Compares the old file (the module the H200 checked first) with
+code/gluon-attention-backward/gluon_attention_backward.py,
 kernel by kernel, D 64 and 128, causal and full, the PTX up to its first `.section` without its `.loc` and `.file`
 lines (those, and the debug sections, name the file and its lines). Prints "same" or how many lines differ.
 """
@@ -18,7 +19,7 @@ sys.path[:0] = [str(ROOT / "experiments"), str(ROOT / "code" / "gluon-attention-
 import compile_sm90 as c  # noqa: E402
 
 c.install()
-import attention_bwd_kernels as new  # noqa: E402
+import gluon_attention_backward as new  # noqa: E402
 import torch  # noqa: E402
 
 

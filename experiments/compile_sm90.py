@@ -146,7 +146,7 @@ def nwg() -> None:
 
 def backward() -> None:
     sys.path.insert(0, str(ROOT / "code" / "gluon-attention-backward"))
-    import attention_bwd_kernels as gb
+    import gluon_attention_backward as gb
     for D in (128, 64):
         for causal in (False, True):
             q, k, v = _inputs(D)

@@ -1,29 +1,25 @@
-"""Gluon: a warp-specialized attention backward on Hopper.
+"""Gluon attention backward, as the course records it: the models' checks, the GPU's.
 
-The attention-backward lesson computes dQ, dK and dV in `tl`; on the H200
-it stays behind the backward of SDPA's cuDNN kernel. This lesson
-writes the same algorithm with the gluon-attention lesson's schedule: a
-producer warp streams tiles through TMA into a ring of mbarrier-guarded
-stages, and two consumer warpgroups share every stage.
-
-* dK/dV: one program per 128 keys holds K, V and both accumulators on chip
-  and walks the query blocks. Each consumer warpgroup owns 64 keys, so the
-  tiles are transposed (keys along rows): S^T = K Q^T, P^T = exp2(S^T - L),
-  dS^T = P^T * (dP^T - Delta), dV += P^T dO, dK += dS^T Q, with P^T and dS^T
-  fed to the tensor cores from registers.
-* dQ: one program per 128 queries, the forward's shape, recomputes S and dP
-  and accumulates dQ += dS K. Every gradient is written once, in a fixed
-  order: no atomics, the same bits on every run.
+The kernels are in gluon_attention_backward.py (a Hopper GPU runs them
+alone); what a CPU can check of them is in backward_model.py. The
+attention-backward lesson computes dQ, dK and dV in `tl`; on the H200 it
+stays behind the backward of SDPA's cuDNN kernel. This lesson writes the same
+algorithm with the gluon-attention lesson's schedule: a producer warp streams
+tiles through TMA into a ring of mbarrier-guarded stages, and two consumer
+warpgroups share every stage.
 
 The interpreter cannot run Gluon. Its run checks the kernels' arithmetic, in
-their order of blocks and roundings, in float64 against autograd, and which
-(query block, key block) tiles each kernel visits; then it stops by design.
-The GPU run checks the kernels against float64 autograd and times them
-against SDPA's backward (cuDNN) and the tl lesson's in one run.
+their order of blocks and roundings, in float64 against autograd, which
+(query block, key block) tiles each kernel visits, and each kernel's ring
+against the mbarrier model under random timings, and draws the page's
+pictures from those models; then it stops by design. The GPU run checks the
+kernels against float64 autograd, reads their compiled code and times them
+against SDPA's backward (cuDNN) and the tl lesson's in one run, through the
+course's kit (lessonkit.py), which keeps the record.
 
 Run it:
-    TRITON_INTERPRET=1 python gluon_attention_backward.py   # any machine: models
-    python gluon_attention_backward.py                      # Hopper, Triton 3.6
+    TRITON_INTERPRET=1 python lesson.py   # any machine: the models
+    python lesson.py                      # Hopper, Triton 3.6
 """
 
 import math
@@ -32,27 +28,38 @@ from pathlib import Path
 
 import torch
 
-# lessonkit.py, the attention-backward lesson's module (lesson.toml's `uses`:
-# its forward writes L, its preprocess computes Delta, its tl backward is the
-# baseline) and gluon-basics' partition_state.py and sass_facts.py sit beside
-# this file in a download; in the repository, one folder up and in their
-# lessons' folders.
+# lessonkit.py, the attention-backward lesson's kernels module (lesson.toml's
+# `uses`: its forward writes L, its preprocess computes Delta, its tl backward is
+# the baseline) and gluon-basics' models, partition_state.py and sass_facts.py
+# sit beside this file in a download; in the repository, one folder up and in
+# their lessons' folders.
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent), str(HERE.parent / "attention-backward"),
                 str(HERE.parent / "gluon-basics")]
 import attention_backward as tlb  # noqa: E402
+import gluon_figures  # noqa: E402
 import partition_state  # noqa: E402
 import sass_facts  # noqa: E402
+from backward_model import (  # noqa: E402
+    BLOCK_ROWS,
+    backward_model,
+    key_blocks,
+    misread,
+    query_blocks,
+    reads_expected,
+    ring_run,
+    traced_ring,
+    visited,
+)
 
 from lessonkit import Lesson, bench_interleaved, median_interval  # noqa: E402
 
 DECLINE = (
     "Gluon kernels do not run under TRITON_INTERPRET (Gluon compiles straight to "
     "GPU code and has no interpreter); the float64 model of the kernels' "
-    "arithmetic and the tiles they visit ran above, the kernels run on the GPU only"
+    "arithmetic, the tiles they visit and their mbarrier rings ran above, the "
+    "kernels run on the GPU only"
 )
-LOG2E = 1.4426950408889634
-WG_ROWS, BLOCK_ROWS = 64, 128  # rows a consumer warpgroup owns, a program owns
 # The streamed block per head dimension, (dK/dV's query block, dQ's key block):
 # the kernels' CONFIGS, which the GPU run checks these against.
 STREAMED = {64: (128, 128), 128: (64, 64)}
@@ -60,84 +67,6 @@ B, H, S = 4, 32, 4096  # the benchmark shape: gluon-attention's forward
 CASES = [("full", 128, False), ("causal", 128, True), ("full", 64, False),
          ("causal", 64, True)]
 TOL = tlb.TOL  # of max|ref| per gradient: the tl lesson's bound and reasoning
-
-
-# -- The kernels' arithmetic, in float64 ------------------------------------
-
-
-# snippet: visits
-def query_blocks(n0: int, seq_len: int, block_m: int, causal: bool) -> range:
-    """The dK/dV kernel's _query_blocks: the query blocks that key block n0
-    meets (causal: those at or after its first key)."""
-    return range(n0 if causal else 0, seq_len, block_m)
-
-
-def key_blocks(m0: int, seq_len: int, block_n: int, causal: bool) -> range:
-    """The dQ kernel's _key_blocks: the key blocks that query block m0 meets
-    (causal: up to the one holding its last row)."""
-    end = -(-(m0 + BLOCK_ROWS) // block_n) * block_n if causal else seq_len
-    return range(0, end, block_n)
-
-
-# end snippet
-
-
-# snippet: backward-model
-def backward_model(q, k, v, do, causal, block_m, block_n, rounded=torch.float64,
-                   use_delta=True):
-    """dQ, dK, dV of one head, block by block in the kernels' order.
-
-    L and Delta are the forward's statistics per query row. The dK/dV
-    program of keys [n0, n0 + 128) runs two warpgroups of 64 keys; each
-    walks the query blocks, with P^T and dS^T rounded to `rounded` before
-    their products, as the kernel feeds them to wgmma in fp16. The dQ
-    program of queries [m0, m0 + 128) walks the key blocks; its dS is
-    rounded too. A mask is applied only where a block reaches past the
-    diagonal, as in the kernels.
-    """
-    n, d = q.shape
-    sm_scale = 1.0 / math.sqrt(d)
-    qk_scale = sm_scale * LOG2E
-    idx = torch.arange(n)
-    future = idx[None, :] > idx[:, None]  # future[i, j]: key j after query i
-    s_all = (q @ k.T) * qk_scale
-    if causal:
-        s_all = s_all.masked_fill(future, -math.inf)
-    lse = torch.logsumexp(s_all / LOG2E, dim=1) * LOG2E  # base 2, as the kernels
-    delta = (do * (torch.exp2(s_all - lse[:, None]) @ v)).sum(1)
-    if not use_delta:
-        delta = torch.zeros_like(delta)
-
-    def r(t):
-        return t.to(rounded).to(torch.float64)
-
-    dq, dk, dv = (torch.zeros_like(q) for _ in range(3))
-    for n0 in range(0, n, BLOCK_ROWS):  # one dK/dV program per 128 keys
-        for key0 in (n0, n0 + WG_ROWS):  # its two consumer warpgroups
-            ks, vs = k[key0 : key0 + WG_ROWS], v[key0 : key0 + WG_ROWS]
-            for m0 in query_blocks(n0, n, block_m, causal):
-                rows = slice(m0, m0 + block_m)
-                pT = torch.exp2(ks @ q[rows].T * qk_scale - lse[None, rows])
-                if causal and m0 < key0 + WG_ROWS:
-                    pT = pT.masked_fill(future[rows, key0 : key0 + WG_ROWS].T, 0.0)
-                pT = r(pT)
-                dsT = pT * (vs @ do[rows].T - delta[None, rows])
-                dv[key0 : key0 + WG_ROWS] += pT @ do[rows]
-                dk[key0 : key0 + WG_ROWS] += r(dsT) @ q[rows]
-    for m0 in range(0, n, BLOCK_ROWS):  # one dQ program per 128 queries
-        for q0 in (m0, m0 + WG_ROWS):
-            rows = slice(q0, q0 + WG_ROWS)
-            for n0 in key_blocks(m0, n, block_n, causal):
-                keys = slice(n0, n0 + block_n)
-                p = torch.exp2(q[rows] @ k[keys].T * qk_scale - lse[rows, None])
-                if causal and n0 + block_n > q0 + 1:
-                    p = p.masked_fill(future[rows, keys], 0.0)
-                ds = p * (do[rows] @ v[keys].T - delta[rows, None])
-                dq[rows] += r(ds) @ k[keys]
-    return dq * sm_scale, dk * sm_scale, dv
-
-
-# end snippet
 
 
 # snippet: model-checks
@@ -175,26 +104,6 @@ def check_model(lesson: Lesson) -> None:
             "P^T, dS^T rounded to fp16 as the kernels feed them: max error / "
             f"max|ref| = {', '.join(f'{e:.1e}' for e in fp16)} (GPU bound {TOL:g})",
         )
-
-
-# -- Which tiles each kernel visits -----------------------------------------
-
-
-def visited(seq_len: int, block_m: int, block_n: int, causal: bool):
-    """(query row, key) 64 x 64 cells each kernel computes, with counts."""
-    cells = 64
-    dkdv, dq = {}, {}
-    for n0 in range(0, seq_len, BLOCK_ROWS):
-        for m0 in query_blocks(n0, seq_len, block_m, causal):
-            for i in range(m0, m0 + block_m, cells):
-                for j in range(n0, n0 + BLOCK_ROWS, cells):
-                    dkdv[i, j] = dkdv.get((i, j), 0) + 1
-    for m0 in range(0, seq_len, BLOCK_ROWS):
-        for n0 in key_blocks(m0, seq_len, block_n, causal):
-            for i in range(m0, m0 + BLOCK_ROWS, cells):
-                for j in range(n0, n0 + block_n, cells):
-                    dq[i, j] = dq.get((i, j), 0) + 1
-    return dkdv, dq
 
 
 def check_visits(lesson: Lesson) -> None:
@@ -268,6 +177,71 @@ def draw_visits(lesson: Lesson) -> None:
         "future",
         draw,
         size=(7.0, 4.2),
+    )
+
+
+# -- The rings ----------------------------------------------------------------
+
+
+# snippet: ring-checks
+def rings_hold(kernel: str, stages: int, n_blocks: int, seeds: int) -> int:
+    """Of `seeds` random schedules of one program of `kernel` ("dkdv" or "dq"):
+    how many fed every product and every load of L or Delta the block it was
+    meant to, and ran to the end."""
+    held = 0
+    for seed in range(seeds):
+        ring = ring_run(kernel, stages, n_blocks, seed)
+        held += misread(ring) is None and len(ring.reads) == reads_expected(
+            kernel, n_blocks)
+    return held
+
+
+# end snippet
+
+
+def check_rings(lesson: Lesson, seeds: int) -> None:
+    for kernel in ("dkdv", "dq"):
+        for stages in (2, 3):
+            held = rings_hold(kernel, stages, 7, seeds)
+            lesson.check(
+                f"ring-{kernel}-s{stages}",
+                held == seeds,
+                f"{held} of {seeds} random schedules of a {kernel} program, 7 blocks "
+                f"through {stages} stages: every read found its own block",
+            )
+
+
+def draw_schedule(lesson: Lesson, kernel: str, stages: int = 2, n_blocks: int = 4):
+    """One program of a kernel in the ring model, in rounds: the producer warp and
+    the two consumer warpgroups, and what the copies and products completed."""
+    trace = traced_ring(kernel, stages, n_blocks)
+    streamed = {"dkdv": "Q and dO", "dq": "K and V"}[kernel]
+    what = {"dkdv": "the dK/dV kernel: per query block S^T and dP^T, then dV and dK",
+            "dq": "the dQ kernel: per key block S and dP, V released, then dQ"}[kernel]
+
+    def landed(c):  # the block whose tile landed
+        return c.who[5:] if c.who.startswith("land ") else ""
+
+    def product(wg):  # the block whose product warpgroup wg's tensor cores completed
+        return lambda c: c.who[5:] if c.who.startswith("read ") and \
+            c.name == f"wg{wg} mma" else ""
+
+    lesson.plot(
+        f"{kernel}-schedule",
+        f"One program of {what}, in the lesson's ring model ({n_blocks} blocks of "
+        f"{streamed} through {stages} stages), one schedule in rounds ({trace.t}): "
+        "what each role did and when it was blocked; below, the block whose tile "
+        "landed and whose products each warpgroup's tensor cores completed, round by "
+        "round (the model's order of events, not their durations)",
+        lambda fig: gluon_figures.role_timeline(
+            fig.subplots(), trace,
+            [("producer", "producer warp"), ("wg0", "consumer\nwarpgroup 0"),
+             ("wg1", "consumer\nwarpgroup 1")],
+            [("TMA landed\n(block)", landed),
+             ("wgmma done,\nwarpgroup 0", product(0)),
+             ("wgmma done,\nwarpgroup 1", product(1))],
+        ),
+        size=(gluon_figures.WIDTH, 6.2),
     )
 
 
@@ -524,49 +498,30 @@ def plot_ratios(lesson: Lesson, results: dict) -> None:
     )
 
 
-# -- Try this ------------------------------------------------------------------
-
-
-def exercise_no_delta(lesson: Lesson) -> None:
-    # snippet: solution-no-delta
-    # Without Delta, dS = P * dP: the Jacobian of the softmax loses its row
-    # term. dV = P^T dO never reads dS, so only dQ and dK go wrong.
-    q, k, v, do = (t[0, 0].double() for t in tlb.make_inputs(1, 1, 256, 64, "cpu", 9))
-    _, *want = tlb.reference_grads(q, k, v, do, False, 1 / 8)
-    got = backward_model(q, k, v, do, False, 128, 128, use_delta=False)
-    errs = [float((g - w).abs().max() / w.abs().max())
-            for g, w in zip(got, want, strict=True)]
-    # end snippet
-    lesson.check(
-        "exercise-no-delta",
-        errs[2] < 1e-12 and min(errs[:2]) > 0.1,  # the page: "more than a tenth"
-        "without Delta: max error / max|ref| of dq, dk, dv = "
-        + ", ".join(f"{e:.1e}" for e in errs),
-    )
-
-
 def main() -> int:
     lesson = Lesson("gluon-attention-backward")
     device = lesson.device()  # declines below compute capability 9.0 (lesson.toml)
     # racecheck's report on warp-specialized kernels, explained (partition_state.py)
     for kernel in ("dkdv_kernel", "dq_kernel"):
-        partition_state.declare(lesson, HERE / "attention_bwd_kernels.py", kernel)
+        partition_state.declare(lesson, HERE / "gluon_attention_backward.py", kernel)
     with lesson.step("visits"):
         check_visits(lesson)
         draw_visits(lesson)
     with lesson.step("model"):
         check_model(lesson)
+    with lesson.step("rings"):
+        check_rings(lesson, 30 if lesson.interpret else 8)
+        draw_schedule(lesson, "dkdv")
+        draw_schedule(lesson, "dq")
     # Gluon has no interpreter, nor a smoke run on the CPU (lessonkit.py).
     if lesson.step("gpu-checks", needs_gpu="Gluon has no interpreter", smoke=False):
-        import attention_bwd_kernels as kb  # Gluon: only here, on a Hopper GPU
+        import gluon_attention_backward as kb  # Gluon: only here, on a Hopper GPU
 
         check_kernels(lesson, kb)
         show_compiled(lesson, kb)
     if lesson.step("benchmark", needs_gpu="Gluon has no interpreter", smoke=False):
         predict_dq_share(lesson)
         report(lesson, race_and_benchmark(lesson, kb))
-    with lesson.step("exercises"):
-        exercise_no_delta(lesson)
     if device == "cpu":  # the models ran; the kernels cannot: not a verification
         lesson.decline(DECLINE)
     return lesson.finish()
@@ -574,3 +529,4 @@ def main() -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+

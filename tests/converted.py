@@ -10,7 +10,8 @@ every lesson is listed, the list and the older notebooks' tests can go.
 
 from __future__ import annotations
 
-CONVERTED = ("vector-add", "gluon-basics")
+CONVERTED = ("vector-add", "gluon-basics", "fused-attention", "attention-backward", "gluon-attention",
+             "gluon-attention-backward")
 
 
 def converted(names) -> list[str]:

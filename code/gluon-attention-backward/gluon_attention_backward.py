@@ -50,13 +50,6 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 )
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
-# The attention-backward lesson's module (lesson.toml's `uses`): its forward
-# writes L, its preprocess computes Delta. Beside this file in a download; in
-# the repository, in its own folder.
-HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE), str(HERE.parent / "attention-backward")]
-import attention_backward as tl_bwd  # noqa: E402
-
 LOG2E = 1.4426950408889634
 WG_ROWS = gl.constexpr(64)  # rows per consumer warpgroup: wgmma's M
 BLOCK_ROWS = 128  # rows per program in both kernels: two consumer warpgroups
@@ -427,9 +420,23 @@ def dq_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, L, Delta, seq_len,
 # -- Host side ----------------------------------------------------------------
 
 
+def tl_backward():
+    """The attention-backward lesson's kernels module (lesson.toml's `uses`): its
+    forward writes L, its preprocess computes Delta. Beside this file in a
+    download; in the repository, in that lesson's folder."""
+    try:
+        import attention_backward
+    except ImportError:
+        here = Path(globals().get("__file__", ".")).resolve().parent
+        sys.path.append(str(here.parent / "attention-backward"))
+        import attention_backward
+    return attention_backward
+
+
 def forward_lse(q, k, v, causal, sm_scale=None):
     """(o, lse) from the attention-backward lesson's tl forward: lse is
     (B * H, S) FP32, base 2, of the scaled scores."""
+    tl_bwd = tl_backward()
     D = q.shape[-1]
     sm_scale = 1.0 / math.sqrt(D) if sm_scale is None else sm_scale
     cfg = tl_bwd.configs_for(D, causal, q.device.type)
@@ -486,7 +493,7 @@ def attention_bwd_gluon(q, k, v, o, do, lse, causal, sm_scale=None, **config):
     delta = cfg["delta"]
     if delta is None:  # Delta = rowsum(dO * O): the tl lesson's preprocess
         delta = torch.empty_like(lse)
-        tl_bwd.attn_bwd_preprocess_kernel[(S // 128, B * H)](
+        tl_backward().attn_bwd_preprocess_kernel[(S // 128, B * H)](
             o, do, delta, S, HEAD_DIM=D, BLOCK_M=128)
     if "dkdv" in cfg["kernels"]:
         kernels["dkdv"] = dkdv_kernel[grid](
@@ -513,6 +520,7 @@ def self_check() -> None:
         print("Gluon kernels run on a GPU only (compute capability 9.0, Hopper): "
               "nothing to check here. On a CPU, run exercises.py: the kernels' models.")
         return
+    tl_bwd = tl_backward()
     for D in (64, 128):
         q, k, v, do = tl_bwd.make_inputs(1, 3, 384, D, "cuda", seed=D)
         for causal in (False, True):

@@ -241,7 +241,7 @@ def draw_schedule(lesson: Lesson, kernel: str, stages: int = 2, n_blocks: int = 
              ("wgmma done,\nwarpgroup 0", product(0)),
              ("wgmma done,\nwarpgroup 1", product(1))],
         ),
-        size=(gluon_figures.WIDTH, 6.2),
+        size=(gluon_figures.WIDTH, 4.5),
     )
 
 

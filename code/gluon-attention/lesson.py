@@ -185,7 +185,7 @@ def draw_pingpong(lesson: Lesson, stages: int = 2, n_kv: int = 4) -> None:
              ("wg1", "consumer\nwarpgroup 1")],
             [("TMA landed", landed), ("wgmma done\n(warpgroup)", product)],
         ),
-        size=(gluon_figures.WIDTH, 5.7),
+        size=(gluon_figures.WIDTH, 4.6),
     )
 
 
@@ -207,7 +207,7 @@ def draw_ws_timeline(lesson: Lesson, stages: int = 2, n_kv: int = 4) -> None:
         lambda fig: gluon_figures.ring_timeline(
             fig.subplots(), trace, rows,
             {"producer": "#1f77b4", "wg0": "#d62728", "wg1": "#2ca02c"}),
-        size=(gluon_figures.WIDTH, 5.4),
+        size=(gluon_figures.WIDTH, 4.6),
     )
 
 

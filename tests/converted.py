@@ -10,7 +10,8 @@ every lesson is listed, the list and the older notebooks' tests can go.
 
 from __future__ import annotations
 
-CONVERTED = ("vector-add", "gluon-basics", "fused-attention", "attention-backward", "gluon-attention",
+CONVERTED = ("vector-add", "gluon-basics", "persistent-tma-matmul", "fp8-matmul", "block-scaled-matmul",
+             "gluon-matmul", "fused-attention", "attention-backward", "gluon-attention",
              "gluon-attention-backward")
 
 

@@ -222,24 +222,21 @@ def draw_schedule(lesson: Lesson, kernel: str, stages: int = 2, n_blocks: int = 
     def landed(c):  # the block whose tile landed
         return c.who[5:] if c.who.startswith("land ") else ""
 
-    def product(wg):  # the block whose product warpgroup wg's tensor cores completed
-        return lambda c: c.who[5:] if c.who.startswith("read ") and \
-            c.name == f"wg{wg} mma" else ""
+    def product(c):  # the block whose product a warpgroup's tensor cores completed
+        return c.who[5:] if c.who.startswith("read ") else ""
 
     lesson.plot(
         f"{kernel}-schedule",
         f"One program of {what}, in the lesson's ring model ({n_blocks} blocks of "
         f"{streamed} through {stages} stages), one schedule in rounds ({trace.t}): "
         "what each role did and when it was blocked; below, the block whose tile "
-        "landed and whose products each warpgroup's tensor cores completed, round by "
-        "round (the model's order of events, not their durations)",
+        "landed and whose products the tensor cores completed, round by round (the "
+        "model's order of events, not their durations)",
         lambda fig: gluon_figures.role_timeline(
             fig.subplots(), trace,
             [("producer", "producer warp"), ("wg0", "consumer\nwarpgroup 0"),
              ("wg1", "consumer\nwarpgroup 1")],
-            [("TMA landed\n(block)", landed),
-             ("wgmma done,\nwarpgroup 0", product(0)),
-             ("wgmma done,\nwarpgroup 1", product(1))],
+            [("TMA landed\n(block)", landed), ("wgmma done\n(block)", product)],
         ),
         size=(gluon_figures.WIDTH, 4.5),
     )

@@ -1,31 +1,19 @@
-"""Low-memory dropout: a seed instead of a mask.
+"""Low-memory dropout, as the course records it: the checks and benchmarks of the page.
 
-Dropout zeroes each element with probability p and scales the survivors by
-1 / (1 - p). The backward pass must zero the same elements, so PyTorch's
-fused dropout writes the mask it drew, one byte per element, and keeps it
-until the backward pass reads it again.
-
-A counter-based generator makes the mask unnecessary. Philox turns a key
-and a counter into random bits with no state in between: keyed by a seed
-and counting with the element's index, it gives element i the same number
-every time it is asked, in any program, in any order. The forward kernel
-draws the mask from (seed, i); the backward kernel draws it again. What is
-kept between the two passes is one integer.
-
-The lesson writes the kernel twice: with `tl.rand`, one Philox evaluation
-per element (Triton's tutorial), and with `tl.rand4x`, which uses all four
-32-bit words that one evaluation produces, a quarter of the integer work.
-The compiled code shows the difference, and the benchmark whether it
-matters at the speed of memory.
+The kernels, their launcher and the autograd function are in dropout.py, which
+runs alone. This file checks them the way the course checks every lesson
+(statistics of the mask with their bounds, bit-exact scaling, the backward
+pass from the seed, tails that are not multiples of the block, a NumPy Philox
+that reproduces both masks), reads what the compiler made of each kernel,
+measures the memory autograd keeps, and times both kernels against torch,
+through the course's kit (lessonkit.py), which keeps the record.
 
 Run it:
-    TRITON_INTERPRET=1 python dropout.py   # any machine: checks on the CPU
-    python dropout.py                      # a CUDA GPU: checks, PTX facts, timings
+    TRITON_INTERPRET=1 python lesson.py   # any machine: the checks on the CPU
+    python lesson.py                      # a CUDA GPU: checks, PTX facts, timings
 """
 
 import math
-import os
-import re
 import sys
 from pathlib import Path
 
@@ -33,94 +21,14 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 import triton
-import triton.language as tl
 
 # lessonkit.py sits beside this file in a download, one folder up in the repository.
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent)]
+from dropout import SeededDropout, dropout, dropout4x_kernel, dropout_kernel  # noqa: E402
 from lessonkit import Lesson, bench_interleaved, bench_ms  # noqa: E402
 
 SEED = 1234
-# 1024 elements per program on a GPU: 8 per thread with 4 warps, two 16-byte
-# loads each. The interpreter's cost is per program, not per element, so
-# there a program takes 8192; the numbers drawn are the same either way
-# (the exercise on block sizes checks it).
-DEFAULT_BLOCK = 8192 if os.environ.get("TRITON_INTERPRET") == "1" else 1024
-
-
-# snippet: kernel
-@triton.jit
-def dropout_kernel(x_ptr, out_ptr, n, p, scale, seed, BLOCK: tl.constexpr):
-    pid = tl.program_id(axis=0)
-    offsets = pid * BLOCK + tl.arange(0, BLOCK)
-    mask = offsets < n
-    x = tl.load(x_ptr + offsets, mask=mask)
-    # Philox, keyed by the seed, counting with the element's index: the
-    # number for element i depends on (seed, i) and nothing else, not on the
-    # block size, the program or what ran before. That is what lets the
-    # backward pass draw the same mask again.
-    r = tl.rand(seed, offsets)  # float32, uniform in [0, 1)
-    keep = r > p
-    # scale = 1 / (1 - p) comes from the host: a kept value is x * scale,
-    # one float32 multiplication, exactly what torch computes.
-    tl.store(out_ptr + offsets, tl.where(keep, x * scale, 0.0), mask=mask)
-
-
-# end snippet
-
-
-# snippet: kernel-4x
-@triton.jit
-def dropout4x_kernel(x_ptr, out_ptr, n, p, scale, seed, BLOCK: tl.constexpr):
-    pid = tl.program_id(axis=0)
-    offsets = pid * BLOCK + tl.arange(0, BLOCK)
-    mask = offsets < n
-    x = tl.load(x_ptr + offsets, mask=mask)
-    # One Philox evaluation yields four 32-bit words. Counter k serves the
-    # four elements 4k .. 4k+3, so a block of BLOCK elements needs BLOCK/4
-    # evaluations where tl.rand needs BLOCK.
-    counters = pid * (BLOCK // 4) + tl.arange(0, BLOCK // 4)
-    r0, r1, r2, r3 = tl.rand4x(seed, counters)
-    # interleave(a, b) is a0 b0 a1 b1 ...; done twice it lays out
-    # r0[k] r1[k] r2[k] r3[k] for each k: element 4k + j gets word j of
-    # counter k, again a function of (seed, i) alone.
-    r = tl.interleave(tl.interleave(r0, r2), tl.interleave(r1, r3))
-    keep = r > p
-    tl.store(out_ptr + offsets, tl.where(keep, x * scale, 0.0), mask=mask)
-
-
-# end snippet
-
-
-# snippet: launch
-def dropout(x, p, seed, *, four=True, block=DEFAULT_BLOCK, out=None):
-    """Dropout of a contiguous tensor; the mask is drawn from (seed, index)."""
-    assert 0.0 <= p < 1.0 and x.is_contiguous() and x.numel() < 2**31
-    out = torch.empty_like(x) if out is None else out
-    n = x.numel()
-    kernel = dropout4x_kernel if four else dropout_kernel
-    grid = (triton.cdiv(n, block),)
-    kernel[grid](x, out, n, p, 1.0 / (1.0 - p), seed, BLOCK=block)
-    return out
-
-
-class SeededDropout(torch.autograd.Function):
-    """Dropout whose backward pass needs two numbers, not an n-element mask."""
-
-    @staticmethod
-    def forward(ctx, x, p, seed):
-        ctx.p, ctx.seed = p, seed  # all the backward pass needs
-        return dropout(x, p, seed)
-
-    @staticmethod
-    def backward(ctx, dy):
-        # d out / d x is `scale` where the element was kept and 0 where it
-        # was dropped: the same mask and the same scale, so the backward
-        # pass is the forward kernel applied to dy.
-        return dropout(dy.contiguous(), ctx.p, ctx.seed), None, None
-
-
-# end snippet
 
 
 def scale32(p: float, device: str) -> torch.Tensor:
@@ -170,7 +78,9 @@ def seed_facts(x, four, p=0.5):
 
 def check_statistics(lesson: Lesson, device: str) -> None:
     """The kept fraction, the exact scaling, and what a seed decides."""
-    n = 1 << 24 if device == "cuda" else 1 << 16
+    # 2^24 on a GPU; under compute-sanitizer (lesson.size's smoke value) and
+    # the interpreter 2^16, where 5 sigma is still below 0.01.
+    n = lesson.size(gpu=1 << 24, smoke=1 << 16) if device == "cuda" else 1 << 16
     torch.manual_seed(0)
     x = torch.randn(n, device=device)
     # `out != 0` must be exactly the kept set, so no input may be 0 itself
@@ -214,7 +124,7 @@ def check_backward(lesson: Lesson, device: str) -> None:
     # The backward pass, run by autograd from the seed alone, must equal
     # the forward pass's mask times the incoming gradient times the scale.
     # x has no zeros, so the forward's mask is exactly `out != 0`.
-    n = 1 << 22 if device == "cuda" else 50_000
+    n = lesson.size(gpu=1 << 22, smoke=50_000) if device == "cuda" else 50_000
     p = 0.3
     torch.manual_seed(1)
     x = torch.randn(n, device=device)
@@ -238,7 +148,7 @@ def check_tails(lesson: Lesson, device: str) -> None:
     """Sizes that are not multiples of the block (nor of 4, for rand4x)."""
     sizes = [1, 1000, 4097, 98_433]
     if device == "cuda":
-        sizes.append((1 << 24) + 3)
+        sizes.append(lesson.size(gpu=(1 << 24) + 3, smoke=200_003))
     p = 0.25
     s = scale32(p, device)
     for name, four in KERNELS.items():
@@ -263,7 +173,7 @@ def check_tails(lesson: Lesson, device: str) -> None:
             )
 
 
-# snippet: solution-philox
+# snippet: philox
 def philox4x32(seed: int, counters: np.ndarray, rounds: int = 10):
     """Philox4x32-10 as tl.randint4x runs it: counter (c, 0, 0, 0), key = seed."""
     m32 = np.uint64(0xFFFFFFFF)
@@ -298,16 +208,14 @@ def uniform(words: np.ndarray) -> np.ndarray:
 # end snippet
 
 
-def try_this(lesson: Lesson, device: str) -> None:
+def check_counters(lesson: Lesson, device: str) -> None:
+    """What "a function of (seed, index)" promises: the block size changes
+    nothing, and Philox written in NumPy draws both kernels' masks."""
     torch.manual_seed(2)
     x = torch.randn(3000, device=device)
-    x[x == 0] = 1.0  # `out != 0` below must be exactly the kept set
     p = 0.4
-
-    # snippet: solution-block-size
-    # Exercise: launch with blocks of 256 and of 4096. The programs change,
-    # the numbers do not: element i still asks Philox for (seed, i) (or,
-    # with rand4x, for word i % 4 of counter i // 4).
+    # The programs change with the block, the numbers do not: element i still
+    # asks Philox for (seed, i) (or, with rand4x, word i % 4 of counter i // 4).
     same = all(
         torch.equal(
             dropout(x, p, SEED, four=four, block=256),
@@ -315,22 +223,10 @@ def try_this(lesson: Lesson, device: str) -> None:
         )
         for four in (False, True)
     )
-    # end snippet
-    lesson.check("exercise-block-size", same, "blocks of 256 and 4096 agree")
-
-    # snippet: solution-mask-from-seed
-    # Exercise: recover the mask of a forward pass from the seed alone, by
-    # running dropout on ones: kept elements become `scale`, dropped ones 0.
-    out = dropout(x, p, SEED)
-    mask = dropout(torch.ones_like(x), p, SEED) != 0
-    ok = torch.equal(mask, out != 0)
-    # end snippet
-    lesson.check("exercise-mask-from-seed", ok, "dropout(ones) != 0 is the mask")
-
-    # snippet: solution-philox-check
-    # Exercise: Philox in NumPy reproduces both kernels' masks bit for bit.
+    lesson.check("block-size-changes-nothing", same, "blocks of 256 and 4096 agree")
+    # snippet: philox-check
     # tl.rand: word 0 of counter i for element i. tl.rand4x: word j of
-    # counter k for element 4k + j.
+    # counter k for element 4k + j. Dropout of ones is the mask, times scale.
     n = 4096
     keep_rand = uniform(philox4x32(SEED, np.arange(n))[0]) > np.float32(p)
     words = philox4x32(SEED, np.arange(n // 4))  # four arrays of n/4
@@ -341,7 +237,7 @@ def try_this(lesson: Lesson, device: str) -> None:
     got_4x = (dropout(ones, p, SEED, four=True) != 0).cpu().numpy()
     # end snippet
     lesson.check(
-        "exercise-philox",
+        "philox-in-numpy-draws-both-masks",
         bool((got_rand == keep_rand).all() and (got_4x == keep_4x).all()),
         f"{n} elements: NumPy Philox4x32-10 gives the masks of tl.rand and tl.rand4x",
     )
@@ -352,38 +248,20 @@ def compiled_code_facts(lesson: Lesson) -> None:
     n = 1 << 20
     x = torch.randn(n, device="cuda")
     out = torch.empty_like(x)
-    rows = []
-    for name, kernel in (("tl.rand", dropout_kernel), ("tl.rand4x", dropout4x_kernel)):
-        compiled = kernel[(triton.cdiv(n, 1024),)](
-            x, out, n, 0.1, 1 / 0.9, SEED, BLOCK=1024
-        )
-        ptx = compiled.asm["ptx"]
-        per_thread = 1024 // (32 * compiled.metadata.num_warps)
-        # The kernels have no loops, so static counts are what each thread
-        # executes; divided by the elements a thread owns, they are per element.
-        rows.append(
-            [
-                name,
-                round(len(re.findall(r"mul\.hi\.u32", ptx)) / per_thread, 2),
-                round(len(re.findall(r"mul\.lo\.s32", ptx)) / per_thread, 2),
-                len(re.findall(r"ld\.global(?:\.[\w:]+)*\.v4\.b32", ptx)),
-                getattr(compiled, "n_regs", None),
-                compiled.metadata.shared,
-            ]
-        )
-    lesson.table(
-        "ptx",
-        [
-            "kernel",
-            "mul.hi.u32 per element",
-            "mul.lo.s32 per element",
-            "16-byte loads per thread",
-            "registers",
-            "shared memory (bytes)",
-        ],
-        rows,
-        "Instructions in the PTX of each kernel (BLOCK = 1024): Philox's "
-        "multiplies per element, and how x is loaded",
+    kernels = {"tl.rand": dropout_kernel, "tl.rand4x": dropout4x_kernel}
+    compiled = {
+        name: kernel[(triton.cdiv(n, 1024),)](x, out, n, 0.1, 1 / 0.9, SEED, BLOCK=1024)
+        for name, kernel in kernels.items()
+    }
+    # The kernels have no loops, so static counts are what each thread
+    # executes: 8 elements each (BLOCK = 1024 over 4 warps of 32 threads).
+    lesson.compiled_table(
+        "ptx", compiled,
+        {"mul.hi.u32 per thread": r"mul\.hi\.u32",
+         "mul.lo.s32 per thread": r"mul\.lo\.s32",
+         "16-byte loads per thread": r"ld\.global(?:\.[\w:]+)*\.v4\.b32"},
+        "Instructions in the PTX of each kernel (BLOCK = 1024, 8 elements a "
+        "thread): Philox's multiplies, and how x is loaded",
     )
 
 
@@ -560,6 +438,7 @@ def main() -> int:
         check_statistics(lesson, device)
         check_backward(lesson, device)
         check_tails(lesson, device)
+        check_counters(lesson, device)
     if lesson.step("memory", needs_gpu="torch.cuda's memory statistics need a GPU",
                    smoke=False):
         memory_held(lesson)
@@ -567,8 +446,6 @@ def main() -> int:
         benchmark(lesson, device)
     if lesson.step("sweep", needs_gpu="timings need a GPU"):
         sweep_and_plot(lesson, device)
-    with lesson.step("exercises"):
-        try_this(lesson, device)
     return lesson.finish()
 
 

@@ -1,185 +1,38 @@
-"""Reductions and scans along rows: tl.sum, tl.max and tl.associative_scan.
+"""Reductions and scans, as the course records them: the checks and benchmarks.
 
-A row reduction turns each row of a matrix into one number (its sum, its
-maximum); a row scan turns each row into its running totals (a prefix sum).
-Both combine the elements of a row with an associative operation, and both
-have the same two problems in Triton:
-
-* the last block of a row is ragged, so masked lanes must load a value that
-  changes nothing: the operation's *neutral element*, 0 for a sum and -inf
-  for a maximum (0 would win the maximum of a row of negative numbers);
-* a row may be longer than one block, so the program walks it in a loop and
-  carries what it has combined so far: an accumulator for a reduction, the
-  running total for a scan.
-
-`tl.sum`, `tl.max` and `tl.associative_scan` (with a combine function we
-write) do the work inside one block; the compiler turns them into
-per-thread loops, warp shuffles and one trip through shared memory. Each
-kernel reads every element once and writes its result once, so all of them
-are memory-bound: the yardstick is GB/s against torch and against a copy.
+The kernels and their launchers are in reductions_scans.py, which runs alone.
+This file checks them the way the course checks every lesson (outputs filled
+with NaN, ragged rows and rows longer than a block, float64 references with
+tolerances from the error analysis), reads what the compiler made of them,
+and times them against torch and a copy, through the course's kit
+(lessonkit.py), which keeps the record.
 
 Run it:
-    TRITON_INTERPRET=1 python reductions_scans.py   # any machine: checks on the CPU
-    python reductions_scans.py                      # a CUDA GPU: checks, GB/s, figure
+    TRITON_INTERPRET=1 python lesson.py   # any machine: checks on the CPU
+    python lesson.py                      # a CUDA GPU: checks, GB/s, figure
 """
 
-import re
 import sys
 from pathlib import Path
 
 import torch
 import triton
-import triton.language as tl
 
 # lessonkit.py sits beside this file in a download, one folder up in the repository.
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent)]
+from reductions_scans import (  # noqa: E402
+    row_cumsum,
+    row_cumsum_kernel,
+    row_reduce,
+    row_reduce_kernel,
+    tile_config,
+)
+
 from lessonkit import Lesson, bench_interleaved, bench_ms, gbps, scaled_rtol  # noqa: E402
 
 # The spacing of float32 numbers at 1.0: the eps of scaled_rtol's length rule.
 F32_EPS = 2.0**-23
-
-
-# snippet: reduce-kernel
-@triton.jit
-def row_reduce_kernel(
-    X, Out,              # x is M x N (rows `stride_x` apart); out has M values
-    M, N, stride_x,
-    IS_MAX: tl.constexpr,  # False: the row's sum; True: its maximum
-    ROWS: tl.constexpr,    # rows per program
-    BLOCK_N: tl.constexpr,  # columns per step of the loop (a power of two)
-):
-    pid = tl.program_id(0)
-    rows = pid * ROWS + tl.arange(0, ROWS)
-    row_ok = rows < M
-    cols = tl.arange(0, BLOCK_N)
-    # The neutral element: what a masked lane must hold so that it changes
-    # nothing. 0 adds nothing to a sum; -inf never wins a maximum (a 0 would,
-    # on a row of negative numbers).
-    if IS_MAX:
-        neutral: tl.constexpr = float("-inf")
-    else:
-        neutral: tl.constexpr = 0.0
-    # A ROWS x BLOCK_N accumulator: the loop combines element-wise, lane by
-    # lane, and only after the loop does one reduction cross the lanes.
-    acc = tl.full((ROWS, BLOCK_N), neutral, tl.float32)
-    start = 0
-    while start < N:
-        c = start + cols
-        mask = row_ok[:, None] & (c < N)[None, :]
-        x = tl.load(X + rows[:, None] * stride_x + c[None, :], mask=mask,
-                    other=neutral)
-        if IS_MAX:
-            acc = tl.maximum(acc, x)
-        else:
-            acc += x
-        start += BLOCK_N
-    if IS_MAX:
-        result = tl.max(acc, axis=1)
-    else:
-        result = tl.sum(acc, axis=1)
-    tl.store(Out + rows, result, mask=row_ok)
-
-
-# end snippet
-
-
-# snippet: tile-config
-def tile_config(N: int) -> tuple[int, int, int]:
-    """ROWS, BLOCK_N and warps for rows of N float32 values."""
-    # A row wider than 4096 values (16 KB) is walked in a loop, 4096 at a
-    # time; narrower rows are packed several to a program, so that each
-    # step of a program loads at least 2048 values (8 KB) and keeps enough
-    # loads in flight. Eight warps give each thread 8 or 16 values: the
-    # scan keeps every prefix live at once, and a tile twice this size
-    # costs it registers, and so programs per SM.
-    BLOCK_N = min(triton.next_power_of_2(N), 4096)
-    ROWS = min(max(2048 // BLOCK_N, 1), 64)
-    num_warps = 8 if ROWS * BLOCK_N >= 2048 else 4
-    return ROWS, BLOCK_N, num_warps
-
-
-# end snippet
-
-
-# snippet: reduce-launch
-def row_reduce(x: torch.Tensor, op: str = "sum", out=None, config=None):
-    """Sum or maximum of every row of a 2-D float32 tensor."""
-    assert x.ndim == 2 and x.stride(1) == 1 and x.dtype == torch.float32
-    assert op in ("sum", "max")
-    M, N = x.shape
-    if out is None:
-        out = torch.empty(M, device=x.device, dtype=torch.float32)
-    ROWS, BLOCK_N, warps = config or tile_config(N)
-    grid = (triton.cdiv(M, ROWS),)
-    row_reduce_kernel[grid](x, out, M, N, x.stride(0), IS_MAX=op == "max",
-                            ROWS=ROWS, BLOCK_N=BLOCK_N, num_warps=warps)
-    return out
-
-
-# end snippet
-
-
-# snippet: combine
-@triton.jit
-def add(a, b):
-    # A scan's combine function: takes two values (or two blocks of values)
-    # and returns one. It must be associative, (a + b) + c == a + (b + c),
-    # because the compiler is free to group the terms as it likes.
-    return a + b
-
-
-# end snippet
-
-
-# snippet: scan-kernel
-@triton.jit
-def row_cumsum_kernel(
-    X, Y,                # x and y are M x N, rows `stride_x`, `stride_y` apart
-    M, N, stride_x, stride_y,
-    ROWS: tl.constexpr, BLOCK_N: tl.constexpr,
-    USE_CUMSUM: tl.constexpr,  # tl.cumsum instead of our own combine function
-):
-    pid = tl.program_id(0)
-    rows = pid * ROWS + tl.arange(0, ROWS)
-    row_ok = rows < M
-    cols = tl.arange(0, BLOCK_N)
-    # The running total of everything to the left of this block, per row.
-    carry = tl.zeros((ROWS,), dtype=tl.float32)
-    start = 0
-    while start < N:
-        c = start + cols
-        mask = row_ok[:, None] & (c < N)[None, :]
-        # Padding loads 0, the neutral element of +: it shifts no prefix sum
-        # (and the masked store below never writes it anyway).
-        x = tl.load(X + rows[:, None] * stride_x + c[None, :], mask=mask,
-                    other=0.0)
-        if USE_CUMSUM:
-            s = tl.cumsum(x, axis=1)
-        else:
-            s = tl.associative_scan(x, 1, add)  # inclusive prefix sums
-        tl.store(Y + rows[:, None] * stride_y + c[None, :],
-                 s + carry[:, None], mask=mask)
-        # The block's total moves the carry on to the next block.
-        carry += tl.sum(x, axis=1)
-        start += BLOCK_N
-
-
-# end snippet
-
-
-def row_cumsum(x: torch.Tensor, out=None, config=None, use_cumsum=False):
-    """Inclusive prefix sums along every row of a 2-D float32 tensor."""
-    assert x.ndim == 2 and x.stride(1) == 1 and x.dtype == torch.float32
-    M, N = x.shape
-    if out is None:
-        out = torch.empty_like(x)
-    ROWS, BLOCK_N, warps = config or tile_config(N)
-    grid = (triton.cdiv(M, ROWS),)
-    row_cumsum_kernel[grid](x, out, M, N, x.stride(0), out.stride(0), ROWS=ROWS,
-                            BLOCK_N=BLOCK_N, USE_CUMSUM=use_cumsum,
-                            num_warps=warps)
-    return out
 
 
 def make_rows(M: int, N: int, device: str, seed: int) -> torch.Tensor:
@@ -197,7 +50,8 @@ def reduction_results(x):
     """The row sum into poison, with the float64 sum and its bound; and
     whether the max of rows of negative numbers is exact."""
     M, N = x.shape
-    want = x.double().sum(dim=1)
+    # The reference in float64, on the CPU: no library kernel on the GPU.
+    want = x.cpu().double().sum(dim=1)
     out = torch.full((M,), float("nan"), device=x.device)  # poison
     row_reduce(x, "sum", out=out)
     # N rounded float32 additions: rtol grows like sqrt(N). atol = rtol:
@@ -208,14 +62,14 @@ def reduction_results(x):
     top = torch.full((M,), float("nan"), device=x.device)
     row_reduce(neg, "max", out=top)
     # A maximum picks one of its inputs: no rounding, bit-exact.
-    return (out, want, rtol, why), torch.equal(top, neg.amax(dim=1))
+    return (out, want, rtol, why), torch.equal(top.cpu(), neg.cpu().amax(dim=1))
 
 
 def scan_results(x, config=None):
     """The row cumsum into poison, with the float64 cumsum and its bound; and
     whether tl.cumsum gives the same bits."""
     N = x.shape[1]
-    want = x.double().cumsum(dim=1)
+    want = x.cpu().double().cumsum(dim=1)
     y = torch.full_like(x, float("nan"))  # poison
     row_cumsum(x, out=y, config=config)
     # The last prefix sum adds all N terms: the same length rule.
@@ -230,8 +84,8 @@ def scan_results(x, config=None):
 
 def check_reductions(lesson: Lesson, device: str) -> None:
     shapes = [(37, 1000), (5, 3000), (64, 256), (3, 1)]  # ragged, long, exact
-    if device == "cuda":
-        shapes += [(4099, 4096), (300, 70_000)]
+    if device == "cuda":  # not under compute-sanitizer (lesson.size's smoke value)
+        shapes += lesson.size(gpu=[(4099, 4096), (300, 70_000)], smoke=[])
     for seed, (M, N) in enumerate(shapes):
         (out, want, rtol, why), exact_max = reduction_results(
             make_rows(M, N, device, seed))
@@ -247,7 +101,7 @@ def check_scans(lesson: Lesson, device: str) -> None:
     shapes = [(9, 1000, None), (2, 5000, None), (16, 256, None),
               (13, 1000, (2, 128, 4))]
     if device == "cuda":
-        shapes += [(4099, 4096, None), (300, 70_000, None)]
+        shapes += lesson.size(gpu=[(4099, 4096, None), (300, 70_000, None)], smoke=[])
     for seed, (M, N, config) in enumerate(shapes):
         x = make_rows(M, N, device, 100 + seed)
         (y, want, rtol, why), same_bits = scan_results(x, config)
@@ -257,106 +111,26 @@ def check_scans(lesson: Lesson, device: str) -> None:
                      "tl.cumsum == associative_scan(x, 1, add), bit for bit")
 
 
-# snippet: solution-zero-pad
-@triton.jit
-def row_max_zero_pad_kernel(X, Out, N, stride_x, BLOCK_N: tl.constexpr):
-    # The exercise's broken kernel: one row per program, one block per
-    # row, and the padding loaded as 0.0 instead of -inf.
-    row = tl.program_id(0)
-    cols = tl.arange(0, BLOCK_N)
-    x = tl.load(X + row * stride_x + cols, mask=cols < N, other=0.0)
-    tl.store(Out + row, tl.max(x, axis=0))
-
-
-# end snippet
-
-
-# snippet: solution-cummax
-@triton.jit
-def maximum(a, b):
-    return tl.maximum(a, b)
-
-
-@triton.jit
-def row_cummax_kernel(X, Y, M, N, stride, ROWS: tl.constexpr,
-                      BLOCK_N: tl.constexpr):
-    # The running maximum: the same kernel with another combine function,
-    # another padding and another carry. The carry starts at -inf, the
-    # neutral element of max, just as the sum's starts at 0.
-    rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
-    row_ok = rows < M
-    cols = tl.arange(0, BLOCK_N)
-    carry = tl.full((ROWS,), float("-inf"), tl.float32)
-    start = 0
-    while start < N:
-        c = start + cols
-        mask = row_ok[:, None] & (c < N)[None, :]
-        offs = rows[:, None] * stride + c[None, :]
-        x = tl.load(X + offs, mask=mask, other=float("-inf"))
-        s = tl.associative_scan(x, 1, maximum)
-        tl.store(Y + offs, tl.maximum(s, carry[:, None]), mask=mask)
-        carry = tl.maximum(carry, tl.max(x, axis=1))
-        start += BLOCK_N
-
-
-# end snippet
-
-
-def try_this(lesson: Lesson, device: str) -> None:
-    # Exercise 1: 0.0 as the padding of a maximum, on rows of negative
-    # numbers: every row whose width is not a power of two reads as 0.
-    M, N = 6, 1000
-    neg = -(make_rows(M, N, device, 7).abs() + 0.25)
-    out = torch.full((M,), float("nan"), device=device)
-    row_max_zero_pad_kernel[(M,)](neg, out, N, neg.stride(0), BLOCK_N=1024)
-    lesson.check("exercise-zero-pad",
-                 bool((out == 0).all()) and bool((neg.amax(dim=1) < 0).all()),
-                 "padding 0.0: every max of a negative row of 1000 reads 0")
-
-    # Exercise 2: a running maximum over rows longer than one block.
-    M, N = 9, 700
-    x = torch.randn(M, N, generator=torch.Generator().manual_seed(8)).to(device)
-    y = torch.full_like(x, float("nan"))
-    row_cummax_kernel[(triton.cdiv(M, 4),)](x, y, M, N, x.stride(0), ROWS=4,
-                                           BLOCK_N=256)
-    lesson.check("exercise-cummax",
-                 torch.equal(y, torch.cummax(x, dim=1).values),
-                 "bit-exact vs torch.cummax; 700 columns in blocks of 256")
-
-
-def ptx_facts(compiled) -> list:
-    """Counts in the PTX of one compiled kernel (instructions in the code,
-    not executions): 16-byte global loads and stores, warp shuffles, block
-    barriers, and the shared memory the kernel asks for."""
-    ptx = compiled.asm["ptx"]
-    return [
-        len(re.findall(r"ld\.global(?:\.(?!v\d)[\w:]+)*\.v4\.b32", ptx)),
-        len(re.findall(r"st\.global(?:\.(?!v\d)[\w:]+)*\.v4\.b32", ptx)),
-        len(re.findall(r"shfl\.sync", ptx)),
-        len(re.findall(r"bar\.sync", ptx)),
-        compiled.metadata.shared,
-    ]
-
-
 def show_compiled_code(lesson: Lesson, device: str) -> None:
     N = 4096  # the benchmark's rows; 8 of them are enough to compile
     x = make_rows(8, N, device, 1)
     ROWS, BLOCK_N, warps = tile_config(N)
-    rows = []
-    for label, op in (("row sum", "sum"), ("row max", "max")):
-        k = row_reduce_kernel[(1,)](x, torch.empty(8, device=device), 8, N, N,
-                                    IS_MAX=op == "max", ROWS=ROWS,
-                                    BLOCK_N=BLOCK_N, num_warps=warps)
-        rows.append([label, *ptx_facts(k)])
-    k = row_cumsum_kernel[(1,)](x, torch.empty_like(x), 8, N, N, N, ROWS=ROWS,
-                                BLOCK_N=BLOCK_N, USE_CUMSUM=False,
-                                num_warps=warps)
-    rows.append(["row cumsum", *ptx_facts(k)])
-    lesson.table(
-        "ptx",
-        ["kernel", "16-byte ld.global", "16-byte st.global", "shfl.sync",
-         "bar.sync", "shared bytes"],
-        rows,
+    compiled = {
+        f"row {op}": row_reduce_kernel[(1,)](
+            x, torch.empty(8, device=device), 8, N, N, IS_MAX=op == "max",
+            ROWS=ROWS, BLOCK_N=BLOCK_N, num_warps=warps)
+        for op in ("sum", "max")
+    }
+    compiled["row cumsum"] = row_cumsum_kernel[(1,)](
+        x, torch.empty_like(x), 8, N, N, N, ROWS=ROWS, BLOCK_N=BLOCK_N,
+        USE_CUMSUM=False, num_warps=warps)
+    # Counts of instructions in the code, not executions: 16-byte global
+    # loads and stores, warp shuffles and block barriers.
+    lesson.compiled_table(
+        "ptx", compiled,
+        {"16-byte ld.global": r"ld\.global(?:\.(?!v\d)[\w:]+)*\.v4\.b32",
+         "16-byte st.global": r"st\.global(?:\.(?!v\d)[\w:]+)*\.v4\.b32",
+         "shfl.sync": r"shfl\.sync", "bar.sync": r"bar\.sync"},
         f"What the compiler made of each kernel for rows of {N} float32 values: "
         f"tile {ROWS} x {BLOCK_N}, {warps} warps; static counts in the PTX",
     )
@@ -495,8 +269,6 @@ def main() -> int:
         race_tiles(lesson, device)
     if lesson.step("sweep", needs_gpu="timings need a GPU"):
         sweep_and_plot(lesson, device)
-    with lesson.step("exercises"):
-        try_this(lesson, device)
     return lesson.finish()
 
 

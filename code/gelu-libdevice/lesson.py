@@ -1,30 +1,18 @@
-"""GELU with libdevice: extern math in a fused elementwise kernel.
+"""GELU with libdevice, as the course records it: the checks and benchmarks of the page.
 
-`triton.language` has a handful of math functions (exp, log, sin, sqrt,
-erf ...). Everything else CUDA's math library offers (erfc, tanh, normcdf,
-expm1, log1p, lgamma and about two hundred more) is reached through
-libdevice, NVIDIA's math library in LLVM bitcode, which Triton links into
-the kernel and inlines: `from triton.language.extra import libdevice`.
-
-The lesson's kernel is GEGLU's elementwise half, out = gelu(x + b) * y: a
-bias add, an activation and a gated multiply. Eager PyTorch runs it as
-three kernels that pass two intermediate tensors through memory; one Triton
-kernel reads x and y once and writes out once.
-
-GELU itself, gelu(h) = h * Phi(h) with Phi the normal CDF, can be written
-several ways that are equal on paper and not in float32. The textbook form
-0.5 h (1 + erf(h / sqrt 2)) cancels catastrophically for negative h;
-erfc and normcdf do not. The lesson measures every form in ulps against
-float64 and explains what it sees, then measures the fused kernel against
-eager PyTorch.
+The kernel, its launcher and the interpreter's libdevice stand-ins are in
+gelu_libdevice.py, which runs alone. This file measures every form of GELU
+in ulps against float64, checks the fused kernel on shapes that leave
+partial tiles, reads what the compiler made of each form, and times the
+kernel against eager PyTorch, Liger-Kernel and torch.compile, through the
+course's kit (lessonkit.py), which keeps the record.
 
 Run it:
-    TRITON_INTERPRET=1 python gelu_libdevice.py   # any machine: checks on the CPU
-    python gelu_libdevice.py                      # a CUDA GPU: checks, PTX, timings
+    TRITON_INTERPRET=1 python lesson.py   # any machine: checks on the CPU
+    python lesson.py                      # a CUDA GPU: checks, PTX, timings
 """
 
 import math
-import os
 import re
 import sys
 import time
@@ -33,136 +21,15 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.nn.functional as F
-import triton
-import triton.language as tl
-
-# One import serves Triton 3.6 and 3.9 on CUDA: this module holds stubs that
-# the compiler replaces with the backend's libdevice (CUDA's or AMD's).
-from triton.language.extra import libdevice
 
 # lessonkit.py sits beside this file in a download, one folder up in the repository.
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent)]
+from gelu_libdevice import BLOCK_M, BLOCK_N, NUM_WARPS, geglu, geglu_kernel  # noqa: E402
+
 from lessonkit import Lesson, bench_interleaved  # noqa: E402
 
-INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 LIGER = "liger-kernel"  # the optional baseline (lesson.toml [requires.optional])
-
-
-# snippet: interpreter-stand-in
-def lend_libdevice_to_the_interpreter() -> None:
-    """Stand-ins for the libdevice functions this lesson calls.
-
-    The interpreter has no libdevice: in Triton 3.6 and 3.9 alike its
-    functions are empty stubs there and return None. Under
-    TRITON_INTERPRET=1 we replace them with Python's float64 math, rounded
-    to float32. So the interpreter checks the kernels' logic and formulas,
-    with functions better than libdevice's; the accuracy of libdevice
-    itself is measured only on the GPU.
-    """
-    from triton.runtime.interpreter import TensorHandle
-
-    def stand_in(f):
-        f_elementwise = np.vectorize(f, otypes=[np.float64])
-
-        def call(x):
-            data = x.handle.data
-            out = f_elementwise(data.astype(np.float64)).astype(data.dtype)
-            return tl.core.tensor(TensorHandle(out, x.handle.dtype), x.type)
-
-        return call
-
-    def normcdf(v):
-        return 0.5 * math.erfc(-v / math.sqrt(2.0))
-
-    for name, f in (
-        ("erf", math.erf),
-        ("erfc", math.erfc),
-        ("normcdf", normcdf),
-        ("tanh", math.tanh),
-        ("exp", math.exp),
-    ):
-        setattr(libdevice, name, stand_in(f))
-
-
-if INTERPRET:
-    lend_libdevice_to_the_interpreter()
-# end snippet
-
-
-# snippet: gelu
-SQRT1_2 = tl.constexpr(0.7071067811865476)  # 1 / sqrt(2)
-SQRT_2_OVER_PI = tl.constexpr(0.7978845608028654)  # sqrt(2 / pi)
-
-
-@triton.jit
-def gelu(h, FORM: tl.constexpr):
-    """GELU of a block of float32 values, written in one of five ways."""
-    if FORM == "erf":  # the textbook formula, and PyTorch's
-        g = 0.5 * h * (1.0 + libdevice.erf(h * SQRT1_2))
-    elif FORM == "erfc":  # 1 + erf(t) = erfc(-t): nothing is subtracted
-        g = 0.5 * h * libdevice.erfc(-h * SQRT1_2)
-    elif FORM == "normcdf":  # Phi(h) itself
-        g = h * libdevice.normcdf(h)
-    elif FORM == "tanh":  # approximate="tanh", textbook form
-        u = SQRT_2_OVER_PI * (h + 0.044715 * h * h * h)
-        g = 0.5 * h * (1.0 + libdevice.tanh(u))
-    elif FORM == "sigmoid":  # the same: (1 + tanh u) / 2 = 1 / (1 + e^-2u)
-        u = SQRT_2_OVER_PI * (h + 0.044715 * h * h * h)
-        g = h / (1.0 + libdevice.exp(-2.0 * u))
-    else:  # "none": no activation, the kernel's floor
-        g = h
-    return g
-
-
-# end snippet
-
-
-# snippet: kernel
-@triton.jit
-def geglu_kernel(
-    x_ptr, b_ptr, y_ptr, out_ptr, M, N,
-    FORM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-):  # fmt: skip
-    # out = gelu(x + b) * y for M x N row-major x, y and out; b has N.
-    rows = tl.program_id(1) * BLOCK_M + tl.arange(0, BLOCK_M)
-    cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
-    col_ok = cols < N
-    mask = (rows[:, None] < M) & col_ok[None, :]
-    idx = rows[:, None] * N + cols[None, :]
-    x = tl.load(x_ptr + idx, mask=mask)
-    y = tl.load(y_ptr + idx, mask=mask)
-    # One bias row per program, broadcast down the BLOCK_M rows of the tile.
-    b = tl.load(b_ptr + cols, mask=col_ok)
-    # Everything between the loads and the store stays in registers: the
-    # sum, the activation and the product never reach memory.
-    out = gelu(x + b[None, :], FORM) * y
-    tl.store(out_ptr + idx, out, mask=mask)
-
-
-# end snippet
-
-# 4 x 512 tiles, 4 warps: 16 elements per thread, four 16-byte loads of x
-# and of y each. ptxas gives the normcdf form 40 registers and no spills.
-BLOCK_M, BLOCK_N, NUM_WARPS = 4, 512, 4
-
-
-# snippet: launch
-def geglu(x, b, y, form="normcdf", out=None):
-    """gelu(x + b) * y in one kernel, for float32 x, y of shape (M, N), b of (N,)."""
-    assert x.shape == y.shape and b.shape == (x.shape[1],)
-    assert x.is_contiguous() and y.is_contiguous() and x.numel() < 2**31
-    M, N = x.shape
-    out = torch.empty_like(x) if out is None else out
-    grid = (triton.cdiv(N, BLOCK_N), triton.cdiv(M, BLOCK_M))
-    geglu_kernel[grid](
-        x, b, y, out, M, N,
-        FORM=form, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, num_warps=NUM_WARPS,
-    )  # fmt: skip
-    return out
-
-
-# end snippet
 
 # form -> (the libdevice call, the function it computes)
 FORMS = {
@@ -224,7 +91,8 @@ def run_gelu(x: torch.Tensor, form: str) -> torch.Tensor:
 
 def check_accuracy(lesson: Lesson, device: str):
     """Every form in ulps against float64, and the erf-vs-tanh difference."""
-    n = (1 << 20) + 1 if device == "cuda" else 4001
+    # 2^20 + 1 points on a GPU; 4001 under the interpreter and compute-sanitizer.
+    n = lesson.size(gpu=(1 << 20) + 1, smoke=4001) if device == "cuda" else 4001
     x = torch.linspace(-10.0, 10.0, n, device=device)  # float32 values
     ref = references(x)
     xs = x.double()
@@ -334,10 +202,10 @@ def check_accuracy(lesson: Lesson, device: str):
 
 def check_fused(lesson: Lesson, device: str) -> None:
     """gelu(x + b) * y against float64, on shapes that leave partial tiles."""
-    if device == "cuda":
-        shapes = [(1001, 1000), (3, 4097), (2048, 8192)]
-    else:
-        shapes = [(37, 1000), (5, 513), (1, 1)]
+    shapes = [(37, 1000), (5, 513), (1, 1)]
+    if device == "cuda":  # under compute-sanitizer, lesson.size's smoke value
+        shapes = lesson.size(gpu=[(1001, 1000), (3, 4097), (2048, 8192)],
+                             smoke=shapes + [(3, 4097)])
     for i, (M, N) in enumerate(shapes):
         torch.manual_seed(i)
         x = torch.randn(M, N, device=device)
@@ -384,7 +252,9 @@ def check_liger(lesson: Lesson, device: str) -> None:
         return
     # Under the interpreter Liger's kernel calls the same tanh stand-in as
     # ours: it imported libdevice.tanh after the stand-ins were lent.
-    shapes = [(1001, 1000), (2048, 8192)] if device == "cuda" else [(37, 1000)]
+    shapes = [(37, 1000)]
+    if device == "cuda":
+        shapes = lesson.size(gpu=[(1001, 1000), (2048, 8192)], smoke=shapes)
     for i, (M, N) in enumerate(shapes, start=40):
         torch.manual_seed(i)
         x = torch.randn(M, N, device=device)
@@ -398,63 +268,6 @@ def check_liger(lesson: Lesson, device: str) -> None:
         out = torch.full_like(x, float("nan"))  # poison
         geglu(x, zero, y, "tanh", out=out)
         lesson.close(f"geglu-tanh-{M}x{N}", out, want, rtol, atol, why)
-
-
-# snippet: solution-gelu-grad
-@triton.jit
-def gelu_grad_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
-    # d/dh [h * Phi(h)] = Phi(h) + h * phi(h), phi the normal density.
-    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offsets < n
-    h = tl.load(x_ptr + offsets, mask=mask)
-    pdf = libdevice.exp(-0.5 * h * h) * 0.3989422804014327  # 1 / sqrt(2 pi)
-    tl.store(out_ptr + offsets, libdevice.normcdf(h) + h * pdf, mask=mask)
-
-
-# end snippet
-
-
-# snippet: solution-erf-pair
-@triton.jit
-def erf_pair_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
-    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offsets < n
-    x = tl.load(x_ptr + offsets, mask=mask)
-    tl.store(out_ptr + offsets, tl.erf(x), mask=mask)
-    tl.store(out_ptr + n + offsets, libdevice.erf(x), mask=mask)
-
-
-# end snippet
-
-
-def try_this(lesson: Lesson, device: str) -> None:
-    torch.manual_seed(5)
-    x = 4 * torch.randn(3000, device=device)
-    n = x.numel()
-
-    out = torch.full_like(x, float("nan"))
-    gelu_grad_kernel[(triton.cdiv(n, 1024),)](x, out, n, BLOCK=1024)
-    h = x.double()
-    pdf = torch.exp(-0.5 * h * h) / math.sqrt(2 * math.pi)
-    want = 0.5 * torch.erfc(-h / math.sqrt(2)) + h * pdf
-    # The derivative crosses zero near h = -0.75, where only an absolute
-    # tolerance makes sense; elsewhere a few float32 roundings, relatively.
-    lesson.close(
-        "exercise-gelu-grad",
-        out,
-        want,
-        rtol=1e-5,
-        atol=1e-6,
-        why="Phi + h * phi from libdevice.normcdf and libdevice.exp",
-    )
-
-    pair = torch.full((2 * n,), float("nan"), device=device)
-    erf_pair_kernel[(triton.cdiv(n, 1024),)](x, pair, n, BLOCK=1024)
-    lesson.check(
-        "exercise-erf-pair",
-        torch.equal(pair[:n], pair[n:]),
-        "tl.erf and libdevice.erf give the same bits",
-    )
 
 
 def compiled_code_facts(lesson: Lesson) -> None:
@@ -722,8 +535,6 @@ def main() -> int:
         x, b, y, fused_bytes = benchmark(lesson, device)
     if lesson.step("libraries", needs_gpu="timings need a GPU"):
         compare_with_libraries(lesson, x, b, y, fused_bytes)
-    with lesson.step("exercises"):
-        try_this(lesson, device)
     return lesson.finish()
 
 

@@ -41,16 +41,9 @@ KERNELS = {"rand": False, "rand4x": True}  # name -> `four`
 
 # snippet: statistics
 def kept_fraction(out, p):
-    """The fraction of `out` kept, what a sound generator keeps, and sigma.
-
-    A sound generator keeps each element independently with probability
-    q = 1 - p, so the kept count K of n elements is Binomial(n, q): its
-    fraction K/n has standard deviation sigma = sqrt(p q / n). The checks
-    allow 5 sigma. For a fixed seed the result is deterministic (it passes
-    or fails the same way every run); the bound says how far a fraction
-    could stray by chance for *some* seed: beyond 5 sigma with probability
-    6e-7.
-    """
+    """The fraction of `out` kept, what a sound generator keeps (q), and sigma:
+    the kept count of n elements is Binomial(n, q), sd of the fraction
+    sqrt(p q / n). The checks allow 5 sigma (by chance: 6e-7)."""
     n, q = out.numel(), 1.0 - p
     return (out != 0).double().mean().item(), q, math.sqrt(p * q / n)
 
@@ -300,7 +293,7 @@ def benchmark(lesson: Lesson, device: str) -> None:
     note = "time per call: torch also writes a 1-byte mask per element"
     lesson.benchmark(
         "dropout-rand4x-vs-torch-2^27-fp32",
-        "dropout, tl.rand4x vs torch, 2^27 fp32",
+        "dropout, tl.rand4x vs torch, 2²⁷ fp32",
         ms,
         "rand4x",
         "torch",
@@ -312,7 +305,7 @@ def benchmark(lesson: Lesson, device: str) -> None:
     )
     lesson.benchmark(
         "dropout-rand-vs-torch-2^27-fp32",
-        "dropout, tl.rand vs torch, 2^27 fp32",
+        "dropout, tl.rand vs torch, 2²⁷ fp32",
         ms,
         "rand",
         "torch",
@@ -351,7 +344,7 @@ def benchmark(lesson: Lesson, device: str) -> None:
             "GB/s (its own bytes)",
         ],
         rows,
-        f"What each approach moves and keeps, and its time, at n = 2^27 fp32, p={p}",
+        f"What each approach moves and keeps, and its time, at n = 2²⁷ fp32, p={p}",
     )
 
 

@@ -173,7 +173,7 @@ def check_accuracy(lesson: Lesson, device: str):
             f"textbook-{form}-cancels-only-for-negative-x",
             fine and lost,
             f"x >= 0: within 2 * cond + 16; x < -4: max "
-            f"{float(errors[form][xs < -4].max()):.3g} ulp (>= 2^22)",
+            f"{float(errors[form][xs < -4].max()):.3g} ulp (>= 2²²)",
         ))
     # end snippet
     for claim in claims:
@@ -242,7 +242,7 @@ def textbook_tolerance(h, y, ref, function):
     """
     ulps = float((2 * ref[function][1] + 16).max())
     atol = 2.0**-22 * float((h.double() * y.double()).abs().max())
-    return (ulps + 1) * 2.0**-23, atol, f"{ulps:.0f} ulp + 1 rounding; 2^-22 max|h y|"
+    return (ulps + 1) * 2.0**-23, atol, f"{ulps:.0f} ulp + 1 rounding; 2⁻²² max|h y|"
 
 
 def check_liger(lesson: Lesson, device: str) -> None:
@@ -341,7 +341,7 @@ def benchmark(lesson: Lesson, device: str):
     # end snippet
     lesson.benchmark(
         "geglu-normcdf-vs-torch-8192x8192-fp32",
-        "gelu(x + b) * y, exact GELU, fused vs eager torch, 8192^2 fp32",
+        "gelu(x + b) * y, exact GELU, fused vs eager torch, 8192² fp32",
         ms,
         "normcdf",
         "torch",
@@ -355,7 +355,7 @@ def benchmark(lesson: Lesson, device: str):
     )
     lesson.benchmark(
         "geglu-sigmoid-vs-torch-tanh-8192x8192-fp32",
-        "gelu(x + b) * y, tanh approximation, fused vs eager torch, 8192^2 fp32",
+        "gelu(x + b) * y, tanh approximation, fused vs eager torch, 8192² fp32",
         ms,
         "sigmoid",
         "torch-tanh",
@@ -453,7 +453,7 @@ def compare_with_libraries(lesson: Lesson, x, b, y, fused_bytes) -> None:
         lesson.benchmark(
             "geglu-tanh-vs-liger-8192x8192-fp32",
             "gelu(x + b) * y, tanh approximation, fused vs Liger-Kernel's "
-            "gelu_tanh(x) * y, 8192^2 fp32",
+            "gelu_tanh(x) * y, 8192² fp32",
             ms,
             "tanh",
             "Liger",
@@ -468,7 +468,7 @@ def compare_with_libraries(lesson: Lesson, x, b, y, fused_bytes) -> None:
     if "torch.compile" in ms:
         lesson.benchmark(
             "geglu-normcdf-vs-compile-8192x8192-fp32",
-            "gelu(x + b) * y, exact GELU, fused vs torch.compile, 8192^2 fp32",
+            "gelu(x + b) * y, exact GELU, fused vs torch.compile, 8192² fp32",
             ms,
             "normcdf",
             "torch.compile",

@@ -139,11 +139,11 @@ def show_compiled_code(lesson: Lesson, device: str) -> None:
 def benchmark(lesson: Lesson, device: str) -> None:
     M, N = lesson.size(gpu=(32768, 4096), smoke=(8, 1000))
     # snippet: benchmark
-    # 32768 rows of 4096 float32 values: 512 MiB, ten times the H200's
-    # L2, and do_bench flushes the L2 between calls, so every call streams
-    # from DRAM. Bytes that must move: the cumsum reads x once and writes
-    # y once (8 bytes per element); the sum reads x once and writes one
-    # float per row. A device-to-device copy of x moves the cumsum's bytes.
+    # 32768 rows of 4096 float32 values: 512 MiB, ten times a 50 MB L2
+    # cache, so every call streams from DRAM. Bytes that must move: the
+    # cumsum reads x once and writes y once (8 bytes per element); the sum
+    # reads x once and writes one float per row. A device-to-device copy of
+    # x moves the cumsum's bytes.
     x = make_rows(M, N, device, 2)
     y, dst = torch.empty_like(x), torch.empty_like(x)
     contenders = {
@@ -232,7 +232,7 @@ def sweep_and_plot(lesson: Lesson, device: str) -> None:
     rows = [measure_width(x0.view(-1, N)) for N in widths]
     # end snippet
     lesson.table("widths", ["N", "rows", "Triton GB/s", "torch GB/s"], rows,
-                 "Row cumsum over 2^27 float32 values at five row widths "
+                 "Row cumsum over 2²⁷ float32 values at five row widths "
                  f"(copy of the same bytes: {copy_gbps:.0f} GB/s)")
 
     def draw(fig):

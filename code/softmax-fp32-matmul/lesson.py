@@ -418,7 +418,7 @@ def plot_softmax(lesson: Lesson, rates: dict) -> None:
 
 def sweep_tiles(lesson: Lesson, device: str) -> dict:
     size = lesson.size(gpu=SWEEP_SIZE, smoke=64)
-    print(f"\nPart 3b: matmul tile sweep at {size}^3, FP32 inputs")
+    print(f"\nPart 3b: matmul tile sweep at {size}³, FP32 inputs")
     torch.manual_seed(4)
     a = torch.randn(size, size, device=device)
     b = torch.randn(size, size, device=device)
@@ -471,7 +471,7 @@ def sweep_tiles(lesson: Lesson, device: str) -> dict:
         ["precision", "B layout", "BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M",
          "num_warps", "num_stages", "us", "TFLOP/s", "wgmma tf32", "mma.sync tf32",
          "fma.rn.f32", "note"], rows,
-        f"FP32-input matmul at {size}^3: every tile shape for each input_precision "
+        f"FP32-input matmul at {size}³: every tile shape for each input_precision "
         "and B layout (medians of 3 interleaved rounds), with the multiply "
         "instructions counted in its PTX")
     # Part 3c uses the best tile of each precision and layout.
@@ -573,7 +573,7 @@ def against_cublas(lesson: Lesson, device: str, best: dict) -> None:
                            0.10)
         ms = time_against_cublas(a, b, b_col, best)
         flop = 2.0 * size**3
-        cube = f"{size}^3"
+        cube = f"{size}³"
         tiles = {p: config_name(best[p, "row"]) for p in ("ieee", "tf32")}
         col_tile = config_name(best["tf32", "column"])
         bench = partial(lesson.benchmark, timings=ms, unit="TFLOP/s", work=flop)
@@ -611,7 +611,7 @@ def against_cublas(lesson: Lesson, device: str, best: dict) -> None:
                   kernel="triton tf32 persistent TMA, B col",
                   baseline="cuBLAS TF32, B col", baseline_name="cuBLAS TF32, same B",
                   threshold=0.6, stretch=0.9,
-                  note=f"B^T read K-major through a TMA descriptor; tile "
+                  note=f"Bᵀ read K-major through a TMA descriptor; tile "
                        f"{config_name(PERSISTENT_TF32)}, one program per SM")
         results[size] = {name: flop / ms.median(name) * 1e-9 for name in ms}
     plot_matmul(lesson, results)
@@ -638,7 +638,7 @@ def plot_matmul(lesson: Lesson, results: dict) -> None:
                                                                  strict=True)],
                          padding=2)
             ax.set_xticks(list(xs), [g[0] for g in groups])
-            ax.set_title(f"{size}^3, FP32 inputs")
+            ax.set_title(f"{size}³, FP32 inputs")
             ax.set_ylabel("TFLOP/s")
             ax.margins(y=0.15)  # room for the ratio over the tallest bar
         fig.legend(*axes[0].get_legend_handles_labels(), loc="outside lower center",
@@ -647,7 +647,7 @@ def plot_matmul(lesson: Lesson, results: dict) -> None:
     lesson.plot("matmul-throughput",
                 "TFLOP/s of the best Triton tile against cuBLAS with TF32 off and on; "
                 "the label over each Triton bar is its ratio to cuBLAS", draw,
-                size=(7.0, 8.0))
+                size=(7.0, 6.4))
 
 
 def main() -> int:

@@ -13,6 +13,10 @@ from __future__ import annotations
 CONVERTED = (
     "vector-add",
     "gluon-basics",
+    "persistent-tma-matmul",
+    "fp8-matmul",
+    "block-scaled-matmul",
+    "gluon-matmul",
     "dropout",
     "reductions-scans",
     "gelu-libdevice",

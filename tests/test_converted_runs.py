@@ -60,7 +60,8 @@ def test_the_kernels_module_runs_alone_under_the_interpreter(name):
     if is_gluon(name):
         assert "run on a GPU only" in done.stdout
     else:
-        assert "bit for bit" in done.stdout and "Traceback" not in done.stderr
+        # Its checks say what they held: equal bit for bit, or within a tolerance they name.
+        assert re.search(r"bit for bit|within", done.stdout) and "Traceback" not in done.stderr
 
 
 @pytest.mark.parametrize("name", CONVERTED)

@@ -10,7 +10,7 @@ every lesson is listed, the list and the older notebooks' tests can go.
 
 from __future__ import annotations
 
-CONVERTED = ("vector-add", "gluon-basics", "layer-norm", "rmsnorm-rope")
+CONVERTED = ("vector-add", "gluon-basics", "layer-norm", "rmsnorm-rope", "cross-entropy")
 
 
 def converted(names) -> list[str]:

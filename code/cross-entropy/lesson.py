@@ -1,31 +1,15 @@
-"""Cross-entropy over a large vocabulary: loss and gradient in one kernel, in place.
+"""Cross-entropy, as the course records it: the checks, benchmarks and memory.
 
-The last layer of a language model turns every token's hidden state into one
-logit per word of the vocabulary, and the loss is the cross-entropy of those
-logits against the next token:
-
-    loss_row = logsumexp(x) - x[target]
-    grad_row = (softmax(x) - onehot(target)) / n_valid     (mean reduction)
-
-At 8192 tokens and a 131072-word vocabulary the logits are 2 GiB in bf16.
-PyTorch's `F.cross_entropy(...).backward()` keeps a log-softmax of the same
-size for the backward pass, builds a one-hot gradient of that size, and then
-a gradient of that size again: several copies of the biggest tensor of the
-step. Liger-Kernel's cross-entropy keeps none of them. One program owns one
-row (one token) and walks it twice:
-
-1. an *online* max and sum over the vocabulary in blocks (the log-sum-exp of
-   the row in one pass, however long the row), then the loss;
-2. a second walk that turns every logit into its gradient and writes it over
-   the logit, in place.
-
-The gradient is known once the loss is, so the kernel computes it during the
-forward pass, and the backward pass only hands it on. No fp32 copy of the
-logits and no separate gradient tensor ever exist.
+The kernel, its launcher and the autograd wrapper are in cross_entropy.py,
+which runs alone. This file checks them the way every lesson is checked
+(vocabularies no block divides, padding rows, poisoned outputs, a float64
+reference, tolerances from the roundings), and times them and measures their
+peak memory against F.cross_entropy + backward and Liger-Kernel's own kernel,
+through the course's kit (lessonkit.py), which keeps the record.
 
 Run it:
-    TRITON_INTERPRET=1 python cross_entropy.py   # any machine: checks on the CPU
-    python cross_entropy.py                      # a CUDA GPU: checks, time, memory
+    TRITON_INTERPRET=1 python lesson.py   # any machine: the checks on the CPU
+    python lesson.py                      # a CUDA GPU: checks, time, memory
 """
 
 import math
@@ -36,158 +20,20 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 import triton
-import triton.language as tl
 
 # lessonkit.py sits beside this file in a download, one folder up in the repository.
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent)]
+from cross_entropy import (  # noqa: E402
+    IGNORE_INDEX,
+    FusedCrossEntropy,
+    cross_entropy_,
+    cross_entropy_kernel,
+)
+
 from lessonkit import Lesson, bench_interleaved, bench_ms, scaled_rtol  # noqa: E402
 
-IGNORE_INDEX = -100  # PyTorch's default: rows with this target are padding
 LIGER = "liger-kernel"  # the optional baseline (lesson.toml [requires.optional])
-
-
-# snippet: kernel
-@triton.jit
-def cross_entropy_kernel(
-    x_ptr,  # logits, n_rows x V; overwritten with the gradient
-    x_stride,  # elements between two rows
-    target_ptr,  # n_rows int64 class indices
-    loss_ptr,  # n_rows fp32: each row's loss (0 for ignored rows)
-    denom_ptr,  # one number on the device: n_valid for "mean", 1 for "sum"
-    grad_scale,  # a factor for the gradient (a loss scale), 1.0 by default
-    V,  # vocabulary size
-    ignore_index,
-    BLOCK: tl.constexpr,
-):
-    # One program per row. 8192 x 131072 is 2^30 elements: row * stride
-    # must be computed in 64 bits before it is added to a pointer.
-    row = tl.program_id(0).to(tl.int64)
-    row_ptr = x_ptr + row * x_stride
-    offs = tl.arange(0, BLOCK)
-    y = tl.load(target_ptr + row)
-
-    # The loops over the row are `while` loops: Triton 3.6's interpreter
-    # cannot take a runtime bound in range() under NumPy 2.4 (see the
-    # reductions lesson). They compile to the same loop.
-    if y == ignore_index:
-        # Padding: no loss, and a gradient of exactly zero. The zeros must
-        # be written, because the buffer still holds this row's logits.
-        zero = tl.zeros((BLOCK,), dtype=x_ptr.dtype.element_ty)
-        start = 0
-        while start < V:
-            tl.store(row_ptr + start + offs, zero, mask=start + offs < V)
-            start += BLOCK
-        tl.store(loss_ptr + row, 0.0)
-        return
-
-    x_y = tl.load(row_ptr + y).to(tl.float32)  # read before it is overwritten
-
-    # Pass 1: the online log-sum-exp. m is the largest logit seen so far and
-    # d = sum(exp(x - m)) over the logits seen so far. A block with a new
-    # maximum rescales d by exp(m_old - m_new), so one walk over the row is
-    # enough, however long it is. Padding lanes load -inf: they never win
-    # the max and add exp(-inf) = 0 to the sum. Every exponential is written
-    # as exp2(t * log2(e)): tl.exp2 is the hardware's ex2.approx.f32 itself.
-    m = float("-inf")
-    d = 0.0
-    start = 0
-    while start < V:
-        cols = start + offs
-        x = tl.load(row_ptr + cols, mask=cols < V, other=float("-inf"))
-        x = x.to(tl.float32)
-        m_new = tl.maximum(m, tl.max(x, axis=0))
-        d = d * tl.exp2((m - m_new) * 1.4426950408889634) + tl.sum(
-            tl.exp2((x - m_new) * 1.4426950408889634), axis=0
-        )
-        m = m_new
-        start += BLOCK
-    lse = m + tl.log(d)  # d >= 1: the largest term is exp(0)
-    tl.store(loss_ptr + row, lse - x_y)
-
-    # Pass 2: the gradient, written over the logits it came from.
-    # d loss / d x_j = (softmax(x)_j - [j == y]) * scale. Each program reads
-    # only its own row and writes each element after reading it, so the
-    # overwrite is safe without any barrier.
-    scale = grad_scale / tl.load(denom_ptr).to(tl.float32)
-    p_scale = scale / d  # softmax(x)_j * scale = exp(x_j - m) * (scale / d)
-    start = 0
-    while start < V:
-        cols = start + offs
-        mask = cols < V
-        x = tl.load(row_ptr + cols, mask=mask, other=0.0).to(tl.float32)
-        e = tl.exp2((x - m) * 1.4426950408889634)  # exp(x - m)
-        g = e * p_scale - tl.where(cols == y, scale, 0.0)
-        tl.store(row_ptr + cols, g.to(x_ptr.dtype.element_ty), mask=mask)
-        start += BLOCK
-
-
-# end snippet
-
-
-# snippet: launch
-def cross_entropy_(
-    logits: torch.Tensor,
-    target: torch.Tensor,
-    ignore_index: int = IGNORE_INDEX,
-    reduction: str = "mean",
-    grad_scale: float = 1.0,
-    block: int | None = None,
-    num_warps: int | None = None,
-    loss_rows: torch.Tensor | None = None,
-) -> torch.Tensor:
-    """The loss; `logits` is overwritten with d(loss)/d(logits) * grad_scale.
-
-    The trailing underscore is PyTorch's mark of an in-place operation.
-    """
-    assert logits.ndim == 2 and logits.stride(1) == 1 and target.is_contiguous()
-    n_rows, V = logits.shape
-    if reduction == "mean":
-        # Counted on the device: no .item(), so the host never waits.
-        denom = (target != ignore_index).sum()
-    elif reduction == "sum":
-        denom = torch.ones((), dtype=torch.int64, device=logits.device)
-    else:
-        raise ValueError(f"reduction {reduction!r}: use 'mean' or 'sum'")
-    # Liger-Kernel's choice: blocks of up to 32768 logits and 32 warps, so a
-    # thread holds 32 values of a block. The sweep below tries smaller ones.
-    block = block or min(32768, triton.next_power_of_2(V))
-    num_warps = num_warps or max(1, min(32, block // 1024))
-    if loss_rows is None:
-        loss_rows = torch.empty(n_rows, dtype=torch.float32, device=logits.device)
-    cross_entropy_kernel[(n_rows,)](
-        logits, logits.stride(0), target, loss_rows, denom, grad_scale,
-        V, ignore_index, BLOCK=block, num_warps=num_warps,
-    )
-    # The per-row losses are 4 bytes a row; their sum is a tiny reduction.
-    return loss_rows.sum() / denom
-
-
-# end snippet
-
-
-# snippet: autograd
-class FusedCrossEntropy(torch.autograd.Function):
-    """F.cross_entropy(logits, target) for autograd, with the gradient computed
-    (in place, in the logits' memory) during the forward pass."""
-
-    @staticmethod
-    def forward(ctx, logits, target):
-        loss = cross_entropy_(logits, target)
-        # The logits' buffer now holds the gradient. Save it detached: it is
-        # data for backward, not a tensor autograd should track.
-        ctx.save_for_backward(logits.detach())
-        return loss
-
-    @staticmethod
-    def backward(ctx, grad_loss):
-        (grad,) = ctx.saved_tensors
-        # The loss was the last op (grad_loss == 1), except under a loss
-        # scaler. Multiplying here rounds twice; see the exercise on scaling.
-        return grad * grad_loss.to(grad.dtype), None
-
-
-# end snippet
 
 
 # snippet: reference
@@ -279,7 +125,10 @@ def make_inputs(n_rows, V, dtype, device, ignored=0.1, spread=2.0, seed=0):
 
 def check_one(lesson, n_rows, V, dtype, device, block=None, seed=0):
     x, t = make_inputs(n_rows, V, dtype, device, seed=seed)
-    want_rows, want_loss, want_grad = reference(x, t)
+    # Under compute-sanitizer the reference runs on the CPU: no library kernel
+    # of torch's to instrument beside the lesson's own.
+    ref = (x.cpu(), t.cpu()) if lesson.sanitize else (x, t)
+    want_rows, want_loss, want_grad = reference(*ref)
     grad = x.clone()
     loss_rows = torch.full((n_rows,), float("nan"), device=device)  # poison
     loss = cross_entropy_(grad, t, block=block, loss_rows=loss_rows)
@@ -313,12 +162,17 @@ CHECK_CASES = {
     "gpu": [(64, 3000, torch.float16, 1024), (257, 50257, torch.float16, None),
             (257, 50257, torch.bfloat16, None), (64, 131072, torch.bfloat16, 4096),
             (300, 100_000, torch.bfloat16, None)],
+    # Under compute-sanitizer: the same vocabularies on few rows.
+    "sanitize": [(64, 3000, torch.float16, 1024), (9, 50257, torch.float16, None),
+                 (9, 50257, torch.bfloat16, None), (4, 131072, torch.bfloat16, 4096),
+                 (5, 100_000, torch.bfloat16, None)],
 }
 # end snippet
 
 
 def check_correctness(lesson: Lesson, device: str) -> None:
-    cases = CHECK_CASES["interpreter" if lesson.interpret else "gpu"]
+    cases = CHECK_CASES["interpreter"] if lesson.interpret else lesson.size(
+        gpu=CHECK_CASES["gpu"], smoke=CHECK_CASES["sanitize"])
     for seed, (n_rows, V, dtype, block) in enumerate(cases):
         check_one(lesson, n_rows, V, dtype, device, block, seed)
     lesson.not_on_interpreter(
@@ -352,7 +206,9 @@ def check_liger(lesson: Lesson, device: str) -> None:
     if lesson.interpret:
         cases = [(32, 3000, torch.float32), (32, 3000, torch.float16)]
     else:
-        cases = [(257, 50257, torch.bfloat16), (64, 131072, torch.bfloat16)]
+        cases = lesson.size(  # few rows under compute-sanitizer
+            gpu=[(257, 50257, torch.bfloat16), (64, 131072, torch.bfloat16)],
+            smoke=[(9, 50257, torch.bfloat16), (4, 131072, torch.bfloat16)])
     for seed, (n_rows, V, dtype) in enumerate(cases, start=20):
         x, t = make_inputs(n_rows, V, dtype, device, seed=seed)
         tag = f"{n_rows}x{V}-{str(dtype).removeprefix('torch.')}"
@@ -408,83 +264,24 @@ def check_full_shape(lesson: Lesson, device: str) -> None:
                  why)
 
 
-def try_this(lesson: Lesson, device: str) -> None:
-    # snippet: solution-sum
-    # Exercise: reduction="sum". The kernel divides by whatever number the
-    # launcher hands it; for a sum that number is 1.
-    x, t = make_inputs(16, 3000, torch.float16, device, seed=3)
-    _, want_loss, want_grad = reference(x, t, reduction="sum")
-    grad = x.clone()
-    loss = cross_entropy_(grad, t, reduction="sum")
-    # end snippet
-    rtol, why = scaled_rtol(2.0**-20, 2.0**-23, 3000)
-    ok = abs(float(loss) - float(want_loss)) <= rtol * abs(float(want_loss))
-    rtol_g, atol, _ = tolerances(torch.float16, 3000)
-    err = (grad.double().cpu() - want_grad.cpu()).abs()
-    ok &= bool((err <= atol + rtol_g * want_grad.abs().cpu()).all())
-    lesson.check(
-        "exercise-sum", ok, f"loss {float(loss):.6g} vs {float(want_loss):.6g}"
-    )
-
-    # snippet: solution-loss-scale
-    # Exercise: fp16 and a loss scale. Wide logits (std 4) over 64 rows give
-    # gradients far below fp16's smallest subnormal, 2^-24: they round to 0.
-    # Multiplying by the scale afterwards (what the autograd wrapper does)
-    # cannot bring them back; folding the scale in before the one rounding
-    # does.
-    x, t = make_inputs(64, 2000, torch.float16, device, ignored=0.0, spread=4.0)
-    _, _, want = reference(x, t)
-    scale = 2.0**16
-    late = x.clone()
-    cross_entropy_(late, t)
-    late = late * scale  # scaled after the rounding
-    early = x.clone()
-    cross_entropy_(early, t, grad_scale=scale)  # scaled before it
-    lost_late = int(((late == 0) & (want != 0)).sum())
-    lost_early = int(((early == 0) & (want != 0)).sum())
-    # end snippet
-    rtol, atol, why = tolerances(torch.float16, 2000)
-    lesson.close("exercise-loss-scale-early", early, want * scale, rtol, atol, why)
-    lesson.check(
-        "exercise-loss-scale-lost",
-        lost_early * 10 < lost_late,
-        f"of {want.numel()} gradients, {lost_late} flush to 0 when scaled after "
-        f"rounding, {lost_early} when the scale is folded in",
-    )
-
-
 def show_compiled_code(lesson: Lesson) -> None:
     """What the compiler made of the kernel, at the benchmark's launch."""
-    import re
-
     x = torch.randn(4, 131072, device="cuda", dtype=torch.bfloat16)
     t = torch.zeros(4, dtype=torch.int64, device="cuda")
     loss_rows = torch.empty(4, device="cuda")
     denom = torch.ones((), dtype=torch.int64, device="cuda")
-    rows = []
-    for block, warps in ((32768, 32), (4096, 4)):
-        k = cross_entropy_kernel[(4,)](
+    compiled = {
+        f"BLOCK {block}, {warps} warps": cross_entropy_kernel[(4,)](
             x, x.stride(0), t, loss_rows, denom, 1.0, 131072, IGNORE_INDEX,
-            BLOCK=block, num_warps=warps,
-        )
-        ptx = k.asm["ptx"]
-        rows.append([
-            f"{block}, {warps} warps",
-            len(re.findall(r"ld\.global(?:\.(?!v\d)[\w:]+)*\.v4\.b32", ptx)),
-            len(re.findall(r"st\.global(?:\.(?!v\d)[\w:]+)*\.v4\.b32", ptx)),
-            len(re.findall(r"ex2\.approx", ptx)),
-            len(re.findall(r"bar\.sync", ptx)),
-            getattr(k, "n_regs", None),
-            getattr(k, "n_spills", None),
-            k.metadata.shared,
-        ])
-    lesson.table(
-        "ptx",
-        ["BLOCK", "16-byte loads", "16-byte stores", "ex2.approx", "bar.sync",
-         "registers", "spills", "shared bytes"],
-        rows,
-        "Static counts in the PTX of cross_entropy_kernel (bf16, V = 131072)",
-    )
+            BLOCK=block, num_warps=warps)
+        for block, warps in ((32768, 32), (4096, 4))
+    }
+    lesson.compiled_table("ptx", compiled, {
+        "16-byte loads": r"ld\.global(?:\.(?!v\d)[\w:]+)*\.v4\.b32",
+        "16-byte stores": r"st\.global(?:\.(?!v\d)[\w:]+)*\.v4\.b32",
+        "ex2.approx": r"ex2\.approx",
+        "bar.sync": r"bar\.sync",
+    }, "Static counts in the PTX of cross_entropy_kernel (bf16, V = 131072)")
 
 
 def backward_of(leaf: torch.Tensor, target: torch.Tensor) -> None:
@@ -777,8 +574,6 @@ def main() -> int:
         check_liger(lesson, device)
         if not lesson.interpret or lesson.smoke:  # untimed in a smoke run
             compare_with_liger(lesson, *timed_inputs)
-    with lesson.step("exercises"):
-        try_this(lesson, device)
     return lesson.finish()
 
 

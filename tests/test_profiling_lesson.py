@@ -1,6 +1,6 @@
 """The profiling lesson's readers of tool reports, on text in the tools' real formats.
 
-code/profiling-debugging/profiling_debugging.py runs compute-sanitizer, Nsight Compute and
+code/profiling-debugging/lesson.py runs compute-sanitizer, Nsight Compute and
 Proton on a GPU and reads what they write. No GPU runs here, so these tests hold the readers
 against reports in the formats the tools print: memcheck records and summaries as compute-sanitizer
 2023.3 to 2025.x writes them (and the older `at 0xPC in FILE:LINE:FUNC`), ncu's `--csv --page details`
@@ -19,7 +19,7 @@ import pytest
 
 from conftest import REPO
 
-LESSON = REPO / "code" / "profiling-debugging" / "profiling_debugging.py"
+LESSON = REPO / "code" / "profiling-debugging" / "lesson.py"
 
 
 @pytest.fixture(scope="module")

@@ -423,7 +423,7 @@ def sweep_and_plot(lesson: Lesson, device: str, measured: dict, copy_gbps: float
           r["forward"] / r["F.layer_norm"], r["backward"], r["torch backward"],
           r["backward"] / r["torch backward"], r["forward"] / copy_gbps]
          for N, r in results.items()],
-        "FP16 layer norm over 2^25 elements at four row widths; GB/s counts the "
+        "FP16 layer norm over 2²⁵ elements at four row widths; GB/s counts the "
         f"bytes each pass must move (copy of the same 64 MiB: {copy_gbps:.0f} GB/s). "
         "Medians of 15 rounds at N = 1024 and 4096, 3 at 2048 and 8192.",
     )

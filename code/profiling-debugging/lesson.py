@@ -314,16 +314,21 @@ def out_of_bounds(lesson: Lesson, device: str) -> None:
     last = child.stderr.strip().splitlines()[-1:] if child.stderr.strip() else []
     print(f"  its exit status: {exit_status(child.returncode)}"
           + (f"; its last words on stderr: {local(last[0])[:200]}" if last else ""))
-    # Under the interpreter the eight are CPU tensors among the interpreter's own
-    # objects: the store may corrupt those and kill the child during the
-    # launch. Either way no error names the store.
-    killed = (child.returncode or 0) < 0 and "Traceback" not in child.stderr
-    lesson.check("plain-tensor-store-raises-nothing",
-                 marks[:1] == ["launched"] or (lesson.interpret and killed),
-                 "the launch returned without an error" if marks[:1] == ["launched"]
-                 else f"killed by a signal ({exit_status(child.returncode)}), with no "
-                 "Python error naming the store",
+    ok, said = store_was_silent(child, lesson.interpret)
+    lesson.check("plain-tensor-store-raises-nothing", ok, said,
                  why="whatever broke, broke later and elsewhere")
+
+
+def store_was_silent(child: Child, interpret: bool) -> tuple[bool, str]:
+    """Whether the planted store in a plain tensor went by without an error naming
+    it: the launch returned, or (under the interpreter, whose eight tensors sit
+    among its own objects on the CPU's heap) the corrupted child was killed by a
+    signal with no Python error."""
+    if child.marks()[:1] == ["launched"]:
+        return True, "the launch returned without an error"
+    killed = (child.returncode or 0) < 0 and "Traceback" not in child.stderr
+    return interpret and killed, (f"exit status {exit_status(child.returncode)}, "
+                                  f"{'no' if killed else 'a'} Python error")
 
 
 def asserts(lesson: Lesson, device: str) -> None:
@@ -789,7 +794,7 @@ def clocks(lesson: Lesson, device: str) -> None:
                                 "torch copy": lambda: out.copy_(x)}, method="events")
     # end snippet
     lesson.benchmark("copy-vs-torch-copy-2^28-fp32", "copy_kernel vs out.copy_(x), "
-                     "2^28 fp32", rounds, "copy_kernel", "torch copy", unit="GB/s",
+                     "2²⁸ fp32", rounds, "copy_kernel", "torch copy", unit="GB/s",
                      work=2 * n * 4, baseline_name="device-to-device copy")
     if not math.isfinite(kernel_ms):
         lesson.skip("launch-is-not-the-kernel", "a smoke run times nothing")
@@ -802,7 +807,7 @@ def clocks(lesson: Lesson, device: str) -> None:
         ["time.perf_counter around the launch", round(launch_ms, 4)],
         ["time.perf_counter with torch.cuda.synchronize", round(synced_ms, 4)],
         ["triton.testing.do_bench, median", round(kernel_ms, 4)],
-    ], f"One copy of 2^28 fp32 ({gbps:,.0f} GB/s by do_bench's median).")
+    ], f"One copy of 2²⁸ fp32 ({gbps:,.0f} GB/s by do_bench's median).")
 
 
 def find_ncu() -> str | None:

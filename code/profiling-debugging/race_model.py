@@ -17,7 +17,6 @@ from collections import Counter
 from dataclasses import dataclass
 
 
-# snippet: race-model
 @dataclass
 class Event:
     who: str  # "producer" (issues the copies), "tma" (the copy engine), "consumer"
@@ -86,6 +85,7 @@ class Ring:
         self.released.setdefault(tile, self._tick("consumer"))
 
 
+# snippet: race-model
 def producer(ring: Ring, t: int) -> None:
     s = t % ring.stages
     ring.wait_empty(s, t)

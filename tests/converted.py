@@ -10,8 +10,8 @@ every lesson is listed, the list and the older notebooks' tests can go.
 
 from __future__ import annotations
 
-CONVERTED = ("vector-add", "gluon-basics", "layer-norm", "rmsnorm-rope", "cross-entropy",
-             "profiling-debugging")
+CONVERTED = ("vector-add", "gluon-basics", "persistent-tma-matmul", "fp8-matmul", "block-scaled-matmul",
+             "gluon-matmul", "layer-norm", "rmsnorm-rope", "cross-entropy", "profiling-debugging")
 
 
 def converted(names) -> list[str]:

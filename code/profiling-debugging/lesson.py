@@ -619,7 +619,7 @@ def jit_signature(kernel, args: dict) -> tuple[dict, dict, dict]:
 
 # snippet: compile-without-gpu
 def compile_for_hopper(kernel, args: dict, target=None):
-    """triton.compile for an H100/H200 (sm_90) as the JIT would: no GPU needed."""
+    """triton.compile for a Hopper GPU (sm_90) as the JIT would: no GPU needed."""
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
     from triton.runtime.jit import JITFunction

@@ -21,6 +21,10 @@ CONVERTED = (
     "reductions-scans",
     "gelu-libdevice",
     "softmax-fp32-matmul",
+    "layer-norm",
+    "rmsnorm-rope",
+    "cross-entropy",
+    "profiling-debugging",
 )
 
 

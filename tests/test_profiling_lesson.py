@@ -1,6 +1,6 @@
 """The profiling lesson's readers of tool reports, on text in the tools' real formats.
 
-code/profiling-debugging/profiling_debugging.py runs compute-sanitizer, Nsight Compute and
+code/profiling-debugging/lesson.py runs compute-sanitizer, Nsight Compute and
 Proton on a GPU and reads what they write. No GPU runs here, so these tests hold the readers
 against reports in the formats the tools print: memcheck records and summaries as compute-sanitizer
 2023.3 to 2025.x writes them (and the older `at 0xPC in FILE:LINE:FUNC`), ncu's `--csv --page details`
@@ -19,7 +19,7 @@ import pytest
 
 from conftest import REPO
 
-LESSON = REPO / "code" / "profiling-debugging" / "profiling_debugging.py"
+LESSON = REPO / "code" / "profiling-debugging" / "lesson.py"
 
 
 @pytest.fixture(scope="module")
@@ -383,3 +383,62 @@ def test_the_assert_step_on_a_gpu_wants_each_assertion_to_fire_with_its_message(
     lesson = Recorder()
     pd.asserts(lesson, "cuda")
     assert not lesson.outcomes()["gpu-device-assert-fires"]
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("interpret, child, passes", [
+    (False, ("specimen: launched\n", "", 0), True),
+    (True, ("specimen: launched\n", "", -11), True),
+    (True, ("", "Fatal Python error: Segmentation fault\n", -11), True),  # killed in the launch
+    (True, ("", "Traceback (most recent call last):\nIndexError: out of bounds\n", 1), False),
+    (True, ("", "Traceback (most recent call last):\n", -6), False),  # a Python error named it
+    (False, ("", "", -11), False),  # on a GPU the launch itself must return
+])
+def test_the_plain_tensor_store_is_silent_when_no_python_error_names_it(pd, interpret, child, passes):
+    """Under the interpreter the planted store may corrupt the child's heap and kill it during the launch; a
+    death by a signal with no traceback is still silence. A Python error, or a GPU child that never said
+    'launched', is not."""
+    stdout, stderr, code = child
+    ok, said = pd.store_was_silent(pd.Child(["store", "planted"], code, stdout, stderr), interpret)
+    assert ok is passes, said
+
+
+# -- the race checker's model (race_model.py), which the lesson and the exercises drive ------------------
+
+@pytest.fixture(scope="module")
+def race_model(pd):
+    return sys.modules["race_model"]
+
+
+@pytest.mark.unit
+def test_the_race_model_tells_the_bug_and_the_checkers_blind_spots(race_model):
+    ring, races = race_model.ring, race_model.races
+    assert races(ring(3, 12)) == []
+    bug = races(ring(3, 12, release_early=True))
+    assert len(bug) == 9 and all(b.tile == a.tile + 3 for a, b in bug)
+    assert races(ring(3, 12, sees_mbarriers=False))  # false races on the correct ring
+    assert races(ring(3, 12, release_early=True, sees_copies=False)) == []  # the real one unseen
+
+
+@pytest.mark.unit
+def test_a_second_arrival_does_not_hide_an_early_release(race_model):
+    """The empty barrier expects one arrival: the first completes the phase and lets the producer refill the
+    slot, so arriving again after the read does not order the read before the next copy."""
+    r = race_model.Ring(2)
+    for t in range(6):
+        race_model.producer(r, t)
+        r.wait_ready(t % 2, t)
+        r.arrive_empty(t % 2, t)
+        r.read(t % 2, t)
+        r.arrive_empty(t % 2, t)
+    assert race_model.races(r.events)
+
+
+@pytest.mark.unit
+def test_a_slot_never_released_is_a_deadlock(race_model):
+    r = race_model.Ring(2)
+    with pytest.raises(race_model.Deadlock, match="tile 0's slot was never released"):
+        for t in range(3):
+            race_model.producer(r, t)
+            r.wait_ready(t % 2, t)
+            r.read(t % 2, t)

@@ -10,8 +10,26 @@ every lesson is listed, the list and the older notebooks' tests can go.
 
 from __future__ import annotations
 
-CONVERTED = ("vector-add", "gluon-basics", "persistent-tma-matmul", "fp8-matmul", "block-scaled-matmul",
-             "gluon-matmul")
+CONVERTED = (
+    "vector-add",
+    "gluon-basics",
+    "persistent-tma-matmul",
+    "fp8-matmul",
+    "block-scaled-matmul",
+    "gluon-matmul",
+    "dropout",
+    "reductions-scans",
+    "gelu-libdevice",
+    "softmax-fp32-matmul",
+    "layer-norm",
+    "rmsnorm-rope",
+    "cross-entropy",
+    "profiling-debugging",
+    "fused-attention",
+    "attention-backward",
+    "gluon-attention",
+    "gluon-attention-backward",
+)
 
 
 def converted(names) -> list[str]:

@@ -280,15 +280,15 @@ def lesson_predictions():
 
 
 @pytest.mark.unit
-def test_at_least_twelve_lessons_predict_and_their_pages_show_every_prediction():
-    """Every lesson.predict names a benchmark the lesson records and appears on its page, and back."""
+def test_at_least_twelve_lessons_predict_and_their_pages_show_only_those_predictions():
+    """Every lesson.predict names a benchmark the lesson records, and every prediction a page shows is one its
+    lesson makes. Each prediction is on the lesson's record (::record-predictions lists them all); the lesson
+    page shows a missed one, explained, where its prose discusses the model (the build's page check, from the
+    evidence), and may leave a held one to the record (issue 51)."""
     found: dict[str, list[str]] = {}
     for lesson, name, of, quantity in lesson_predictions():
         assert name is not None, f"{lesson.main}: a prediction's name must be written out"
         found.setdefault(lesson.name, []).append(name)
-        page = (REPO / "docs" / lesson.page).read_text(encoding="utf-8")
-        shown = re.findall(r"^[ \t]*::prediction (\S+)$", page, re.M)
-        assert any(re.fullmatch(name, s) for s in shown), f"{lesson.page} does not show prediction {name}"
         gpu_runs = [r for r in judge(lesson, REPO / "evidence").records if r.mode == "gpu" and r.outcome == "passed"]
         if quantity != "value" and gpu_runs:  # the benchmark it predicts, by the names the GPU records have used
             recorded = {b.name for r in gpu_runs for b in r.benchmarks}  # (none before its first GPU run)

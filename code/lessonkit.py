@@ -32,8 +32,9 @@ judgement holds against the report.
 
 The first part of this file is the contract between lessons and
 `tools/verify.py`: the variable names, the exit codes, the shape of the
-results and the rule that says whether a run passed. The tools load this file
-by path and use the same definitions, so the two sides cannot drift apart.
+results and the rule that says whether a run passed, then the reading of the
+formats both sides share (snippet regions, lesson.toml). The tools load this
+file by path and use the same definitions, so the two sides cannot drift apart.
 Nothing here imports more than the standard library until a lesson asks for a
 device, a timing or a plot.
 """
@@ -41,6 +42,7 @@ device, a timing or a plot.
 from __future__ import annotations
 
 import collections
+import difflib
 import json
 import math
 import os
@@ -404,6 +406,259 @@ def median_interval(
     return statistics.median(xs), xs[k], xs[n - 1 - k]
 
 
+# == Formats lessons and tools share =============================================
+# The snippet regions a page shows (and sanitizer_known names) and lesson.toml are
+# read here, once: tools/verified_triton reads them through these functions too.
+
+
+class FormatError(ValueError):
+    """A malformed region marker or lesson.toml, at `where`:`line`."""
+
+    def __init__(self, where: str, line: int, message: str):
+        self.where, self.line, self.message = str(where), line, message
+        at = f"{self.where}:{line}" if line else self.where
+        super().__init__(f"{at}: {message}")
+
+
+def source_lines(text: str) -> list[str]:
+    """A source's lines as Python counts them: each ends at LF, CR LF or CR.
+
+    Not str.splitlines(), which also breaks at form feeds and U+2028 and would
+    shift every later line number."""
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    if lines[-1] == "":
+        lines.pop()  # the empty piece after the final newline is not a line
+    return lines
+
+
+# A region: a line `# snippet: NAME` opens it, a line `# end snippet` closes it
+# (spaces around the words as you like); what looks like an attempt at a marker is
+# an error, so a typo never leaves a region that silently never starts.
+SNIPPET_START = re.compile(r"^\s*#\s*snippet:\s*(?P<name>\S*)\s*$")
+SNIPPET_END = re.compile(r"^\s*#\s*end snippet\s*$")
+SNIPPET_LIKE = re.compile(r"^\s*#\s*(end[\s_-]*snippet|snippet\s*:)", re.IGNORECASE)
+SNIPPET_NAME = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
+
+
+def snippet_regions(text: str, where: str = "<string>") -> dict[str, tuple[int, int]]:
+    """Every region of a source, in order: NAME -> (first, last), the 1-based
+    lines of its text without blank lines at either end ((first, first - 1)
+    when it has none). FormatError at the line of a malformed, nested,
+    duplicate, unopened or unclosed marker."""
+    lines = source_lines(text)
+    regions: dict[str, tuple[int, int]] = {}
+    opened: dict[str, int] = {}  # the line of each region's start marker
+    current = ""
+    for number, line in enumerate(lines, start=1):
+        start = SNIPPET_START.match(line)
+        if start:
+            current = _open_region(start.group("name"), current, opened, where, number)
+        elif SNIPPET_END.match(line):
+            if not current:
+                raise FormatError(
+                    where,
+                    number,
+                    "'# end snippet' without a matching '# snippet: NAME'",
+                )
+            regions[current] = _text_span(lines, opened[current] + 1, number - 1)
+            current = ""
+        elif SNIPPET_LIKE.match(line):
+            raise FormatError(
+                where,
+                number,
+                f"malformed snippet marker {line.strip()!r}: expected "
+                "'# snippet: NAME' or '# end snippet'",
+            )
+    if current:
+        raise FormatError(
+            where,
+            opened[current],
+            f"region '{current}' is never closed with '# end snippet'",
+        )
+    return regions
+
+
+def _open_region(
+    name: str, current: str, opened: dict[str, int], where: str, number: int
+) -> str:
+    if current:
+        raise FormatError(
+            where,
+            number,
+            f"region '{name}' starts inside region '{current}' (opened at line "
+            f"{opened[current]}); regions do not nest",
+        )
+    if not SNIPPET_NAME.match(name):
+        raise FormatError(
+            where,
+            number,
+            f"invalid region name {name!r}: use lower-case letters, digits and '-'",
+        )
+    if name in opened:
+        raise FormatError(
+            where,
+            number,
+            f"duplicate region '{name}' (first defined at line {opened[name]})",
+        )
+    opened[name] = number
+    return name
+
+
+def _text_span(lines: list[str], first: int, last: int) -> tuple[int, int]:
+    """Lines first..last (1-based) without the blank lines at either end: a page
+    shows neither, so no caption's range or line number counts them."""
+    while first <= last and not lines[first - 1].strip():
+        first += 1
+    while last >= first and not lines[last - 1].strip():
+        last -= 1
+    return first, last
+
+
+# lesson.toml: each key and what it holds (a table: its keys; a tuple: the values
+# allowed; {str: str}: a table of any keys, each holding text; [str]: a list of
+# text; [{...}]: an array of tables, `[[...]]`). The kit reads its
+# [requires] and [sanitize] through read_lesson_toml, and the tools the whole file;
+# what needs more than one key (main names a file, `order` or `after`) the tools say.
+_MODE_TOML = {
+    "supported": bool, "reason": str, "timeout": float, "expected_exits": {str: str}
+}
+LESSON_TOML = {
+    "title": str, "main": str, "page": str, "order": float, "after": str,
+    "part": str, "summary": str, "prerequisites": [str], "uses": [str],
+    "timeout": float,
+    "requires": {"capability": str, "triton": str, "why": str,
+                 "optional": {str: str}},
+    "interpreter": _MODE_TOML, "gpu": _MODE_TOML,
+    "sanitize": {
+        "supported": bool, "reason": str, "size": ("smoke", "gpu"), "timeout": float,
+        "timeouts": {str: float},
+        "not_applicable": [{"tool": SANITIZER_TOOLS, "kernels": [str],
+                            "reproducer": str, "why": str}],
+    },
+}
+_KINDS = {str: "text", bool: "true or false", float: "a number", dict: "a table",
+          list: "a list", int: "a number"}
+
+
+def read_lesson_toml(text: str, where: str = "lesson.toml") -> dict:
+    """lesson.toml's tables, each key checked against LESSON_TOML: FormatError
+    naming the line and the field (an unknown one with the known one it is
+    closest to)."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        found = re.search(r" \(at line (\d+), column \d+\)$", str(exc))
+        message = str(exc)[: found.start()] if found else str(exc)
+        raise FormatError(where, int(found.group(1)) if found else 0, message) from None
+    except RecursionError:
+        raise FormatError(
+            where, 0, "nested too deeply to read (lesson.toml holds flat tables)"
+        ) from None
+    _check_toml(data, LESSON_TOML, (), text, where)
+    return data
+
+
+def _check_toml(data: dict, shape: dict, at: tuple, text: str, where: str) -> None:
+    for key, value in data.items():
+        path = (*at, key)
+        kind = shape.get(key, shape.get(str))  # {str: ...}: a table of any keys
+        if kind is None:
+            near = difflib.get_close_matches(key, list(shape), 1)
+            hint = f" (did you mean '{near[0]}'?)" if near else ""
+            table = f" in {_toml_table(at)}" if at else ""
+            raise FormatError(
+                where,
+                toml_line(text, path),
+                f"unknown field '{key[:60]}'{table}{hint}",
+            )
+        problem = _toml_problem(value, kind)
+        if problem is None and isinstance(kind, list):  # an array of tables
+            for i, item in enumerate(value):
+                _check_toml(item, kind[0], (*path, i), text, where)
+        elif problem is None:
+            _check_toml(value, kind, path, text, where)
+        elif problem:
+            raise FormatError(
+                where, toml_line(text, path), f"{toml_field(path)}: {problem}"
+            )
+
+
+def _toml_problem(value, kind) -> str | None:
+    """'' when `value` is a `kind`, None when it is a table to check key by key,
+    else what is wrong with it."""
+    found = _KINDS.get(type(value), type(value).__name__)
+    if isinstance(kind, dict):
+        return None if type(value) is dict else f"expected a table, found {found}"
+    if isinstance(kind, tuple):
+        allowed = ", ".join(repr(k) for k in kind)
+        return "" if value in kind else f"{str(value)[:60]!r} is not one of {allowed}"
+    if isinstance(kind, list) and isinstance(kind[0], dict):
+        if type(value) is list and all(type(v) is dict for v in value):
+            return None
+        return f"expected tables ([[...]] each), found {found}"
+    if isinstance(kind, list):
+        if type(value) is list and all(type(v) is str for v in value):
+            return ""
+        return f"expected a list of text, found {found}"
+    if kind is float and type(value) in (int, float):
+        return "" if math.isfinite(value) else f"{value!r} is not a finite number"
+    return "" if type(value) is kind else f"expected {_KINDS[kind]}, found {found}"
+
+
+def toml_field(path: tuple) -> str:
+    """A key as lesson.toml spells it: 'timeout', '[requires] capability',
+    '[[sanitize.not_applicable]] #2 tool'."""
+    if len(path) == 1:
+        return str(path[0])
+    return f"{_toml_table(path[:-1])} {path[-1]}"
+
+
+def _toml_table(path: tuple) -> str:
+    """'[requires]'; the n-th of an array of tables (an int in the path):
+    '[[a.b]] #n'."""
+    if path and type(path[-1]) is int:
+        return f"[[{'.'.join(path[:-1])}]] #{path[-1] + 1}"
+    return f"[{'.'.join(str(p) for p in path)}]"
+
+
+def toml_line(text: str, path: tuple) -> int:
+    """The line that sets `path` (('requires', 'capability')): tomllib gives no
+    line for a key, so the text is scanned, table headers and dotted keys read;
+    else the line of the nearest table that holds it (0 when none)."""
+    best, best_depth, table, in_string = 0, 0, (), False
+    arrays: dict[tuple, int] = {}  # how many tables of each array so far
+    for number, line in enumerate(source_lines(text), start=1):
+        opens = (line.count('"""') + line.count("'''")) % 2 == 1
+        if in_string:  # a multi-line string's lines set nothing
+            in_string = not opens
+            continue
+        in_string = opens
+        header = re.match(r"\s*\[\[?([^\]]+)\]", line)
+        key = None if header else re.match(r"\s*([\w.\-\"' ]+?)\s*=", line)
+        if header and line.lstrip().startswith("[["):  # the next of an array of tables
+            name = _toml_key(header.group(1))
+            arrays[name] = arrays.get(name, -1) + 1
+            table = keys = (*name, arrays[name])
+        elif header:
+            table = keys = _toml_key(header.group(1))
+        elif key:
+            keys = (*table, *_toml_key(key.group(1)))
+        else:
+            continue
+        if keys == path:
+            return number
+        if best_depth < len(keys) < len(path) and path[: len(keys)] == keys:
+            best, best_depth = number, len(keys)
+    return best
+
+
+def _toml_key(text: str) -> tuple:
+    """A dotted key's parts: 'gpu.expected_exits' and '"3"' as TOML reads them."""
+    return tuple(
+        a or b or c for a, b, c in re.findall(r'"([^"]*)"|\'([^\']*)\'|([\w-]+)', text)
+    )
+
+
 # == Lessons ====================================================================
 
 
@@ -420,7 +675,10 @@ class Lesson:
         folder = _main_folder()
         self._folder = folder
         self._figure_dir = Path(os.environ.get(FIGURES_ENV) or folder / "_output")
-        toml = _lesson_toml(folder / "lesson.toml")
+        try:
+            toml = _lesson_toml(folder / "lesson.toml")
+        except FormatError as exc:  # said as FILE:LINE, never a traceback
+            self._stop(EXIT_FAILED, f"{name}: {exc}")
         self.requires = dict(toml.get("requires", {}))
         self._sanitize_sizes = dict(toml.get("sanitize", {})).get("size", "smoke")
         self._missing: set[str] = set()  # optional baselines that could not be imported
@@ -1503,7 +1761,8 @@ def _resolve_place(folder: Path, place: str) -> SourceSpan:
             "FILE:NAME with FILE a source file of the lesson (relative to its folder)"
         )
     rel = path.relative_to(code.parent).as_posix()
-    lines = path.read_text(encoding="utf-8").splitlines()
+    text = path.read_text(encoding="utf-8")
+    lines = source_lines(text)
     numbers = re.fullmatch(r"([0-9]+)(?:-([0-9]+))?", spec)
     if numbers:
         first = int(numbers.group(1))
@@ -1513,25 +1772,13 @@ def _resolve_place(folder: Path, place: str) -> SourceSpan:
                 f"sanitizer_known: {place!r}: {file} has lines 1-{len(lines)}"
             )
         return SourceSpan(rel, first, last)
-    span = _snippet_lines(lines, spec) or _function_lines("\n".join(lines), spec)
+    span = snippet_regions(text, rel).get(spec) or _function_lines(text, spec)
     if span is None:
         raise ValueError(
             f"sanitizer_known: {place!r}: {file} has no snippet region or function "
             f"named {spec!r}"
         )
     return SourceSpan(rel, *span)
-
-
-def _snippet_lines(lines: list[str], name: str) -> tuple[int, int] | None:
-    """The lines inside `# snippet: NAME` ... `# end snippet`, 1-based."""
-    start = None
-    for number, line in enumerate(lines, start=1):
-        stripped = line.strip()
-        if start is None and stripped == f"# snippet: {name}":
-            start = number + 1
-        elif start is not None and stripped == "# end snippet":
-            return (start, max(start, number - 1))
-    return None
 
 
 def _function_lines(source: str, name: str) -> tuple[int, int] | None:
@@ -1558,13 +1805,21 @@ def _main_folder() -> Path:
 
 
 def _lesson_toml(toml_path: Path) -> dict:
-    """lesson.toml as the kit reads it: its [requires] table (capability, triton,
-    why and the optional baselines, [requires.optional]) and its [sanitize]
-    table (size), all optional."""
+    """lesson.toml as the kit reads it (read_lesson_toml): its [requires] table
+    (capability, triton, why and the optional baselines, [requires.optional]) and
+    its [sanitize] table (size), all optional; {} without the file (a lesson file
+    copied alone). FormatError for a file the tools would refuse too."""
     try:
-        return dict(tomllib.loads(toml_path.read_text(encoding="utf-8")))
-    except (OSError, tomllib.TOMLDecodeError):
+        data = toml_path.read_bytes()
+    except OSError:
         return {}
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise FormatError(
+            toml_path, 0, f"not UTF-8 text ({exc.reason} at byte {exc.start})"
+        ) from None
+    return read_lesson_toml(text, str(toml_path))
 
 
 def _version_tuple(version: str) -> tuple[int, ...]:

@@ -1,6 +1,8 @@
 """Issue 38, the backward at D128: the gluon-attention-backward lesson's kernels, with two options.
 
-An experiment, not a lesson: a copy of code/gluon-attention-backward/attention_bwd_kernels.py.
+An experiment, not a lesson: the kernels of code/gluon-attention-backward/attention_bwd_kernels.py with
+options; what the options leave as the lesson has it (its producers, block walks, descriptors and
+configurations) is imported from the lesson.
 
 * DEFER (both kernels): the products that accumulate (dV and dK, or dQ) are not waited for at the
   end of their step. The next step's first products are issued behind them, so the tensor cores
@@ -24,31 +26,8 @@ Prediction (before any GPU run): DEFER +2 to +5 % at D128 (the dK/dV kernel is 6
 less at D64; PINGPONG within noise (the forward's ping-pong bought nothing at D128); the dQ kernel
 with 128-key blocks at D128 (a configuration, no change) +3 to +8 % on that kernel.
 
-The lesson's docstring follows.
-
-dQ, dK, dV of O = softmax(Q K^T * sm_scale [+ causal mask]) V for fp16
-(B, H, S, D), D in (64, 128), S % 128 == 0, contiguous, written against
-Triton 3.6's Gluon API. The conventions are the attention-backward lesson's
-(its `tl` forward writes L, its preprocess computes Delta): L is the
-forward's log-sum-exp per query row in base 2 of the scaled scores,
-qk_scale = sm_scale * log2(e), P^T = exp2(K Q^T * qk_scale - L),
-Delta = rowsum(dO * O).
-
-Two warp-specialized kernels, each gradient written once, in a fixed order:
-
-* dK/dV (`dkdv_kernel`): one program per (block of 128 keys, batch * head).
-  A producer warp loads the block's K and V once, then the Q and dO tiles
-  of each query block into a ring of STAGES slots. Two consumer warpgroups
-  each own 64 of the 128 keys (wgmma's M is 64 per warpgroup) and walk the
-  same query blocks.
-* dQ (`dq_kernel`): one program per (block of 128 queries, batch * head),
-  the forward's shape: Q and dO resident, a K/V ring.
-
-Barriers (both kernels): `ready` (count 1) completes when the producer's
-expected bytes have landed; `empty` (count 2) when both consumer warpgroups
-have arrived. Load c uses slot c % STAGES in lap c // STAGES; the consumer
-waits `ready` with parity lap & 1, the producer `empty` with (lap & 1) ^ 1,
-which a fresh barrier passes at once.
+What the kernels compute, and how their barriers work: the lesson's module docstring
+(code/gluon-attention-backward/attention_bwd_kernels.py).
 """
 
 import math
@@ -66,81 +45,29 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma_init,
     warpgroup_mma_wait,
 )
-from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
-# The attention-backward lesson's module (lesson.toml's `uses`): its forward
-# writes L, its preprocess computes Delta. Beside this file in a download; in
-# the repository, in its own folder.
+# The attention-backward lesson's module (its forward writes L, its preprocess
+# computes Delta), and the gluon-attention-backward lesson's kernels, whose
+# unchanged parts this experiment uses as they are.
 HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE), str(HERE.parent / "code" / "attention-backward")]
+sys.path[:0] = [str(HERE), str(HERE.parent / "code" / "attention-backward"),
+                str(HERE.parent / "code" / "gluon-attention-backward")]
 import attention_backward as tl_bwd  # noqa: E402
-
-LOG2E = 1.4426950408889634
-WG_ROWS = gl.constexpr(64)  # rows per consumer warpgroup: wgmma's M
-BLOCK_ROWS = 128  # rows per program in both kernels: two consumer warpgroups
-
-# Per head dimension: the query block the dK/dV kernel streams (block_m) and
-# the key block the dQ kernel streams (block_n). At D = 128 a dK/dV consumer
-# already holds two 64 x 128 FP32 accumulators (128 registers a thread), so
-# its streamed block is 64 rows.
-CONFIGS = {
-    64: {"block_m": 128, "block_n": 128, "stages": 2},
-    128: {"block_m": 64, "block_n": 64, "stages": 2},
-}
-
+from attention_bwd_kernels import (  # noqa: E402
+    BLOCK_ROWS,
+    CONFIGS,
+    LOG2E,
+    WG_ROWS,
+    _descriptor,
+    _dkdv_producer,
+    _dq_producer,
+    _key_blocks,
+    _q_block,
+    _query_blocks,
+    _row_descriptor,
+)
 
 # -- dK and dV ---------------------------------------------------------------
-
-
-@gluon.jit
-def _query_blocks(n0, seq_len, BLOCK_M: gl.constexpr, CAUSAL: gl.constexpr):
-    # The query blocks a key block meets: causal, those at or after its first key.
-    if CAUSAL:
-        lo = n0
-    else:
-        lo = 0
-    return lo, (seq_len - lo) // BLOCK_M
-
-
-@gluon.jit
-def _dkdv_producer(descs, resident, ring, seq_len, CAUSAL: gl.constexpr):
-    # One warp: K and V of this key block once (both warpgroups' halves, one
-    # barrier), then Q and dO of every query block into the ring, each on its
-    # own barrier, so that S^T = K Q^T can start before dO has landed. L rides
-    # with Q and Delta with dO: the consumers read them from shared memory
-    # when they need them instead of holding them in registers.
-    q_desc, do_desc, k_desc, v_desc, l_desc, delta_desc = descs
-    k_smem, v_smem, kv_bar = resident
-    q_bufs, do_bufs, l_bufs, delta_bufs, q_ready, q_empty, do_ready, do_empty = ring
-    BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
-    STAGES: gl.constexpr = q_bufs.type.shape[0]
-    n0 = gl.program_id(0) * (2 * WG_ROWS)
-    row0 = gl.program_id(1) * seq_len  # this (batch, head)'s first row
-    kv_bytes: gl.constexpr = 2 * k_desc.block_type.nbytes + 2 * v_desc.block_type.nbytes
-    mbarrier.expect(kv_bar, kv_bytes)
-    for w in gl.static_range(2):
-        row = row0 + n0 + w * WG_ROWS
-        tma.async_copy_global_to_shared(k_desc, [row, 0], kv_bar, k_smem.index(w))
-        tma.async_copy_global_to_shared(v_desc, [row, 0], kv_bar, v_smem.index(w))
-    lo, n_q = _query_blocks(n0, seq_len, BLOCK_M, CAUSAL)
-    for j in range(n_q):
-        s = j % STAGES
-        lap = (j // STAGES) & 1
-        m0 = lo + j * BLOCK_M
-        # Lap 0 waits parity 1 on a fresh barrier: passes at once.
-        mbarrier.wait(q_empty.index(s), lap ^ 1)
-        bar = q_ready.index(s)
-        mbarrier.expect(bar, q_desc.block_type.nbytes + l_desc.block_type.nbytes)
-        tma.async_copy_global_to_shared(q_desc, [row0 + m0, 0], bar, q_bufs.index(s))
-        tma.async_copy_global_to_shared(l_desc, [row0 + m0], bar, l_bufs.index(s))
-        mbarrier.wait(do_empty.index(s), lap ^ 1)
-        bar = do_ready.index(s)
-        mbarrier.expect(bar, do_desc.block_type.nbytes + delta_desc.block_type.nbytes)
-        tma.async_copy_global_to_shared(do_desc, [row0 + m0, 0], bar, do_bufs.index(s))
-        tma.async_copy_global_to_shared(
-            delta_desc, [row0 + m0], bar, delta_bufs.index(s))
-
-
 
 
 @gluon.jit
@@ -283,8 +210,6 @@ def _dkdv_consumer(io, ring, turn, dq_io, seq_len, sm_scale, qk_scale, WG: gl.co
     tma.store_wait(0)
 
 
-
-
 @gluon.jit
 def dkdv_kernel(q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc,
                 l_desc, delta_desc, seq_len, sm_scale, qk_scale,
@@ -338,59 +263,7 @@ def dkdv_kernel(q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc,
     )
 
 
-
-
 # -- dQ -----------------------------------------------------------------------
-
-
-@gluon.jit
-def _key_blocks(m0, seq_len, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr):
-    # Causal: the key blocks up to the one holding this query block's last row.
-    if CAUSAL:
-        return gl.cdiv(m0 + 2 * WG_ROWS, BLOCK_N)
-    else:
-        return seq_len // BLOCK_N
-
-
-@gluon.jit
-def _q_block(seq_len, CAUSAL: gl.constexpr):
-    # Causal: the longest query blocks (the last ones) launch first.
-    if CAUSAL:
-        return seq_len // (2 * WG_ROWS) - 1 - gl.program_id(0)
-    else:
-        return gl.program_id(0)
-
-
-@gluon.jit
-def _dq_producer(descs, resident, ring, seq_len, CAUSAL: gl.constexpr):
-    # One warp: this block's Q and dO once, then K and V of every key block
-    # into the ring, each on its own barrier (S = Q K^T can start before V).
-    q_desc, do_desc, k_desc, v_desc = descs
-    q_smem, do_smem, qdo_bar = resident
-    k_bufs, v_bufs, k_ready, k_empty, v_ready, v_empty = ring
-    BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
-    STAGES: gl.constexpr = k_bufs.type.shape[0]
-    m0 = _q_block(seq_len, CAUSAL) * (2 * WG_ROWS)
-    row0 = gl.program_id(1) * seq_len
-    qdo_bytes: gl.constexpr = (2 * q_desc.block_type.nbytes
-                               + 2 * do_desc.block_type.nbytes)
-    mbarrier.expect(qdo_bar, qdo_bytes)
-    for w in gl.static_range(2):
-        row = row0 + m0 + w * WG_ROWS
-        tma.async_copy_global_to_shared(q_desc, [row, 0], qdo_bar, q_smem.index(w))
-        tma.async_copy_global_to_shared(do_desc, [row, 0], qdo_bar, do_smem.index(w))
-    for j in range(_key_blocks(m0, seq_len, BLOCK_N, CAUSAL)):
-        s = j % STAGES
-        lap = (j // STAGES) & 1
-        row = row0 + j * BLOCK_N
-        mbarrier.wait(k_empty.index(s), lap ^ 1)
-        mbarrier.expect(k_ready.index(s), k_desc.block_type.nbytes)
-        tma.async_copy_global_to_shared(
-            k_desc, [row, 0], k_ready.index(s), k_bufs.index(s))
-        mbarrier.wait(v_empty.index(s), lap ^ 1)
-        mbarrier.expect(v_ready.index(s), v_desc.block_type.nbytes)
-        tma.async_copy_global_to_shared(
-            v_desc, [row, 0], v_ready.index(s), v_bufs.index(s))
 
 
 @gluon.jit
@@ -467,8 +340,6 @@ def _dq_consumer(io, ring, L, Delta, seq_len, sm_scale, qk_scale,
     tma.store_wait(0)
 
 
-
-
 @gluon.jit
 def dq_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, L, Delta, seq_len,
               sm_scale, qk_scale, CAUSAL: gl.constexpr, STAGES: gl.constexpr,
@@ -511,30 +382,6 @@ def dq_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, L, Delta, seq_len,
 
 
 # -- Host side ----------------------------------------------------------------
-
-
-def forward_lse(q, k, v, causal, sm_scale=None):
-    """(o, lse) from the attention-backward lesson's tl forward: lse is
-    (B * H, S) FP32, base 2, of the scaled scores."""
-    D = q.shape[-1]
-    sm_scale = 1.0 / math.sqrt(D) if sm_scale is None else sm_scale
-    cfg = tl_bwd.configs_for(D, causal, q.device.type)
-    q, k, v = (t.contiguous() for t in (q, k, v))
-    return tl_bwd.attention_forward(q, k, v, causal, sm_scale, cfg)
-
-
-def _descriptor(t, rows):
-    """A contiguous (B, H, S, D) fp16 tensor as (B * H * S, D), tiles rows x D."""
-    D = t.shape[-1]
-    block = [rows, D]
-    layout = gl.NVMMASharedLayout.get_default_for(block, gl.float16)
-    return TensorDescriptor.from_tensor(t.view(-1, D), block, layout)
-
-
-def _row_descriptor(t, rows):
-    """A (B * H, S) FP32 statistic as one row vector, in tiles of rows."""
-    layout = gl.NVMMASharedLayout.get_default_for([rows], gl.float32)
-    return TensorDescriptor.from_tensor(t.view(-1), [rows], layout)
 
 
 def attention_bwd_gluon(q, k, v, o, do, lse, causal, sm_scale=None, **config):

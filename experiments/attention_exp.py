@@ -1,7 +1,8 @@
 """Issue 38, forward at D64: the gluon-attention lesson's kernel with fewer MUFU exponentials.
 
-An experiment, not a lesson: a copy of code/gluon-attention/attention_kernels.py whose softmax
-computes P in one of three ways (EXP):
+An experiment, not a lesson: the kernel of code/gluon-attention/attention_kernels.py (its producer,
+key-block count and tile order imported from the lesson) with a softmax that computes P in one of
+three ways (EXP):
 
 * 0, the lesson's: `gl.exp2`, one MUFU.EX2 per score.
 * 1: `ex2.approx.f16x2`, the exponent rounded to fp16 first. Compiled for sm_90 (ptxas 3.6's), it
@@ -37,6 +38,8 @@ arithmetic in plain Python.
 """
 
 import math
+import sys
+from pathlib import Path
 
 import torch
 from triton.experimental import gluon
@@ -50,61 +53,9 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 )
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
-LOG2E = 1.4426950408889634
-WG_ROWS = gl.constexpr(
-    64
-)  # query rows per consumer warpgroup (wgmma's M is 64 per warpgroup)
-
-
-@gluon.jit
-def _producer(q_desc, k_desc, v_desc, q_smem, q_bars, ring, seq_len, tiles,
-              CAUSAL: gl.constexpr):
-    # One warp: each tile's Q (both warpgroups' halves on one barrier) once
-    # the last tile's is free, then K and V of each key block into the ring,
-    # each on its own barrier, so the QK^T of a block can start before its V
-    # has landed. `c` counts key blocks over the program's whole walk: it
-    # picks the slot and the lap, so the ring carries on across tiles.
-    q_bar, q_empty = q_bars
-    k_bufs, v_bufs, k_ready, k_empty, v_ready, v_empty = ring
-    BLOCK_M: gl.constexpr = 2 * WG_ROWS
-    BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
-    STAGES: gl.constexpr = k_bufs.type.shape[0]
-    c = 0
-    it = 0
-    for t in range(gl.program_id(0), tiles[0], gl.num_programs(0)):
-        q_block, bh = _tile(t, seq_len, tiles[1], BLOCK_M, CAUSAL, tiles[2])
-        row0 = bh * seq_len  # the first row of this (batch, head) in the 2-D views
-        m0 = q_block * BLOCK_M
-        mbarrier.wait(q_empty, (it & 1) ^ 1)  # both warpgroups are done with the last Q
-        mbarrier.expect(q_bar, 2 * q_desc.block_type.nbytes)
-        tma.async_copy_global_to_shared(q_desc, [row0 + m0, 0], q_bar, q_smem.index(0))
-        tma.async_copy_global_to_shared(
-            q_desc, [row0 + m0 + WG_ROWS, 0], q_bar, q_smem.index(1))
-        for j in range(_num_kv_blocks(m0, seq_len, BLOCK_M, BLOCK_N, CAUSAL)):
-            s = c % STAGES
-            lap = (c // STAGES) & 1
-            mbarrier.wait(k_empty.index(s), lap ^ 1)
-            mbarrier.expect(k_ready.index(s), k_desc.block_type.nbytes)
-            tma.async_copy_global_to_shared(
-                k_desc, [row0 + j * BLOCK_N, 0], k_ready.index(s), k_bufs.index(s))
-            mbarrier.wait(v_empty.index(s), lap ^ 1)
-            mbarrier.expect(v_ready.index(s), v_desc.block_type.nbytes)
-            tma.async_copy_global_to_shared(
-                v_desc, [row0 + j * BLOCK_N, 0], v_ready.index(s), v_bufs.index(s))
-            c += 1
-        it += 1
-
-
-
-
-@gluon.jit
-def _num_kv_blocks(m0, seq_len, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
-                   CAUSAL: gl.constexpr):
-    # Causal: key blocks up to the one holding this query block's last row.
-    if CAUSAL:
-        return gl.cdiv(gl.minimum(m0 + BLOCK_M, seq_len), BLOCK_N)
-    else:
-        return gl.cdiv(seq_len, BLOCK_N)
+# The gluon-attention lesson's kernels: what this experiment leaves as the lesson has it is the lesson's own.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "code" / "gluon-attention"))
+from attention_kernels import LOG2E, WG_ROWS, _num_kv_blocks, _producer, _tile  # noqa: E402
 
 
 @gluon.jit
@@ -139,8 +90,6 @@ def _softmax_step(s, m_i, l_i, qk_scale, offs_m, kv_start, CAUSAL: gl.constexpr,
         p = gl.exp2(s * qk_scale - m_new[:, None])
         l_i = l_i * alpha + gl.sum(p, axis=1)
     return p, m_new, l_i, alpha
-
-
 
 
 @gluon.jit
@@ -247,31 +196,6 @@ def _consumer(io, ring, turn, seq_len, qk_scale, tiles, WG: gl.constexpr,
     tma.store_wait(0)
 
 
-
-
-@gluon.jit
-def _tile(t, seq_len, n_heads_total, BLOCK_M: gl.constexpr, CAUSAL: gl.constexpr,
-          GROUP_HEADS: gl.constexpr):
-    # Tile t of n_q * (batch * heads), in groups of GROUP_HEADS heads: inside a
-    # group the query blocks of its heads come in turns, so the tiles that run
-    # together share K and V in L2. Causal: the longest query blocks (the last
-    # rows, which see every key before them) come first in each group. A
-    # program walks tiles pid, pid + programs, ...: one per SM, each walk
-    # takes long and short tiles alike.
-    n_q = gl.cdiv(seq_len, BLOCK_M)
-    per_group = GROUP_HEADS * n_q
-    group = t // per_group
-    r = t % per_group
-    heads_here = gl.minimum(n_heads_total - group * GROUP_HEADS, GROUP_HEADS)
-    bh = group * GROUP_HEADS + r % heads_here
-    q_block = r // heads_here
-    if CAUSAL:
-        q_block = n_q - 1 - q_block
-    return q_block, bh
-
-
-
-
 @gluon.jit
 def attn_fwd_ws_kernel(q_desc, k_desc, v_desc, o_desc, seq_len, n_heads_total, n_tiles,
                        qk_scale, CAUSAL: gl.constexpr, STAGES: gl.constexpr,
@@ -322,8 +246,6 @@ def attn_fwd_ws_kernel(q_desc, k_desc, v_desc, o_desc, seq_len, n_heads_total, n
         [4, 1],  # warps of the workers: consumer warpgroup 1, the producer
         [CONSUMER_REGS, PRODUCER_REGS],  # their registers per thread (setmaxnreg)
     )
-
-
 
 
 @gluon.constexpr_function

@@ -37,10 +37,7 @@ from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
 # The lesson's schedule and key-block count, unchanged here: imported, not copied.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "code" / "gluon-attention"))
-from attention_kernels import _num_kv_blocks, _tile  # noqa: E402
-
-LOG2E = 1.4426950408889634
-WG_ROWS = gl.constexpr(64)  # query rows per consumer warpgroup (wgmma's M is 64 per warpgroup)
+from attention_kernels import LOG2E, WG_ROWS, _num_kv_blocks, _tile  # noqa: E402
 
 
 @gluon.jit

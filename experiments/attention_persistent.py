@@ -23,6 +23,8 @@ Written against Triton 3.6's Gluon API (the H200's); compiles for sm_90 on a CPU
 from __future__ import annotations
 
 import math
+import sys
+from pathlib import Path
 
 import torch
 from triton.experimental import gluon
@@ -36,8 +38,9 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 )
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
-LOG2E = 1.4426950408889634
-WG_ROWS = gl.constexpr(64)
+# The gluon-attention lesson's kernels: what this experiment leaves as the lesson has it is the lesson's own.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "code" / "gluon-attention"))
+from attention_kernels import LOG2E, WG_ROWS, _tile  # noqa: E402
 
 
 @gluon.jit
@@ -46,22 +49,6 @@ def _num_kv(m0, seq_len, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, CAUSAL: g
         return gl.cdiv(gl.minimum(m0 + BLOCK_M, seq_len), BLOCK_N)
     else:
         return gl.cdiv(seq_len, BLOCK_N)
-
-
-@gluon.jit
-def _tile(t, seq_len, n_heads_total, BLOCK_M: gl.constexpr, CAUSAL: gl.constexpr, GROUP_HEADS: gl.constexpr):
-    # The lesson's schedule, for tile t instead of program t: groups of GROUP_HEADS heads,
-    # query blocks of a group in turns, causal blocks longest first.
-    n_q = gl.cdiv(seq_len, BLOCK_M)
-    per_group = GROUP_HEADS * n_q
-    group = t // per_group
-    r = t % per_group
-    heads_here = gl.minimum(n_heads_total - group * GROUP_HEADS, GROUP_HEADS)
-    bh = group * GROUP_HEADS + r % heads_here
-    q_block = r // heads_here
-    if CAUSAL:
-        q_block = n_q - 1 - q_block
-    return q_block, bh
 
 
 @gluon.jit

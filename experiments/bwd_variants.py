@@ -1,7 +1,7 @@
 """Issue 38: the Gluon backward's variants against the lesson's kernels and SDPA's backward (H200).
 
-An experiment, not a lesson. The variants are options of experiments/attention_bwd_exp.py (a copy of
-the lesson's kernel module; its docstring has the predictions):
+An experiment, not a lesson. The variants are options of experiments/attention_bwd_exp.py (the lesson's
+kernels with options; its docstring has the predictions):
 
     python3 experiments/bwd_variants.py [--rounds 7] [--only REGEX]    # default: fence|atomic
 
@@ -56,13 +56,17 @@ DEFAULT = "fence|atomic"
 
 
 def variant_module(cfg: dict):
-    """The experiment's kernels with `cfg` applied, shaped like the lesson's module for its helpers."""
+    """The experiment's kernels with `cfg` applied, shaped like the lesson's module for its helpers (the
+    lesson's own: the experiment imports them)."""
+    import attention_bwd_kernels as lesson_kernels
+
     import attention_bwd_exp as kx
 
     def bwd(*args, **kwargs):
         return kx.attention_bwd_gluon(*args, **{**cfg, **kwargs})
 
-    return types.SimpleNamespace(forward_lse=kx.forward_lse, CONFIGS=kx.CONFIGS, attention_bwd_gluon=bwd)
+    return types.SimpleNamespace(forward_lse=lesson_kernels.forward_lse, CONFIGS=lesson_kernels.CONFIGS,
+                                 attention_bwd_gluon=bwd)
 
 
 def check(name: str) -> None:

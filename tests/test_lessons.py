@@ -134,8 +134,8 @@ def test_discover_orders_lessons_and_skips_folders_without_toml(project):
 
 
 @pytest.mark.parametrize("toml, expect", [
-    ('main = "x.py"\npage = "p.md"\n', "title: missing"),
-    ('title = "t"\npage = "p.md"\n', "main: missing"),
+    ('main = "x.py"\npage = "p.md"\n', "missing field 'title'"),
+    ('title = "t"\npage = "p.md"\n', "missing field 'main'"),
     ('title = "t"\nmain = "other.py"\npage = "p.md"\n', "main = 'other.py' is not a .py file in broken/"),
     ('title = "t"\nmain = "../x.py"\npage = "p.md"\n', "is not a .py file"),
     ('title = = "t"\n', "lesson.toml:"),
@@ -282,5 +282,5 @@ def test_without_uses_the_hash_of_a_lesson_is_what_it_was(project):
 def test_uses_must_name_another_lesson(project, uses):
     project.add("base", "lesson = Lesson('base')\nsys.exit(lesson.finish())\n")
     project.add("user", BASELINE_USER, toml=f"uses = {uses}\n", order=2)
-    with pytest.raises(LessonError, match=r"lesson\.toml: uses = .* must name another lesson's folder"):
+    with pytest.raises(LessonError, match=r"lesson\.toml:6: uses = .* must name another lesson's folder"):
         project.lesson("user")

@@ -809,7 +809,7 @@ def test_jobs_run_lessons_concurrently(project, tmp_path):
 # -- lesson declaration errors -----------------------------------------------------------
 
 @pytest.mark.parametrize("toml, expect", [
-    ('title = "x"\nmain = "x.py"\n', "page: missing"),
+    ('title = "x"\nmain = "x.py"\n', "missing field 'page'"),
     ('title = "x"\nmain = "nope.py"\npage = "p.md"\n', "main = 'nope.py' is not a .py file"),
     ('title = "x\nmain = "x.py"\n', "lesson.toml"),
     ('title = "x"\nmain = "x.py"\npage = "p.md"\n[interpreter.expected_exits]\n"one" = "why"\n', "expected_exits"),

@@ -6,8 +6,8 @@
 The rings' exercises run on copy_model.py, the CPU model of steps 3 and 4, in
 many random schedules; the Gluon exercise needs a GPU (Gluon has no
 interpreter) and says so elsewhere. Each prints one line: passed, or what is
-wrong and a hint. --only NAME checks one; --solutions checks solutions.py;
---mistakes shows the checks catching the mistakes solutions.py lists.
+wrong and a hint. --only NAME checks one; --solutions checks solutions.py,
+where the mistakes the checks catch are listed.
 """
 
 import sys

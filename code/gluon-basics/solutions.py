@@ -1,7 +1,6 @@
 """Gluon basics: the answers to exercises.py, and the classic mistakes its checks catch.
 
     TRITON_INTERPRET=1 python exercises.py --solutions   # these answers pass
-    TRITON_INTERPRET=1 python exercises.py --mistakes    # each mistake below is caught
 """
 
 import sys

@@ -3,8 +3,8 @@
     TRITON_INTERPRET=1 python exercises.py   # any CPU (on a GPU: python exercises.py)
 
 Each exercise prints one line: passed, or what is wrong and a hint. With --only NAME
-it checks one; --solutions checks the answers in solutions.py; --mistakes shows the
-checks catching the classic mistakes that solutions.py lists.
+it checks one; --solutions checks the answers in solutions.py, where the classic
+mistakes the checks catch are listed (the lesson's page says how many were caught).
 """
 
 import sys

@@ -37,11 +37,11 @@ from pathlib import Path
 
 from verified_triton.core.paths import ROOT
 from verified_triton.core.terminal import safe as terminal
+from verified_triton.site.directives import PageError, parse
 from verified_triton.site.glossary import ABBREVIATIONS, Entry, GlossaryError, read
+from verified_triton.site.page import Command, Fence
 
 RULES = ("history", "unseen", "timing", "glossary")
-FENCE = re.compile(r"^\s*(`{3,}|~{3,})")
-DIRECTIVE = re.compile(r"^\s*::[a-z][a-z-]*(\s|$)")
 CREDITS = re.compile(r"^\*\*Credits\.\*\*", re.M)
 
 @dataclass(frozen=True)
@@ -199,16 +199,12 @@ def allow_comment(line: str) -> set[str] | None:
 
 
 def paragraphs(markdown: str) -> list[Paragraph]:
-    """The page's prose, paragraph by paragraph (a blank line, a fence or a directive ends one)."""
+    """The page's prose, paragraph by paragraph, as the page model reads it (site/page.py): a blank line, a fence
+    or a directive line ends one; a directive's body is prose (the author's words, shown on the page)."""
     out: list[Paragraph] = []
     current = Paragraph()
     pending: set[str] = set()
-    fence: str | None = None
     in_math = False
-    lines = markdown.split("\n")
-    start = 0
-    if lines and lines[0].strip() == "---":  # front matter
-        start = next((i + 1 for i in range(1, len(lines)) if lines[i].strip() == "---"), 0)
 
     def close() -> None:
         nonlocal current
@@ -216,16 +212,10 @@ def paragraphs(markdown: str) -> list[Paragraph]:
             out.append(current)
         current = Paragraph(allowed=set())
 
-    for index in range(start, len(lines)):
-        number, line = index + 1, lines[index]
-        opened = FENCE.match(line)
-        if fence is not None:
-            if opened and opened.group(1)[0] == fence[0] and len(opened.group(1)) >= len(fence):
-                fence = None
-            continue
-        if opened:
+    for row in parse(markdown).rows():
+        number, line = row.number, row.text
+        if isinstance(row.part, Fence) or isinstance(row.part, Command) and row.opens:
             close()
-            fence = opened.group(1)
             continue
         if line.strip().startswith("$$"):
             in_math = not (in_math or line.strip().endswith("$$") and len(line.strip()) > 2)
@@ -237,7 +227,7 @@ def paragraphs(markdown: str) -> list[Paragraph]:
             close()
             pending = allow
             continue
-        if not line.strip() or DIRECTIVE.match(line) or line.strip().startswith("<!--"):
+        if not line.strip() or line.strip().startswith("<!--"):
             close()
             continue
         if not current.text and not current.code:
@@ -257,7 +247,10 @@ def lint(page: str, markdown: str, entries: list[Entry], recorded_methods: set[s
     """Every finding of one page. `recorded_methods`: the timing kinds its evidence records ("graph",
     "events"), to say so when prose names another; None when unknown."""
     found: list[Finding] = []
-    paras = paragraphs(markdown)
+    try:
+        paras = paragraphs(markdown)
+    except PageError as exc:  # a page the model cannot read (a fence never closed): said at its line
+        return [Finding(page, exc.line, "page", str(exc.error))]
     has_credits = bool(CREDITS.search(markdown))
     for para in paras:
         found += rule_history(page, para) + rule_unseen(page, para, has_credits)
@@ -354,10 +347,13 @@ def recorded_methods(markdown: str, evidence_dir: Path) -> set[str] | None:
     """The timing kinds ("graph", "events") the GPU records of the page's lesson name; None without any."""
     from verified_triton.judge.evidence import lesson_records
 
-    found = re.search(r"^lesson:\s*(\S+)\s*$", markdown.split("\n---", 1)[0], re.M)
-    if not found:
+    try:
+        lesson = parse(markdown).lesson
+    except PageError:
+        return None  # lint() says why
+    if not lesson:
         return None
-    records, _ = lesson_records(evidence_dir, found.group(1))
+    records, _ = lesson_records(evidence_dir, lesson)
     text = " ".join(b.method for r in records if r.mode == "gpu" for b in r.benchmarks)
     return {kind for kind in timing_kinds(text) if kind in ("graph", "events")} or None
 

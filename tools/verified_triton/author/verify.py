@@ -133,6 +133,11 @@ examples:
 .venv: bash tools/dev.sh author (torch, Triton, MkDocs); see README.md and docs/writing-a-lesson.md."""
 
 
+def say(prefix: str, lines, err: bool = False) -> None:
+    """Each line after `prefix`, made safe for a terminal (they quote what code/, evidence/ and bundles hold)."""
+    for line in lines:
+        print(f"{prefix}{terminal_safe(line)}", file=sys.stderr if err else sys.stdout)
+
 def parse_args(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="verify.py", description=__doc__.split("\n")[0], epilog=EPILOG,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -286,14 +291,11 @@ def do_import(args, every: list[Lesson], lessons: list[Lesson], evidence_dir: Pa
                                 sources=copies.files)
     for rec in report.merged:
         print(f"imported {rec.lesson} {rec.key} ({rec.outcome}, {rec.started_utc})")
-    for note in report.notes:
-        print(f"note: {terminal_safe(note)}")
+    say("note: ", report.notes)
     for change in report.changes:
         print(f"{change.heading}: {terminal_safe(change.describe())}")
-    for problem in report.refused:
-        print(f"refused: {terminal_safe(problem)}", file=sys.stderr)
-    for change in report.held:
-        print(f"held back: {terminal_safe(change)}", file=sys.stderr)
+    say("refused: ", report.refused, err=True)
+    say("held back: ", report.held, err=True)
     if report.held:
         print("import: these records here would change; nothing was replaced. Look at the changes, then "
               "import again with --accept-changes to take the bundles' records", file=sys.stderr)
@@ -315,13 +317,10 @@ def do_status(args, lessons: list[Lesson], evidence_dir: Path) -> int:
         # --publish: a release is not made of stale evidence, whatever the file says
         awaiting = {} if args.publish else load_awaiting(evidence_dir)
         problems = check_problems(statuses, awaiting)
-        for problem in problems:
-            print(f"check: {terminal_safe(problem)}", file=sys.stderr)
+        say("check: ", problems, err=True)
         excused = awaiting_notes(statuses, awaiting)
-        for note in excused:
-            print(f"check: note: {terminal_safe(note)}")
-        for note in release_notes(statuses):  # information: what the matrix says each [requires] triton should be
-            print(f"check: note: {terminal_safe(note)}")
+        say("check: note: ", excused)
+        say("check: note: ", release_notes(statuses))  # information: what the matrix says [requires] triton should be
         waiting = waiting_for_gpu(statuses)
         unchecked = waiting_for_memory_check(statuses)
         if args.publish:
@@ -551,12 +550,9 @@ def do_matrix(args, lessons: list[Lesson], evidence_dir: Path) -> int:
         print(line)
     for lesson in lessons:
         said = judge_releases(lesson, evidence_dir)
-        for refusal in said.refusals:
-            print(f"refused by --check: {lesson.name}: {terminal_safe(refusal)}")
-        for note in said.notes:
-            print(f"note: {lesson.name}: {terminal_safe(note)}")
-        for problem in said.problems:
-            print(f"unusable: {terminal_safe(problem)}", file=sys.stderr)
+        say(f"refused by --check: {lesson.name}: ", said.refusals)
+        say(f"note: {lesson.name}: ", said.notes)
+        say("unusable: ", said.problems, err=True)
     errors = [r for r in ran if r.record is None]
     written = sum(r.written for r in ran)
     print(f"matrix: {len(ran)} run(s) in {elapsed(time.monotonic() - started)} ({written} record(s) written, "

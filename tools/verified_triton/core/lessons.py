@@ -16,13 +16,13 @@ import json
 import os
 import re
 import sys
-import tomllib
 from dataclasses import asdict, dataclass, field, replace
-from functools import cached_property
+from functools import cached_property, partial
 from pathlib import Path
 from typing import Literal
 
 from verified_triton.core import schema
+from verified_triton.core.kit import kit
 from verified_triton.core.limits import LIMITS
 from verified_triton.core.paths import CODE_DIR
 from verified_triton.core.safefs import UnsafePathError, read_bytes, read_text, walk_files
@@ -295,6 +295,41 @@ def _local_imports(path: Path, search: tuple[Path, ...], code_dir: Path) -> list
     return found
 
 
+def read_spec(toml_path: Path, code_dir: Path) -> tuple[LessonToml, str]:
+    """(lesson.toml's declarations, its text), read by the kit's reader (code/lessonkit.py: read_lesson_toml, the
+    one reading of lesson.toml, which the lessons use too), then typed; LessonError naming the file, the line and
+    the field."""
+    try:
+        text = read_text(toml_path, LIMITS.source_file, code_dir)
+        return schema.load(LessonToml, kit.read_lesson_toml(text, str(toml_path))), text
+    except UnsafePathError as exc:
+        raise LessonError(str(exc)) from None
+    except kit.FormatError as exc:
+        raise LessonError(str(exc)) from None
+    except schema.SchemaError as exc:  # what the kit's shape does not hold: a field missing, a length
+        path = tuple(int(part[1:-1]) if part.startswith("[") else part  # a list's item: an int
+                     for part in re.findall(r"\[\d+\]|[^.\[]+", exc.where))
+        if exc.message == "missing":
+            raise LessonError(f"{toml_path}: missing field '{exc.where}' (every lesson.toml gives title, main and "
+                              "page)") from None
+        raise LessonError(f"{where(toml_path, text, *path)}: {kit.toml_field(path)}: {exc.message}") from None
+
+
+def where(toml_path: Path, text: str, *path: str) -> str:
+    """'FILE:LINE' of the line that sets a key of lesson.toml ('FILE' when no line does)."""
+    line = kit.toml_line(text, path)
+    return f"{toml_path}:{line}" if line else str(toml_path)
+
+
+def _toml_at(lesson: Lesson, *path: str) -> str:
+    """'FILE:LINE' of a key of a lesson's lesson.toml, read again (errors that need the whole course are rare)."""
+    toml_path = lesson.folder / "lesson.toml"
+    try:
+        return where(toml_path, read_text(toml_path, LIMITS.source_file, lesson.folder.parent), *path)
+    except UnsafePathError:
+        return str(toml_path)
+
+
 def _package_modules(folder: Path, code_dir: Path) -> list[Path]:
     """The .py files of a package folder in code/, sorted (PACKAGE_MODULES at most)."""
     try:
@@ -335,50 +370,42 @@ def load_lesson(folder: Path, code_dir: Path | None = None) -> Lesson:
     folder = Path(folder).absolute()
     code_dir = Path(code_dir).absolute() if code_dir else folder.parent
     toml_path = folder / "lesson.toml"
-    try:
-        spec = schema.load(LessonToml, tomllib.loads(read_text(toml_path, LIMITS.source_file, code_dir)))
-    except UnsafePathError as exc:
-        raise LessonError(str(exc)) from None
-    except tomllib.TOMLDecodeError as exc:
-        raise LessonError(f"{toml_path}: {exc}") from None
-    except RecursionError:
-        raise LessonError(f"{toml_path}: nested too deeply to read (an array or table inside itself thousands "
-                          "of times); not a lesson.toml") from None
-    except schema.SchemaError as exc:
-        raise LessonError(f"{toml_path}: {exc}") from None
+    spec, text = read_spec(toml_path, code_dir)
+    at = partial(where, toml_path, text)
     if not LESSON_NAME.match(folder.name):
         raise LessonError(f"{folder}: a lesson folder's name uses lower-case letters, digits and '-'")
     if spec.after and spec.order is not None:
-        raise LessonError(f"{toml_path}: give either order = N or after = \"<lesson>\", not both")
+        raise LessonError(f"{at('after')}: give either order = N or after = \"<lesson>\", not both")
     if spec.after and (spec.after == folder.name or not LESSON_NAME.match(spec.after)):
-        raise LessonError(f"{toml_path}: after = '{spec.after}' must name another lesson's folder")
+        raise LessonError(f"{at('after')}: after = '{spec.after}' must name another lesson's folder")
     for used in spec.uses:
         if used == folder.name or not LESSON_NAME.match(used) or not (code_dir / used / "lesson.toml").is_file():
-            raise LessonError(f"{toml_path}: uses = '{used[:64]}' must name another lesson's folder under code/")
+            raise LessonError(f"{at('uses')}: uses = '{used[:64]}' must name another lesson's folder under code/")
     main = folder / spec.main
     if "/" in spec.main or "\\" in spec.main or not spec.main.endswith(".py") or not main.is_file():
-        raise LessonError(f"{toml_path}: main = '{spec.main}' is not a .py file in {folder.name}/")
+        raise LessonError(f"{at('main')}: main = '{spec.main}' is not a .py file in {folder.name}/")
     for key, value in (("capability", spec.requires.capability), ("triton", spec.requires.triton)):
         if value and not VERSION.match(value):
-            raise LessonError(f"{toml_path}: [requires] {key} = '{value}' is not a version like \"9.0\"")
+            raise LessonError(f"{at('requires', key)}: [requires] {key} = '{value}' is not a version like \"9.0\"")
     for package, version in spec.requires.optional.items():
         if not schema.PACKAGE.match(package) or not VERSION.match(version):
-            raise LessonError(f"{toml_path}: [requires.optional] {package[:60]} = '{version[:30]}' is not a pip "
-                              "package name with a version like \"0.8.5\"")
+            raise LessonError(f"{at('requires', 'optional', package)}: [requires.optional] {package[:60]} = "
+                              f"'{version[:30]}' is not a pip package name with a version like \"0.8.5\"")
     modes = {}
     for mode in MODES:
         raw: ModeToml = getattr(spec, mode)
         try:
             exits = {int(code): why for code, why in raw.expected_exits.items()}
         except ValueError:
-            raise LessonError(f"{toml_path}: [{mode}.expected_exits] keys must be exit codes, "
+            raise LessonError(f"{at(mode, 'expected_exits')}: [{mode}.expected_exits] keys must be exit codes, "
                               f"like \"1\" = \"why\"") from None
         timeout = raw.timeout or spec.timeout or DEFAULT_TIMEOUT
         if not 0 < timeout <= 3600:
-            raise LessonError(f"{toml_path}: [{mode}] timeout must be between 0 and 3600 seconds")
+            said = at(mode, "timeout") if raw.timeout else at("timeout")
+            raise LessonError(f"{said}: [{mode}] timeout must be between 0 and 3600 seconds")
         modes[mode] = ModeSpec(raw.supported, raw.reason, float(timeout), exits)
     san = spec.sanitize
-    sanitize = _sanitize_spec(san, folder, toml_path)
+    sanitize = _sanitize_spec(san, folder, at)
     requires = asdict(spec.requires)
     if not requires["optional"]:
         del requires["optional"]  # a lesson without optional baselines keeps the hash it had before the field
@@ -398,7 +425,7 @@ def load_lesson(folder: Path, code_dir: Path | None = None) -> Lesson:
     )
 
 
-def _sanitize_spec(san: SanitizeToml, folder: Path, toml_path: Path) -> SanitizeSpec:
+def _sanitize_spec(san: SanitizeToml, folder: Path, at) -> SanitizeSpec:
     """[sanitize] checked: timeouts within an hour, for tools that exist; each not-applicable declaration naming
     a tool, kernels and a reproducer .py file in the lesson's folder, and saying why."""
     timeouts = dict(SANITIZE_TIMEOUTS)
@@ -406,13 +433,13 @@ def _sanitize_spec(san: SanitizeToml, folder: Path, toml_path: Path) -> Sanitize
         timeouts[tool] = float(san.timeouts.get(tool) or san.timeout or timeouts[tool])
     for tool in san.timeouts:
         if tool not in SANITIZE_TIMEOUTS:
-            raise LessonError(f"{toml_path}: [sanitize.timeouts] {tool[:40]!r} is not one of "
+            raise LessonError(f"{at('sanitize', 'timeouts', tool)}: [sanitize.timeouts] {tool[:40]!r} is not one of "
                               f"{', '.join(SANITIZE_TOOLS)}")
     if not all(0 < t <= 3600 for t in [*timeouts.values(), *([san.timeout] if san.timeout is not None else [])]):
-        raise LessonError(f"{toml_path}: [sanitize] timeout must be between 0 and 3600 seconds")
+        raise LessonError(f"{at('sanitize')}: [sanitize] timeout must be between 0 and 3600 seconds")
     declared = []
     for i, entry in enumerate(san.not_applicable):
-        where = f"{toml_path}: [[sanitize.not_applicable]] {i + 1}"
+        where = f"{at('sanitize', 'not_applicable', i)}: [[sanitize.not_applicable]] {i + 1}"
         reproducer = folder / entry.reproducer
         if ("/" in entry.reproducer or "\\" in entry.reproducer or not entry.reproducer.endswith(".py")
                 or not reproducer.is_file() or reproducer.is_symlink()):
@@ -456,9 +483,9 @@ def discover(code_dir: Path = CODE_DIR) -> list[Lesson]:
     for i, lesson in enumerate(lessons):
         for pre in lesson.prerequisites:
             if pre not in position:
-                raise LessonError(f"{lesson.folder / 'lesson.toml'}: prerequisite '{pre}' is not a lesson")
+                raise LessonError(f"{_toml_at(lesson, 'prerequisites')}: prerequisite '{pre}' is not a lesson")
             if position[pre] >= i:
-                raise LessonError(f"{lesson.folder / 'lesson.toml'}: prerequisite '{pre}' comes later in the "
+                raise LessonError(f"{_toml_at(lesson, 'prerequisites')}: prerequisite '{pre}' comes later in the "
                                   "course; place it earlier (a smaller order, or after = an earlier lesson)")
     return lessons
 
@@ -475,7 +502,7 @@ def course_order(lessons: list[Lesson]) -> list[Lesson]:
     for lesson in sorted(lessons, key=lambda lesson: lesson.name):
         if lesson.after:
             if lesson.after not in names:
-                raise LessonError(f"{lesson.folder / 'lesson.toml'}: after = '{lesson.after}' is not a lesson "
+                raise LessonError(f"{_toml_at(lesson, 'after')}: after = '{lesson.after}' is not a lesson "
                                   f"(a folder under code/ with a lesson.toml)")
             followers.setdefault(lesson.after, []).append(lesson)
     placed: list[Lesson] = []
@@ -489,7 +516,7 @@ def course_order(lessons: list[Lesson]) -> list[Lesson]:
             stack.extend(reversed(followers.pop(lesson.name, [])))
     if followers:  # every lesson left names one that is itself placed by `after`, in a loop
         stuck = min((lesson for group in followers.values() for lesson in group), key=lambda x: x.name)
-        raise LessonError(f"{stuck.folder / 'lesson.toml'}: after = '{stuck.after}' makes a loop of `after` "
+        raise LessonError(f"{_toml_at(stuck, 'after')}: after = '{stuck.after}' makes a loop of `after` "
                           f"keys; give one lesson of the loop an order = N instead")
     return placed
 

@@ -63,6 +63,7 @@ from verified_triton.core.numfmt import seconds
 from verified_triton.core.safefs import read_bytes, read_text
 from verified_triton.judge.evidence import Record
 from verified_triton.site import directives, lesson_source, siteconfig, sources
+from verified_triton.site import page as page_model
 from verified_triton.site.directives.common import gpu_first
 from verified_triton.site.door import (
     Md,
@@ -146,20 +147,28 @@ def setup_code(lesson: Lesson, source: lesson_source.LessonSource | None = None)
             for i, chunk in enumerate(words)]  # a JSON string is a Python literal: one quote style throughout
     interp = lesson.modes["interpreter"]
     fallback = ['    os.environ["TRITON_INTERPRET"] = "1"'] if interp.supported else []
+    return setup_cell("what runs where", need_tuple, "the lesson checks and times its kernels on this GPU.", [
+        *fallback,
+        f'    print(f"{{gpu}} is below the {why} this lesson needs:" if gpu else "No GPU here:",',
+        *said[:-1], said[-1] + ")",
+    ])
+
+
+def setup_cell(what: str, need: tuple, on_gpu: str, otherwise: list[str]) -> str:
+    """The first code cell (the notebook's and the tutorial's): Triton installed when missing; on a GPU of compute
+    capability `need` or newer (and no TRITON_INTERPRET=1), `on_gpu` printed; else the code lines `otherwise`."""
     return "\n".join([
-        f"# Setup: Triton, and what runs where. Elsewhere than Colab: {INSTALL}",
+        f"# Setup: Triton, and {what}. Elsewhere than Colab: {INSTALL}",
         "import importlib.util, os, subprocess, sys",
         'if importlib.util.find_spec("triton") is None:',
         '    subprocess.check_call([sys.executable, "-m", "pip", "install", "-q", "triton"])',
         "import torch",
         'gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else ""',
-        f'if gpu and torch.cuda.get_device_capability() >= {need_tuple!r} '
+        f'if gpu and torch.cuda.get_device_capability() >= {need!r} '
         'and os.environ.get("TRITON_INTERPRET") != "1":',
-        '    print(f"{gpu}: the lesson checks and times its kernels on this GPU.")',
+        f'    print(f"{{gpu}}: {on_gpu}")',
         "else:",
-        *fallback,
-        f'    print(f"{{gpu}} is below the {why} this lesson needs:" if gpu else "No GPU here:",',
-        *said[:-1], said[-1] + ")",
+        *otherwise,
     ])
 
 
@@ -204,9 +213,6 @@ def kit_code(files: dict[str, bytes], steps: list[str]) -> str:
 
 # -- the page, cell by cell ----------------------------------------------------------------
 
-ADMONITION = re.compile(r'^(?P<indent>[ \t]*)(?P<marker>!!!|\?\?\?\+?)\s+(?P<kind>[\w-]+)?[\w -]*?'
-                        r'(?:\s*"(?P<title>[^"]*)")?\s*$')
-TAB = re.compile(r'^(?P<indent>[ \t]*)===\+?\s+"(?P<title>[^"]*)"\s*$')
 ATTRS = re.compile(r"\{\s*[.#:][^}]*\}")
 EMOJI = re.compile(r":(?:material|octicons|fontawesome)-[a-z0-9-]+:\s?")
 
@@ -218,49 +224,47 @@ def for_jupyter(markdown: str) -> str:
     in bold. Bodies lose the four spaces the block added, so a list item keeps its content and a fence
     inside stays a fence (not an indented block that would show its backticks).
     """
+    try:
+        rows = list(page_model.parse(markdown, front_matter=False).rows())
+    except page_model.PageFormatError as exc:
+        raise ValueError(f"the notebook's Markdown, line {exc.line}: {exc.message}") from None
     out: list[str] = []
-    stack: list[tuple[int, bool]] = []  # per open block: its body's indent on the page, folded?
-    fence: str | None = None
-    for line in markdown.split("\n"):
-        indent = len(line) - len(line.lstrip(" "))
-        if line.strip() and fence is None:
-            while stack and indent < stack[-1][0]:
-                body, folded = stack.pop()
-                if folded:
-                    out += ["", " " * max(0, body - 4 - 4 * len(stack)) + "</details>", ""]
-        cut = 4 * len(stack)
+    shown: list[page_model.Block] = []  # the blocks open at the line before
+    for row in rows:
+        line, within = row.text, row.part.within
+        kept = 0
+        while kept < min(len(shown), len(within)) and shown[kept] is within[kept]:
+            kept += 1
+        while len(shown) > kept:  # the blocks that ended before this line
+            _close(out, shown.pop(), len(shown), trailing=True)
+        cut = 4 * len(within)
         body_line = line[cut:] if line[:cut].strip() == "" else line.lstrip(" ")
-        if fence is not None:
+        part = row.part
+        if isinstance(part, page_model.Fence):
             out.append(body_line)
-            if body_line.strip().startswith(fence):
-                fence = None
-            continue
-        opened = re.match(r"^\s*(`{3,}|~{3,})", body_line)
-        if opened:
-            fence = opened.group(1)
-            out.append(body_line)
-            continue
-        match = ADMONITION.match(body_line) or TAB.match(body_line)
-        if match:
-            at = " " * len(match.group("indent"))
-            title = match.group("title")
-            marker = match.groupdict().get("marker")
-            if title is None and marker:
-                title = (match.group("kind") or "").replace("-", " ").capitalize()
-            if marker and marker.startswith("???"):
-                opening = "<details open>" if marker.endswith("+") else "<details>"
+        elif isinstance(part, page_model.Block):
+            at = " " * (len(body_line) - len(body_line.lstrip(" \t")))
+            title = part.title
+            if title is None and not part.tab:
+                title = part.kind.replace("-", " ").capitalize()
+            if part.folded:
+                opening = "<details open>" if part.marker.endswith("+") else "<details>"
                 out += [f"{at}{opening}<summary>{title}</summary>", ""]
-                stack.append((indent + 4, True))
             else:
                 out += [f"{at}**{title}**" if title else "", ""]
-                stack.append((indent + 4, False))
-            continue
-        out.append(EMOJI.sub("", ATTRS.sub("", body_line)))
-    while stack:
-        body, folded = stack.pop()
-        if folded:
-            out += ["", " " * max(0, body - 4 - 4 * len(stack)) + "</details>"]
+            shown.append(part)
+        else:
+            out.append(EMOJI.sub("", ATTRS.sub("", body_line)))
+    while shown:
+        _close(out, shown.pop(), len(shown), trailing=False)
     return re.sub(r"\n{3,}", "\n\n", "\n".join(out)).strip("\n")
+
+
+def _close(out: list[str], block: page_model.Block, depth: int, trailing: bool) -> None:
+    """The end of a fold: its </details>, at the indent its opening line had in the notebook."""
+    if block.folded:
+        indent = " " * max(0, page_model.columns(block.text) - 4 * depth)
+        out += ["", f"{indent}</details>"] + ([""] if trailing else [])
 
 
 @dataclass
@@ -343,17 +347,15 @@ class Planner:
 
     def prose(self, lines: list[str], first_line: int) -> None:
         later: list[str] = []  # in the title cell, the status and the requirements come after the opening
+        parts = list(directives.parse("\n".join(lines), first_line, front_matter=False).parts)
         if self.head is not None:
-            lines = list(lines)
-            for at, line in enumerate(lines):
-                match = directives.LINE.match(line)
-                if match and not match.group("indent") and match.group("name") in ("status", "requirements"):
-                    later.append(for_jupyter(directives.expand_page(line, self.page, first_line + at)))
-                    lines[at] = ""  # the page's other lines keep their numbers for its errors
-        chunk = "\n".join(lines)
+            for at, part in enumerate(parts):
+                if isinstance(part, page_model.Command) and not part.indent and part.name in ("status", "requirements"):
+                    later.append(for_jupyter(directives.expand_parts([part], self.page)))
+                    parts[at] = page_model.Text(part.line, "", part.within)  # the other lines keep their numbers
         markdown = ""
-        if chunk.strip():
-            markdown = for_jupyter(directives.expand_page(chunk, self.page, first_line))
+        if any(line.strip() for part in parts for line in part.lines):
+            markdown = for_jupyter(directives.expand_parts(parts, self.page))
         if self.head is not None:  # the page's opening: the title cell, then the cells every run needs first
             markdown = "\n\n".join(part for part in (str(self.head.intro), markdown, *later, str(self.head.outro))
                                    if part.strip())
@@ -625,11 +627,9 @@ class Planner:
         self.pending = []
 
 
-def page_body(lesson: Lesson, docs_dir: Path) -> tuple[str, int]:
-    """The page without its front matter, and the page line its first line has."""
-    page_text = read_text(docs_dir / lesson.page, LIMITS.source_file, docs_dir)
-    body = re.sub(r"\A---\n.*?\n---\n", "", page_text, count=1, flags=re.S)
-    return body, 1 + page_text.count("\n") - body.count("\n")
+def read_page(lesson: Lesson, docs_dir: Path) -> page_model.PageModel:
+    """The lesson's page, as the page model reads it."""
+    return directives.parse(read_text(docs_dir / lesson.page, LIMITS.source_file, docs_dir))
 
 
 def main_file_rel(lesson: Lesson, site: directives.Site) -> str:
@@ -709,70 +709,53 @@ def lesson_modules(lesson: Lesson, site: directives.Site) -> dict[str, Module]:
     return modules
 
 
-def shown_nodes(lines: list[str], first_line: int, lesson: Lesson, rel_main: str,
+def shown_nodes(rows: list[page_model.Row], lesson: Lesson, rel_main: str,
                 source: lesson_source.LessonSource) -> dict[int, int]:
     """node index -> the page line of the first `::snippet` of the lesson file that shows it."""
     shown: dict[int, int] = {}
-    fence = None
-    for number, line in enumerate(lines, start=first_line):
-        fence, inside = _fence(line, fence)
-        if inside:
+    for row in rows:
+        command = row.part if isinstance(row.part, page_model.Command) and row.opens else None
+        if command is None or command.name != "snippet":
             continue
-        match = directives.LINE.match(line)
-        if not match or match.group("name") != "snippet":
-            continue
-        args = (match.group("args") or "").split()
+        args = command.args.split()
         if len(args) == 2 and args[0] == rel_main:
             try:
                 region = extract(lesson.main, args[1])
             except Exception:
                 continue  # the walk reports it, at its line
             for i in source.nodes_in(region.start, region.end):
-                shown.setdefault(i, number)
+                shown.setdefault(i, row.number)
     return shown
-
-
-def _fence(line: str, fence: str | None) -> tuple[str | None, bool]:
-    """(the open fence after this line, whether this line is inside or opens/closes a fence)."""
-    opened = directives.FENCE.match(line)
-    if fence is not None:
-        if opened and opened.group("fence")[0] == fence[0] and len(opened.group("fence")) >= len(fence) \
-                and not line.strip()[len(opened.group("fence")):].strip():
-            return None, True
-        return fence, True
-    if opened:
-        return opened.group("fence"), True
-    return None, False
 
 
 HEADING = re.compile(r"^#{1,6}\s")
 
 
 def plan(lesson: Lesson, site: directives.Site, docs_dir: Path) -> list[Cell]:
-    body, first_line = page_body(lesson, docs_dir)
+    model = read_page(lesson, docs_dir)
+    first_line = model.first_line
     page = directives.Page(site, lesson.page, site.status(lesson.name), notebook=True)
     try:
         source = lesson_source.read(lesson, site.code_dir)
     except lesson_source.SourceError as exc:
         raise ValueError(str(exc)) from None
     rel_main = main_file_rel(lesson, site)
-    lines = body.split("\n")
-    title_at = next((i for i, ln in enumerate(lines) if ln.strip()), None)
+    rows = list(model.rows())
+    title_at = next((i for i, row in enumerate(rows) if row.text.strip()), None)
     title = None
-    if title_at is not None and lines[title_at].startswith("# "):
-        title = lines[title_at]
-        lines[title_at] = ""
+    if title_at is not None and rows[title_at].text.startswith("# "):
+        title = rows[title_at].text
+        rows[title_at] = page_model.Row(rows[title_at].number, "", rows[title_at].part)
     st = site.status(lesson.name)
     gpu = [r for r in gpu_first(st) if r.mode == "gpu"] if st else []
-    shown_at = shown_nodes(lines, first_line, lesson, rel_main, source)
+    shown_at = shown_nodes(rows, lesson, rel_main, source)
     planner = Planner(lesson, site, page, source, shown_at, gpu[0] if gpu else None, lesson_modules(lesson, site))
     planner.head = head(lesson, site, title, planner.record, source, split_prelude(source, shown_at)[0])
     prose: list[str] = []
     prose_first = first_line
-    fence = None
-    blocks: list[tuple[int, str | None]] = []  # open admonitions: indent, title when folded
-    for number, line in enumerate(lines, start=first_line):
-        fence, inside = _fence(line, fence)
+    for row in rows:
+        number, line = row.number, row.text
+        inside = isinstance(row.part, page_model.Fence)
         indent = len(line) - len(line.lstrip(" "))
         if not inside and line.strip() and indent == 0 and (planner.pending or
                                                              planner.head is not None and HEADING.match(line)):
@@ -782,17 +765,10 @@ def plan(lesson: Lesson, site: directives.Site, docs_dir: Path) -> list[Cell]:
             prose.append(line)
             planner.joinable = None
             continue
-        if line.strip():
-            while blocks and indent <= blocks[-1][0]:
-                blocks.pop()
-        marker = ADMONITION.match(line)
-        if marker:
-            folded = marker.group("marker").startswith("???")
-            blocks.append((indent, (marker.group("title") or "Solution") if folded else None))
-        match = directives.LINE.match(line)
-        name = match.group("name") if match else ""
-        args = (match.group("args") or "").split() if match else []
-        folded_title = next((t for _, t in reversed(blocks) if t is not None), None)
+        command = row.part if isinstance(row.part, page_model.Command) and row.opens else None
+        name = command.name if command else ""
+        args = command.args.split() if command else []
+        folded_title = next(((b.title or "Solution") for b in reversed(row.part.within) if b.folded), None)
         kept = None
         if name == "snippet" and len(args) == 2 and (args[0] == rel_main or args[0] in planner.modules):
             try:
@@ -811,12 +787,12 @@ def plan(lesson: Lesson, site: directives.Site, docs_dir: Path) -> list[Cell]:
         if kept is None:
             prose.append(line)
             continue
-        prose.append(match.group("indent") + kept if kept else "")
+        prose.append(command.indent + kept if kept else "")
         if indent == 0 and planner.pending:
             planner.prose(prose, prose_first)
             prose, prose_first = [], number + 1
     planner.prose(prose, prose_first)
-    planner.finish(first_line + max((i for i, ln in enumerate(lines) if ln.strip()), default=0))
+    planner.finish(max((row.number for row in rows if row.text.strip()), default=first_line))
     planner.cells += recorded_run_cells(lesson, site, planner.record)
     return planner.cells
 

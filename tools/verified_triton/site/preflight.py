@@ -1,10 +1,10 @@
 """What the site could not build from a lesson, found before verify runs it.
 
 One job: a quick parse, no site build. Each region of the lesson's source files (snippets.py's parser),
-and every `::` line of its page outside fenced code and directive bodies (the registry's grammar and
-argument counts; a `::snippet` region and a `::step` name against the files they name: snippets.py,
-lesson_source.py) is checked the way the build reads it, and what fails is said as FILE:LINE and why,
-every problem at once. verify calls it before it plans or runs anything, so a page the build would
+and every `::` line of its page as the page model reads it (site/page.py: fenced code and directive bodies are
+text), against the registry's grammar and argument counts (a `::snippet` region and a `::step` name against the
+files they name: snippets.py, lesson_source.py), is checked the way the build reads it, and what fails is said
+as FILE:LINE and why, every problem at once. verify calls it before it plans or runs anything, so a page the build would
 refuse costs no run, no GPU time, and no record that the fix would make stale.
 
 What needs a run's results (a `::table` or `::prediction` NAME) is left to the build. Nothing imported here
@@ -13,18 +13,15 @@ needs MkDocs, pymdownx, nbformat or YAML: a GPU machine's stock python3 runs it 
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 from verified_triton.core.lessons import Lesson
 from verified_triton.core.limits import LIMITS
 from verified_triton.core.safefs import UnsafePathError, read_text
 from verified_triton.site import lesson_source
-from verified_triton.site.directives import FENCE, LINE, DirectiveError, body_lines, resolve, takes_body
+from verified_triton.site.directives import DirectiveError, PageError, parse, resolve
 from verified_triton.site.directives.snippet import find_region
 from verified_triton.site.snippets import SnippetError, read_regions
-
-FRONT_MATTER_LESSON = re.compile(r"^lesson:[ \t]*['\"]?(?P<name>[^'\"#\s]*)['\"]?[ \t]*(?:#.*)?$")
 
 
 def problems(lessons: list[Lesson], docs_dir: Path) -> list[str]:
@@ -71,53 +68,20 @@ def _page_problems(lesson: Lesson, docs_dir: Path) -> list[str]:
         text = read_text(page, LIMITS.source_file, docs_dir)
     except UnsafePathError as exc:
         return [f"{shown}: {exc.reason}"]
-    lines = text.split("\n")
-    start, named = _front_matter(lines)
+    try:
+        model = parse(text)
+    except PageError as exc:
+        return [f"{shown}:{exc.line}: {exc.error}"]
+    named = model.lesson
     found = []
     if named and named != lesson.name:
         found.append(f"{shown}:2: the front matter names lesson '{named}', but this is the page of "
                      f"'{lesson.name}' (its lesson.toml's page)")
-    for number, name, args in _directive_lines(lines, start):
-        problem = _directive_problem(lesson, name, args, bool(named))
+    for command in model.commands():
+        problem = _directive_problem(lesson, command.name, command.args, bool(named))
         if problem:
-            found.append(f"{shown}:{number}: {problem}")
+            found.append(f"{shown}:{command.line}: {problem}")
     return found
-
-
-def _front_matter(lines: list[str]) -> tuple[int, str]:
-    """(the index of the first line after the front matter, the lesson it names or '')."""
-    if not lines or lines[0].strip() != "---":
-        return 0, ""
-    for index in range(1, len(lines)):
-        if lines[index].strip() in ("---", "..."):
-            named = next((m.group("name") for m in map(FRONT_MATTER_LESSON.match, lines[1:index]) if m), "")
-            return index + 1, named
-    return 0, ""
-
-
-def _directive_lines(lines: list[str], start: int):
-    """(line number, name, argument text) of each `::` line, read the way directives.expand_page reads
-    a page: lines in fenced code and the bodies of directives that take one are text."""
-    fence: str | None = None
-    index = start
-    while index < len(lines):
-        line, number = lines[index], index + 1
-        index += 1
-        opened = FENCE.match(line)
-        if fence is not None:
-            if opened and opened.group("fence")[0] == fence[0] and len(opened.group("fence")) >= len(fence) \
-                    and not line.strip()[len(opened.group("fence")):].strip():
-                fence = None
-            continue
-        if opened:
-            fence = opened.group("fence")
-            continue
-        match = LINE.match(line)
-        if not match:
-            continue
-        if takes_body(match.group("name")):
-            index = body_lines(lines, index, match.group("indent"))
-        yield number, match.group("name"), (match.group("args") or "").strip()
 
 
 def _directive_problem(lesson: Lesson, name: str, args_text: str, has_lesson: bool) -> str:

@@ -4,6 +4,11 @@ One job: find the regions in a file and hand back their exact text, dedented,
 with the line numbers they came from. Every malformed input is a SnippetError
 that names FILE:LINE and what is wrong; nothing is skipped silently.
 
+The markers' grammar is the kit's (code/lessonkit.py, `snippet_regions`): the
+lessons' own reading of their regions (sanitizer_known) and the site's are one
+function, so the two cannot drift apart. This module adds what the site needs
+on top: each region's text, and the refusal of invisible format characters.
+
 Command line:
     .venv/bin/python tools/snippets.py list FILE...     one line per region: FILE NAME START-END
     .venv/bin/python tools/snippets.py show FILE NAME   the region's text
@@ -13,22 +18,18 @@ Exit 0 on success, 2 on bad input (the error goes to stderr).
 from __future__ import annotations
 
 import functools
-import re
 import sys
 import textwrap
 import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
+from verified_triton.core.kit import kit
 from verified_triton.core.limits import LIMITS
 from verified_triton.core.safefs import UnsafePathError, read_text
 
-START = re.compile(r"^\s*#\s*snippet:\s*(?P<name>\S*)\s*$")
-END = re.compile(r"^\s*#\s*end snippet\s*$")
-# Anything that looks like an attempt at a marker, so a typo is an error and
-# not a region that silently never starts.
-MARKER_LIKE = re.compile(r"^\s*#\s*(end[\s_-]*snippet|snippet\s*:)", re.IGNORECASE)
-VALID_NAME = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
+START, END = kit.SNIPPET_START, kit.SNIPPET_END  # a marker line (the notebook leaves them out of its cells)
+MARKER_LIKE = kit.SNIPPET_LIKE  # a line that looks like a marker: one or an error
 
 
 class SnippetError(Exception):
@@ -61,64 +62,15 @@ def parse_regions(text: str, path: str | Path = "<string>") -> dict[str, Region]
 def _parsed(text: str, path: str) -> tuple[tuple[str, Region], ...]:
     """The regions of one text, parsed once: a page cuts several regions from a file, and verify's check
     of the pages (preflight.py) and the site build ask for the same files again (a Region is frozen)."""
-    # Lines end at \n, \r\n or \r, as Python counts them. Not str.splitlines(), which
-    # also breaks at form feeds and U+2028 and would shift every later line number.
-    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
-    if lines[-1] == "":
-        lines.pop()  # the empty piece after the final newline is not a line
-    regions: dict[str, Region] = {}
-    markers: dict[str, int] = {}  # the line of each region's `# snippet:` marker
-    open_name: str | None = None
-    open_line = 0
+    lines = kit.source_lines(text)
     for number, line in enumerate(lines, start=1):
         _refuse_invisible(line, path, number)
-        start = START.match(line)
-        if start:
-            name = start.group("name")
-            if open_name is not None:
-                raise SnippetError(
-                    path, number,
-                    f"region '{name}' starts inside region '{open_name}' "
-                    f"(opened at line {open_line}); regions do not nest")
-            if not VALID_NAME.match(name):
-                raise SnippetError(
-                    path, number,
-                    f"invalid region name {name!r}: use lower-case letters, "
-                    f"digits and '-'")
-            if name in regions:
-                raise SnippetError(
-                    path, number,
-                    f"duplicate region '{name}' (first defined at line "
-                    f"{markers[name]})")
-            open_name, open_line = name, number
-        elif END.match(line):
-            if open_name is None:
-                raise SnippetError(path, number, "'# end snippet' without a matching '# snippet: NAME'")
-            first, last = _text_lines(lines, open_line + 1, number - 1)
-            regions[open_name] = Region(
-                path=str(path), name=open_name, start=first,
-                end=last, text=_dedent(lines[first - 1:last]))
-            markers[open_name] = open_line
-            open_name = None
-        elif MARKER_LIKE.match(line):
-            raise SnippetError(
-                path, number,
-                f"malformed snippet marker {line.strip()!r}: expected "
-                f"'# snippet: NAME' or '# end snippet'")
-    if open_name is not None:
-        raise SnippetError(path, open_line, f"region '{open_name}' is never closed with '# end snippet'")
-    return tuple(regions.items())
-
-
-def _text_lines(lines: list[str], first: int, last: int) -> tuple[int, int]:
-    """The region's lines first..last (1-based) without the blank lines at either end: the page shows
-    neither (the highlighter drops them), so neither the caption's range nor the line numbers count
-    them. (first, first - 1) when every line is blank."""
-    while first <= last and not lines[first - 1].strip():
-        first += 1
-    while last >= first and not lines[last - 1].strip():
-        last -= 1
-    return first, last
+    try:
+        spans = kit.snippet_regions(text, path)
+    except kit.FormatError as exc:
+        raise SnippetError(path, exc.line, exc.message) from None
+    return tuple((name, Region(path=path, name=name, start=first, end=last, text=_dedent(lines[first - 1:last])))
+                 for name, (first, last) in spans.items())
 
 
 def _refuse_invisible(line: str, path: str | Path, number: int) -> None:

@@ -35,17 +35,26 @@ from verified_triton.core.lessons import Lesson, kernels_module
 from verified_triton.core.limits import LIMITS
 from verified_triton.core.safefs import read_text
 from verified_triton.site import directives, lesson_source
+from verified_triton.site import page as page_model
 from verified_triton.site.directives.exercise import STARTERS, find_posed, proof_line, verdict
 from verified_triton.site.door import PlainMd, html_text, page_markdown, plain_code, plain_code_block
-from verified_triton.site.notebook import Cell, _fence, for_jupyter, page_body, prelude_text
-from verified_triton.site.requirements import INSTALL
+from verified_triton.site.notebook import Cell, for_jupyter, prelude_text, read_page, setup_cell
 from verified_triton.site.snippets import END, START, extract
 
 MAX_CELL = 150  # lines of one cell
 MAX_LINE = 1000  # characters of one code line
 RECORD_ONLY = frozenset({"step", "checks", "output", "releases", "memory-check"})  # the record's, not the tutorial's
 HEADING = re.compile(r"^(#{1,6})\s")
-ADMONITION = re.compile(r'^(?P<indent>[ \t]*)(?:!!!|\?\?\?\+?)\s')
+
+
+def _rows(lines: list[str], first_line: int = 1) -> list[page_model.Row]:
+    """The page model's rows of these page lines (one a line), which directives take a body known."""
+    return list(directives.parse("\n".join(lines), first_line, front_matter=False).rows())
+
+
+def _command(row: page_model.Row) -> page_model.Command | None:
+    """The directive a row's line is (not a line of its body), or None."""
+    return row.part if isinstance(row.part, page_model.Command) and row.opens else None
 
 def applies(lesson: Lesson) -> bool:
     """Whether the lesson's notebook is a tutorial (it has a kernels module beside lesson.py)."""
@@ -138,23 +147,23 @@ class Tutorial:
     # -- the page
 
     def prose(self, lines: list[str], first_line: int) -> None:
-        chunk = "\n".join(self.shown(ln) for ln in _without_record_only(lines))
+        chunk = "\n".join(self.shown(row) for row in _rows(_without_record_only(lines)))
         if chunk.strip():
             self.markdown(for_jupyter(directives.expand_page(chunk, self.page, first_line)))
 
-    def shown(self, line: str) -> str:
+    def shown(self, row: page_model.Row) -> str:
         """`::snippet FILE REGION` of another file than the kernels module (lesson.py's benchmark, a model): its
         code in the prose as a fenced block, titled with its lines, not run (the notebook runs the kernels)."""
-        match = directives.LINE.match(line)
-        args = (match.group("args") or "").split() if match else []
-        if not match or match.group("name") != "snippet" or len(args) != 2 or args[0] == self.rel_kernels:
-            return line
+        command = _command(row)
+        args = command.args.split() if command else []
+        if not command or command.name != "snippet" or len(args) != 2 or args[0] == self.rel_kernels:
+            return row.text
         path = self.code_dir / args[0].removeprefix("code/")
         region = extract(path, args[1], self.code_dir)
         why = "the verified run" if path.name == "lesson.py" else "a module the lesson uses"
         head = f"# {path.name}, lines {region.start}-{region.end} (shown, not run here: {why})"
         block = str(plain_code_block(f"{head}\n{region.text.rstrip()}", "python"))
-        return "\n".join(match.group("indent") + ln if ln else ln for ln in block.split("\n"))
+        return "\n".join(command.indent + ln if ln else ln for ln in block.split("\n"))
 
     def split_long_prose(self) -> None:
         """Markdown cells over MAX_CELL lines, split between paragraphs (outside fences and folded blocks)."""
@@ -170,8 +179,8 @@ class Tutorial:
         self.cells = out
 
     def plan(self) -> list[Cell]:
-        body, first_line = page_body(self.lesson, self.docs_dir)
-        lines = body.split("\n")
+        model = read_page(self.lesson, self.docs_dir)
+        lines, first_line = model.body.split("\n"), model.first_line
         title_at = next((i for i, ln in enumerate(lines) if ln.strip()), 0)
         title = lines[title_at] if lines[title_at].startswith("# ") else f"# {self.lesson.title}"
         opening_end = next((i for i, ln in enumerate(lines) if i > title_at and HEADING.match(ln)), len(lines))
@@ -186,8 +195,8 @@ class Tutorial:
         intro = [page_markdown(title, plain=True), PlainMd(""),
                  PlainMd("*{}*").format(self.lesson.summary) if self.lesson.summary else PlainMd("")]
         lines = _without_record_only(opening)
-        later = [i for i, ln in enumerate(lines) if (m := directives.LINE.match(ln)) and not m.group("indent")
-                 and m.group("name") in ("status", "requirements")]  # after the opening, as in the older notebooks
+        later = [i for i, row in enumerate(_rows(lines)) if (c := _command(row)) and not c.indent
+                 and c.name in ("status", "requirements")]  # after the opening, as in the older notebooks
         expanded = for_jupyter(directives.expand_page("\n".join("" if i in later else ln
                                                                 for i, ln in enumerate(lines)), self.page, first_line))
         status = [for_jupyter(directives.expand_page(lines[i], self.page, first_line + i)) for i in later]
@@ -217,17 +226,7 @@ class Tutorial:
         gluon = "gluon" in self.kernels.src.text
         cpu = ("the models and the exercises on them run on the CPU; the Gluon kernels need the GPU" if gluon
                else "Triton's interpreter runs the kernels on the CPU")
-        return "\n".join([
-            f"# Setup: Triton, and where the kernels run. Elsewhere than Colab: {INSTALL}",
-            "import importlib.util, os, subprocess, sys",
-            'if importlib.util.find_spec("triton") is None:',
-            '    subprocess.check_call([sys.executable, "-m", "pip", "install", "-q", "triton"])',
-            "import torch",
-            'gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else ""',
-            f'if gpu and torch.cuda.get_device_capability() >= {need_tuple!r} '
-            'and os.environ.get("TRITON_INTERPRET") != "1":',
-            '    print(f"{gpu}: the kernels run on this GPU.")',
-            "else:",
+        return setup_cell("where the kernels run", need_tuple, "the kernels run on this GPU.", [
             '    os.environ["TRITON_INTERPRET"] = "1"',
             f'    print(f"{{gpu}} is below compute capability {need or "the lesson needs"}:" if gpu else '
             f'"No GPU here:", "{cpu}.")',
@@ -236,14 +235,12 @@ class Tutorial:
     def walk(self, lines: list[str], start: int, first_line: int) -> None:
         prose: list[str] = []
         prose_first = first_line + start
-        fence = None
-        for at in range(start, len(lines)):
-            line, number = lines[at], first_line + at
-            fence, inside = _fence(line, fence)
-            match = None if inside else directives.LINE.match(line)
-            name = match.group("name") if match else ""
-            args = (match.group("args") or "").split() if match else []
-            top = match is not None and not match.group("indent")
+        for row in _rows(lines[start:], first_line + start):
+            line, number = row.text, row.number
+            command = _command(row)
+            name = command.name if command else ""
+            args = command.args.split() if command else []
+            top = command is not None and not command.indent
             if top and name == "snippet" and len(args) == 2 and args[0] == self.rel_kernels:
                 self.prose(prose, prose_first)
                 prose, prose_first = [], number + 1
@@ -379,61 +376,63 @@ class Tutorial:
 
 
 def _without_record_only(lines: list[str]) -> list[str]:
-    """The page's lines without the record's directives (and their indented bodies), then without the folded
-    blocks and the sections that leaves empty."""
+    """The page's lines without the record's directives (with their bodies and the blank lines after them), then
+    without the folded blocks and the sections that leaves empty."""
     out: list[str] = []
-    skip_indent: int | None = None
-    fence = None
-    for line in lines:
-        fence, inside = _fence(line, fence)
-        width = len(line) - len(line.lstrip(" "))
-        if skip_indent is not None:
-            if not line.strip() or width > skip_indent:
-                continue
-            skip_indent = None
-        match = None if inside else directives.LINE.match(line)
-        if match and match.group("name") in RECORD_ONLY:
-            skip_indent = width
+    dropping = False
+    for row in _rows(lines):
+        if isinstance(row.part, page_model.Command) and row.part.name in RECORD_ONLY:
+            dropping = True
             continue
-        out.append(line)
+        if dropping and not row.text.strip():
+            continue
+        dropping = False
+        out.append(row.text)
     return _drop_empty(out)
 
 
 def _drop_empty(lines: list[str]) -> list[str]:
     """Folded blocks with nothing left in their body, and headings with nothing under them before the next."""
-    changed = True
-    while changed:
-        changed = False
-        for i, line in enumerate(lines):
-            block = ADMONITION.match(line)
-            heading = HEADING.match(line)
-            if not block and not heading:
-                continue
-            rest = lines[i + 1:]
-            body = []
-            for ln in rest:
-                if heading and HEADING.match(ln) and len(HEADING.match(ln).group(1)) <= len(heading.group(1)):
-                    break
-                if block and ln.strip() and len(ln) - len(ln.lstrip(" ")) <= len(block.group("indent")):
-                    break
-                body.append(ln)
-            if not any(ln.strip() for ln in body):
-                del lines[i]
-                changed = True
-                break
-    return lines
+    while True:
+        rows = _rows(lines)
+        empty = next((i for i, row in enumerate(rows) if _is_empty(rows, i)), None)
+        if empty is None:
+            return lines
+        del lines[empty]
+
+
+def _is_empty(rows: list[page_model.Row], i: int) -> bool:
+    """Whether rows[i] opens an admonition with a blank body, or is a heading with nothing under it."""
+    row = rows[i]
+    block = row.part if isinstance(row.part, page_model.Block) and not row.part.tab else None
+    heading = HEADING.match(row.text) if isinstance(row.part, page_model.Text) else None
+    if block is None and heading is None:
+        return False
+    for later in rows[i + 1:]:
+        if heading and isinstance(later.part, page_model.Text) and (deeper := HEADING.match(later.text)) \
+                and len(deeper.group(1)) <= len(heading.group(1)):
+            return True
+        if block and later.text.strip() and block not in later.part.within:
+            return True
+        if later.text.strip():
+            return False
+    return True
 
 
 def _paragraph_chunks(markdown: str, limit: int) -> list[str]:
     """`markdown` in pieces of at most `limit` lines, cut at a blank line outside a fence or a <details> block,
     before a line that starts a paragraph or a heading (not an indented one)."""
     lines = markdown.split("\n")
-    cuts, fence, depth = [], None, 0
-    for i, line in enumerate(lines):
-        fence, inside = _fence(line, fence)
+    try:
+        rows = list(page_model.parse(markdown, front_matter=False).rows())
+    except page_model.PageFormatError as exc:
+        raise ValueError(f"the notebook's Markdown, line {exc.line}: {exc.message}") from None
+    cuts, depth = [], 0
+    for i, row in enumerate(rows):
+        line, inside = row.text, isinstance(row.part, page_model.Fence)
         if not inside:
             depth += line.count("<details") - line.count("</details>")
-        if not line.strip() and fence is None and depth == 0 and i + 1 < len(lines) and lines[i + 1][:1] not in (
+        if not line.strip() and not inside and depth == 0 and i + 1 < len(lines) and lines[i + 1][:1] not in (
                 "", " ", "\t"):
             cuts.append(i)
     out, start = [], 0
@@ -468,6 +467,6 @@ def plan(lesson: Lesson, site: directives.Site, docs_dir: Path) -> list[Cell]:
 
 def exercise_names(lesson: Lesson, docs_dir: Path) -> list[str]:
     """The exercises the page poses, in its order (for the tests and the scaffold)."""
-    page = read_text(docs_dir / lesson.page, LIMITS.source_file, docs_dir)
-    return re.findall(r"^::exercise\s+(\S+)\s*$", page, re.M)
+    page = directives.parse(read_text(docs_dir / lesson.page, LIMITS.source_file, docs_dir))
+    return [c.args for c in page.commands() if c.name == "exercise" and not c.indent and len(c.args.split()) == 1]
 

@@ -22,23 +22,19 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-import re
-import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from verified_triton.core.lessons import Lesson, discover
 from verified_triton.judge.status import LessonStatus, judge
+from verified_triton.site import page as page_model
 from verified_triton.site.door import Md, indent, require, snippet_safe
 
 
 class DirectiveError(Exception):
     """A directive that cannot be expanded; the hook adds the page's FILE:LINE."""
 
-
-LINE = re.compile(r"^(?P<indent>[ \t]*)::(?P<name>[a-z][a-z-]*)(?:[ \t]+(?P<args>.*?))?[ \t]*$")
-FENCE = re.compile(r"^[ \t]*(?P<fence>`{3,}|~{3,})")
 
 
 @dataclass
@@ -181,63 +177,41 @@ def takes_body(name: str) -> bool:
     return found is not None and found.body
 
 
-def body_lines(lines: list[str], start: int, indent: str) -> int:
-    """The index after the body that starts at lines[start]: blank lines and lines indented 4 or more
-    columns past the directive's `indent`; trailing blank lines are left to the page."""
-    need = len(indent.expandtabs(4)) + 4
-    end = last = start
-    while end < len(lines):
-        line = lines[end]
-        if line.strip():
-            if len(line.expandtabs(4)) - len(line.expandtabs(4).lstrip()) < need:
-                break
-            last = end + 1
-        end += 1
-    return last
+def parse(markdown: str, first_line: int = 1, front_matter: bool = True) -> page_model.PageModel:
+    """A page read by the one page model (site/page.py), knowing which directives take a body; a page the model
+    cannot read is a PageError at its line."""
+    try:
+        return page_model.parse(markdown, {name for name in REGISTRY if takes_body(name)}, first_line, front_matter)
+    except page_model.PageFormatError as exc:
+        raise PageError(exc.line, DirectiveError(exc.message)) from None
 
 
 def expand_page(markdown: str, page: Page, first_line: int = 1) -> str:
-    """Every directive line of a page expanded; lines inside fenced code are left alone.
+    """Every directive line of a page (without its front matter) expanded; fenced code is left alone.
 
     Errors come back as (line number, error) through PageError, for the caller to name the file.
     """
-    out: list[str] = []
-    fence: str | None = None
-    lines = markdown.split("\n")
-    index = 0
-    while index < len(lines):
-        line, number = lines[index], first_line + index
-        index += 1
-        opened = FENCE.match(line)
-        if fence is not None:
-            if opened and opened.group("fence")[0] == fence[0] and len(opened.group("fence")) >= len(fence) \
-                    and not line.strip()[len(opened.group("fence")):].strip():
-                fence = None
-            out.append(line)
-            continue
-        if opened:
-            fence = opened.group("fence")
-            out.append(line)
-            continue
-        match = LINE.match(line)
-        if not match:
-            out.append(line)
-            continue
-        body = None
-        if takes_body(match.group("name")):
-            end = body_lines(lines, index, match.group("indent"))
-            body = textwrap.dedent("\n".join(lines[index:end])).strip("\n")
-            index = end
-        try:
-            expanded = expand(match.group("name"), (match.group("args") or "").strip(), page, body)
-        except Exception as exc:
-            raise PageError(number, exc) from None
-        out.append(indent(expanded, match.group("indent")))
+    out = expand_parts(parse(markdown, first_line, front_matter=False).parts, page)
     if not page.notebook:
         for check in PAGE_CHECKS:
             problem = check(page)
             if problem:
                 raise PageError(first_line, DirectiveError(problem))
+    return out
+
+
+def expand_parts(parts: Iterable[page_model.Part], page: Page) -> str:
+    """The page's parts as Markdown, each directive expanded in its place at its indent."""
+    out: list[str] = []
+    for part in parts:
+        if not isinstance(part, page_model.Command):
+            out += part.lines
+            continue
+        try:
+            expanded = expand(part.name, part.args, page, part.body if takes_body(part.name) else None)
+        except Exception as exc:
+            raise PageError(part.line, exc) from None
+        out.append(indent(expanded, part.indent))
     return "\n".join(out)
 
 

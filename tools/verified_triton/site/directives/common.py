@@ -1,9 +1,13 @@
-"""Pieces several directives share: which record to show, its labels, the older-source marker."""
+"""Pieces several directives share: which record to show, its labels, the older-source marker, a name no record
+holds."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
+
 from verified_triton.judge.evidence import Record
 from verified_triton.judge.status import LessonStatus
+from verified_triton.site.directives import DirectiveError
 from verified_triton.site.door import Md, text
 
 STALE_MARK = "⚠ older source"
@@ -33,3 +37,13 @@ def stale_note(st: LessonStatus, record: Record) -> Md:
         return Md("")
     return Md("**{}:** recorded on {} for source {}; the lesson has changed since (now {}). Shown for reference "
               "only.").format(STALE_MARK, record.date, record.source_hash[:12], st.source_hash[:12])
+
+
+def require_recorded(st: LessonStatus, what: str, name: str, names: Callable[[Record], Iterable[str]],
+                     ran: Callable[[Record], bool] = lambda r: r.mode == "gpu", hint: str = "") -> None:
+    """For a NAME no record holds: once a run of this source that would have recorded it has run (`ran`: a current
+    GPU record), the name is a typo on the page, a DirectiveError naming what is recorded; before, nothing."""
+    if any(ran(r) for r in st.current):
+        known = sorted({n for r in st.records for n in names(r)})
+        raise DirectiveError(f"no recorded {what} named '{name}' for lesson '{st.lesson.name}' "
+                             f"(recorded {what}s: {', '.join(known) or 'none'}){hint}")

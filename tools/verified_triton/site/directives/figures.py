@@ -9,8 +9,8 @@ from __future__ import annotations
 from verified_triton.core.kit import Figure
 from verified_triton.judge.evidence import Record, read_figure
 from verified_triton.judge.status import LessonStatus
-from verified_triton.site.directives import DirectiveError, Page, directive, notebook_form
-from verified_triton.site.directives.common import STALE_MARK, gpu_first, mode_label, stale_note
+from verified_triton.site.directives import Page, directive, notebook_form
+from verified_triton.site.directives.common import STALE_MARK, gpu_first, mode_label, require_recorded, stale_note
 from verified_triton.site.door import Md, text, url
 from verified_triton.site.render import SECOND_COPY, admonition
 
@@ -41,10 +41,7 @@ def figure(page: Page, name: str) -> Md:
         for fig in record.figures:
             if fig.name == name:
                 return figure_html(page, st, record, fig)
-    if any(r.mode == "gpu" for r in st.current):
-        known = sorted({f.name for r in st.records for f in r.figures})
-        raise DirectiveError(f"no recorded figure named '{name}' for lesson '{st.lesson.name}' "
-                             f"(recorded figures: {', '.join(known) or 'none'})")
+    require_recorded(st, "figure", name, lambda r: (f.name for f in r.figures))
     return Md("_Figure {} is drawn by the GPU run of this source, which has not been recorded yet._").format(name)
 
 

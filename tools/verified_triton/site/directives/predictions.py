@@ -23,7 +23,7 @@ from verified_triton.core.kit import Prediction, PredictionOutcome, prediction_o
 from verified_triton.judge.evidence import Record
 from verified_triton.judge.status import LessonStatus
 from verified_triton.site.directives import DirectiveError, Page, directive, notebook_form, page_check
-from verified_triton.site.directives.common import STALE_MARK, gpu_first, stale_note, where
+from verified_triton.site.directives.common import STALE_MARK, gpu_first, require_recorded, stale_note, where
 from verified_triton.site.door import Md, code, page_markdown, text, url
 from verified_triton.site.render import admonition, interval, md_table, number, percent, ratio
 
@@ -96,12 +96,9 @@ def prediction_block(page: Page, name: str, body: str) -> tuple[str, Md, Md]:
     found = find(st, name)
     title = Md("Prediction {}").format(name)
     if found is None:
-        measured_runs = [r for r in st.current if r.mode == "gpu" and r.outcome == "passed"]
-        if measured_runs:
-            known = sorted({p.name for r in st.records for p in r.predictions})
-            raise DirectiveError(f"no recorded prediction named '{name}' for lesson '{st.lesson.name}' "
-                                 f"(recorded predictions: {', '.join(known) or 'none'}); "
-                                 f"the lesson makes it with lesson.predict('{name}', ...)")
+        require_recorded(st, "prediction", name, lambda r: (p.name for p in r.predictions),
+                         ran=lambda r: r.mode == "gpu" and r.outcome == "passed",
+                         hint=f"; the lesson makes it with lesson.predict('{name}', ...)")
         return ("note", title, Md("Not measured yet: the GPU run that makes this prediction and measures it "
                                   "has not been recorded for this source."))
     p, outcome = found.prediction, found.outcome

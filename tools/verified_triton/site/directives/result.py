@@ -20,7 +20,7 @@ from verified_triton.judge.evidence import Record
 from verified_triton.judge.status import LessonStatus
 from verified_triton.site.directives import DirectiveError, Page, directive, notebook_form
 from verified_triton.site.directives.benchmarks import target_cell
-from verified_triton.site.directives.common import STALE_MARK, gpu_first
+from verified_triton.site.directives.common import STALE_MARK, gpu_first, require_recorded
 from verified_triton.site.door import Md, text
 from verified_triton.site.render import interval, number, ratio
 
@@ -50,10 +50,7 @@ def result(page: Page, name: str) -> Md:
     found = find(st, name)
     if found is not None:
         return sentence(st, *found)
-    if any(r.mode == "gpu" for r in st.current):
-        known = sorted({b.name for r in st.records for b in r.benchmarks})
-        raise DirectiveError(f"no recorded benchmark named '{name}' for lesson '{st.lesson.name}' "
-                             f"(recorded benchmarks: {', '.join(known) or 'none'})")
+    require_recorded(st, "benchmark", name, lambda r: (b.name for b in r.benchmarks))
     return Md("_{}: measured by the GPU run, which has not been recorded for this source yet._").format(name)
 
 

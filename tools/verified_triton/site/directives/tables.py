@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 from verified_triton.site.directives import DirectiveError, Page, directive, notebook_form
-from verified_triton.site.directives.common import STALE_MARK, gpu_first, mode_label, stale_note
+from verified_triton.site.directives.common import STALE_MARK, gpu_first, mode_label, require_recorded, stale_note
 from verified_triton.site.door import Md, text
 from verified_triton.site.render import SECOND_COPY, admonition, bounded_rows, number
 
@@ -59,11 +59,7 @@ def table_markdown(page: Page, name: str) -> Md:
             return admonition("vt-stale", STALE_MARK, Md("{}\n\n{}").format(note, block)) if note else block
     if not st.records:
         return Md("_Table {} appears once the lesson has been run._").format(name)
-    if any(r.mode == "gpu" for r in st.current):
-        # Every run of this source that could record it has run: a name no record has is a typo on the page.
-        known = sorted({t.name for r in st.records for t in r.tables})
-        raise DirectiveError(f"no recorded table named '{name}' for lesson '{st.lesson.name}' "
-                             f"(recorded tables: {', '.join(known) or 'none'})")
+    require_recorded(st, "table", name, lambda r: (t.name for t in r.tables))
     return Md("_Table {} is recorded by the GPU run, which has not been recorded yet._").format(name)
 
 

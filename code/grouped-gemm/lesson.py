@@ -222,22 +222,22 @@ def race_configs(lesson: Lesson, device: str) -> tuple:
 
 def configs_table(lesson: Lesson, race, bench_ms) -> None:
     """The race's table, each row a median of its rounds taking turns with the
-    loop; the winner's row from the benchmark's own rounds."""
+    loop; the winner's row from the benchmark's own rounds (named in its last
+    column)."""
     candidates, race_ms, best = race
     rows = []
     for name in candidates:
-        ms, key, said = race_ms, name, f"race, {len(race_ms[name])}"
+        ms, key, said = race_ms, name, ""
         if name == best:
-            key = "grouped"
-            ms, said = bench_ms, f"benchmark, {len(bench_ms[key])}"
+            ms, key, said = bench_ms, "grouped", "grouped-vs-loop-16"
         speed_up = statistics.median(
             lp / g for g, lp in zip(ms[key], ms["loop"], strict=True))
-        rows.append([name, 1e3 * ms.median(key), speed_up, said])
+        rows.append([name, 1e3 * ms.median(key), speed_up, len(ms[key]), said])
     lesson.table("configs", ["configuration", "us per launch", "speed-up vs loop",
-                             "rounds"],
+                             "rounds", "benchmark"],
                  rows, "16 ragged fp16 groups; medians of rounds taking turns with the "
-                 "loop of torch.matmul: the race's (5 rounds) for the others, the "
-                 f"benchmark's for the one it uses, {best}.")
+                 "loop of torch.matmul: the race's for the others, the benchmark's for "
+                 f"the one it uses, {best}.")
 
 
 def benchmark(lesson: Lesson, device: str, config: dict, programs: int):

@@ -139,7 +139,7 @@ def tune_and_benchmark(lesson: Lesson, device: str) -> None:
         flop = 2 * M * N * K
         if target:
             lesson.benchmark("autotuned-vs-cublas-4096",
-                             "autotuned matmul vs cuBLAS, 4096^3 fp16", ms, "tuned",
+                             "autotuned matmul vs cuBLAS, 4096³ fp16", ms, "tuned",
                              "cublas", unit="TFLOP/s", work=flop,
                              baseline_name="cuBLAS (torch.matmul)", threshold=0.70,
                              stretch=0.85, note=f"winner {describe(best)}")
@@ -157,7 +157,7 @@ def tune_and_benchmark(lesson: Lesson, device: str) -> None:
                              "ratio", "tuning s"], rows,
                  "The config the autotuner picked at each shape (best_config), its "
                  "grid size, its speed against cuBLAS (torch.matmul) in the same run "
-                 "(medians of 15 interleaved rounds at 4096^3, 3 elsewhere), and the "
+                 "(medians of 15 interleaved rounds at 4096³, 3 elsewhere), and the "
                  "wall time of the first call, which tuned")
     if not all(spread.values()):
         print("  (this Triton version does not expose the autotuner's per-config "

@@ -243,7 +243,7 @@ def show_compiled_code(lesson: Lesson, device: str, tiled: dict, persistent: dic
 
 
 def benchmark(lesson: Lesson, device: str, tiled: dict, persistent: dict):
-    """The target: batch 64 of 1024^3 in FP16, both steps against torch.bmm,
+    """The target: batch 64 of 1024³ in FP16, both steps against torch.bmm,
     and one launch against a loop of 64 launches."""
     batch, size = lesson.size(gpu=(64, 1024), smoke=(2, 64))
     # snippet: host-loop
@@ -297,14 +297,14 @@ def benchmark(lesson: Lesson, device: str, tiled: dict, persistent: dict):
     step2 = config_name(PERSISTENT_GPU_CONFIGS, persistent)
     lesson.benchmark(
         "bmm-vs-torch-64x1024",
-        "step 2 (persistent TMA) vs torch.bmm, 64 x 1024^3 fp16",
+        "step 2 (persistent TMA) vs torch.bmm, 64 x 1024³ fp16",
         ms, "persistent", "torch.bmm", unit="TFLOP/s", work=flop,
         baseline_name="torch.bmm", threshold=0.80, stretch=0.95,
         note=f"FP16 in, FP32 accumulate, FP16 out; {step2}",
     )
     lesson.benchmark(
         "tiled-bmm-vs-torch-64x1024",
-        "step 1 (one program per tile) vs torch.bmm, 64 x 1024^3 fp16",
+        "step 1 (one program per tile) vs torch.bmm, 64 x 1024³ fp16",
         ms, "tiled", "torch.bmm", unit="TFLOP/s", work=flop,
         baseline_name="torch.bmm", note=f"for reference; {step1}",
     )
@@ -383,7 +383,7 @@ def sweep_and_plot(lesson: Lesson, device: str, tiled: dict, persistent: dict,
         ax.set_ylim(bottom=0)
         fig.legend(loc="outside lower center", ncols=2)
 
-    lesson.plot("batch-sweep", f"TFLOP/s against batch size, each product {size}^3 "
+    lesson.plot("batch-sweep", f"TFLOP/s against batch size, each product {size}³ "
                 "(FP16 in, FP32 accumulate): how many products it takes to fill the "
                 "GPU. Medians of interleaved rounds with their 95 % intervals; at "
                 "batch 64 the benchmark's rounds.", draw, size=(7.0, 5.0))

@@ -14,8 +14,6 @@ import triton
 import triton.language as tl
 
 sys.path.append(str(Path(__file__).resolve().parent.parent))  # practice.py, in the repo
-from fp16_matmul import INTERPRETER, matmul_kernel  # noqa: E402
-
 import practice  # noqa: E402
 
 
@@ -167,46 +165,6 @@ def check_k_loop(m):
         layout = "B = W.T, a transposed view" if b_transposed else "B row-major"
         practice.expect("C", c, want, rtol, atol,
                         case=f"{M}x{N}x{K}, blocks of 32, {layout}")
-
-
-# end snippet
-
-
-# snippet: linear
-def linear(x, weight, out, config):
-    """out = x @ weight.T through the lesson's matmul_kernel, without copying weight.
-
-    x is M x K; weight is N x K, as torch.nn.Linear stores it; out is M x N.
-    The kernel takes A, B and C with all six strides, and a 1-D grid of one
-    program per BLOCK_M x BLOCK_N tile of C (config holds the block sizes).
-    """
-    M, K = x.shape
-    N = weight.shape[0]
-    b = weight  # Your code here: B = weight.T, K x N, and no copy
-    grid = (1,)  # Your code here: one program per tile of C
-    matmul_kernel[grid](x, b, out, M, N, K, x.stride(0), x.stride(1),
-                        b.stride(0), b.stride(1), out.stride(0), out.stride(1),
-                        **config)
-
-
-# end snippet
-
-
-# snippet: check-linear
-@practice.exercise("linear", hint="weight.t() is a K x N view of the same memory "
-                   "with its strides swapped; pass b.stride(0), b.stride(1) of that "
-                   "view, and a grid of triton.cdiv(M, BLOCK_M) * triton.cdiv(N, "
-                   "BLOCK_N) programs")
-def check_linear(m):
-    for M, N, K in ((100, 72, 48), (33, 130, 64)):  # no multiple of the tiles
-        x, weight_t = fp16_pair(M, N, K, b_transposed=True)
-        weight = weight_t.t()  # N x K, rows of K (+ a gap) apart
-        out = practice.output(M, N, dtype=torch.float16)
-        m.linear(x, weight, out, INTERPRETER)
-        want = x.double() @ weight.double().t()
-        rtol, atol = within(K, want)
-        practice.expect("out", out, want, rtol, atol,
-                        case=f"x {M}x{K}, weight {N}x{K}, 32x32x32 tiles")
 
 
 # end snippet

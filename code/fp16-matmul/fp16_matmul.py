@@ -60,7 +60,6 @@ def tile_coordinates(pid, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
 # end snippet
 
 
-# snippet: seed-kernel
 @triton.jit
 def matmul_kernel_seed(
     a_ptr, b_ptr, c_ptr,
@@ -71,6 +70,7 @@ def matmul_kernel_seed(
 ):
     pid_m, pid_n = tile_coordinates(tl.program_id(0), M, N, BLOCK_M, BLOCK_N,
                                     GROUP_SIZE_M)
+    # snippet: seed-kernel
     offs_am = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_bn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     offs_k = tl.arange(0, BLOCK_K)
@@ -90,11 +90,11 @@ def matmul_kernel_seed(
         acc += tl.dot(a, b)  # a product, then a separate add
         a_ptrs += BLOCK_K * stride_ak
         b_ptrs += BLOCK_K * stride_bk
+    # end snippet
 
     c = acc.to(tl.float16)
     c_ptrs = c_ptr + offs_am[:, None] * stride_cm + offs_bn[None, :] * stride_cn
     tl.store(c_ptrs, c, mask=(offs_am[:, None] < M) & (offs_bn[None, :] < N))
-# end snippet
 
 
 # snippet: kernel

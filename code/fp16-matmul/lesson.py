@@ -116,7 +116,7 @@ def check_roofline(lesson: Lesson) -> None:
     compute_bound = ai > H200_RIDGE
     # end snippet
     lesson.check("workload-is-compute-bound", compute_bound,
-                 f"4096^3 fp16: {ai:.0f} FLOP/byte vs H200 ridge "
+                 f"4096³ fp16: {ai:.0f} FLOP/byte vs H200 ridge "
                  f"{H200_RIDGE:.0f} FLOP/byte")
 
 
@@ -147,7 +147,7 @@ def show_tile_order(lesson: Lesson, device: str) -> None:
 
 def plot_tile_order(lesson: Lesson, orders, tiles_m, tiles_n, together, reads):
     def draw(fig):
-        axes = fig.subplots(2, 1)
+        axes = fig.subplots(1, 2, sharey=True)  # side by side: half the height
         for ax, (group, order) in zip(axes, orders.items(), strict=True):
             launch = [[0] * tiles_n for _ in range(tiles_m)]
             for pid, (m, n) in enumerate(order):
@@ -157,26 +157,26 @@ def plot_tile_order(lesson: Lesson, orders, tiles_m, tiles_n, together, reads):
             ax.plot([n for _, n in first], [m for m, _ in first], color="white",
                     linewidth=1.5, marker="o", markersize=4)
             rows, cols = reads[group]
-            ax.set_title(f"GROUP_SIZE_M = {group}: programs 0-{together - 1} read "
-                         f"{rows} + {cols} = {rows + cols} blocks")
+            ax.set_title(f"GROUP_SIZE_M = {group}:\n{rows} + {cols} = {rows + cols} "
+                         "blocks")
             ax.set_xticks([0, tiles_n - 1])
             ax.set_yticks([0, tiles_m - 1])
-            ax.set_xlabel("pid_n (column of tiles)")
-            ax.set_ylabel("pid_m")
+            ax.set_xlabel("pid_n")
             ax.grid(False)
             # Thin borders between the tiles, in the page's background colour.
             ax.set_xticks([x - 0.5 for x in range(1, tiles_n)], minor=True)
             ax.set_yticks([y - 0.5 for y in range(1, tiles_m)], minor=True)
             ax.grid(which="minor", color=ax.get_facecolor(), linewidth=1)
             ax.tick_params(which="minor", length=0)
+        axes[0].set_ylabel("pid_m")
 
     lesson.plot("tile-order",
                 f"Which program computes which tile of a {tiles_m} x {tiles_n} grid, "
                 "as tile_coordinates orders them: colour is the program id, dark "
                 f"first; the white path joins programs 0 to {together - 1}, which "
-                "start together. Row-major order at the top, grouped at the bottom; "
+                "start together. Row-major order on the left, grouped on the right; "
                 "each title counts the blocks of A and B those programs read.",
-                draw, size=(7.0, 9.0))
+                draw, size=(7.0, 3.4))
 
 
 def check_correctness(lesson: Lesson, device: str) -> None:
@@ -238,7 +238,7 @@ def show_compiled_code(lesson: Lesson, device: str) -> None:
                                                RECOMMENDED))}
     lesson.compiled_table("ptx", compiled, PTX,
                           "Instructions in the PTX of each kernel (as compiled for "
-                          "4096^3): how A and B reach the tensor cores")
+                          "4096³): how A and B reach the tensor cores")
 
 
 def benchmark(lesson: Lesson, device: str) -> tuple:
@@ -280,11 +280,11 @@ def benchmark(lesson: Lesson, device: str) -> tuple:
     # All five take turns in each of ten rounds.
     ms = bench_interleaved(contenders, rounds=10)
     lesson.benchmark("recommended-vs-cublas-4096",
-                     "recommended kernel vs cuBLAS, 4096^3 fp16", ms, "recommended",
+                     "recommended kernel vs cuBLAS, 4096³ fp16", ms, "recommended",
                      "cublas", unit="TFLOP/s", work=flop,
                      baseline_name="cuBLAS (torch.matmul)", threshold=0.70,
                      stretch=0.85)
-    lesson.benchmark("seed-vs-cublas-4096", "seed kernel vs cuBLAS, 4096^3 fp16", ms,
+    lesson.benchmark("seed-vs-cublas-4096", "seed kernel vs cuBLAS, 4096³ fp16", ms,
                      "seed", "cublas", unit="TFLOP/s", work=flop,
                      baseline_name="cuBLAS (torch.matmul)",
                      note="informational: the notebook's kernel")
@@ -307,7 +307,7 @@ def code_or_config(lesson: Lesson, ms, flop: float) -> None:
             name = kernel if cfg_name == kernel else f"{kernel}, {cfg_name} config"
             labels[name] = f"{kernel}, {shape_of(config)}"
     lesson.rates("code-or-config",
-                 "4096^3 FP16: each kernel with each configuration (3 stages), and "
+                 "4096³ FP16: each kernel with each configuration (3 stages), and "
                  f"cuBLAS, in TFLOP/s: the median of the benchmark's "
                  f"{len(ms['cublas'])} interleaved rounds (a bar, with its 95 % "
                  "interval) and every round (dots)",
@@ -358,7 +358,7 @@ def sweep_and_plot(lesson: Lesson, device: str, benchmarked: tuple) -> None:
     lesson.table("sweep", ["M=N=K", "seed TFLOP/s", "recommended TFLOP/s",
                            "cuBLAS TFLOP/s", "recommended / cuBLAS",
                            "95 % interval", "rounds"], rows,
-                 "Square FP16 matmuls: medians of interleaved rounds (at 4096^3 the "
+                 "Square FP16 matmuls: medians of interleaved rounds (at 4096³ the "
                  "benchmark's), and the ratio's 95 % interval")
     plot_sweep(lesson, sizes, rates, ratios)
 
@@ -393,8 +393,8 @@ def plot_sweep(lesson: Lesson, sizes: list, rates: dict, ratios: dict) -> None:
                 "TFLOP/s (fp16 in, fp32 accumulate) of the seed and recommended "
                 "kernels and cuBLAS at square sizes (top), and each kernel's ratio "
                 "to cuBLAS in the same rounds (bottom): medians of interleaved "
-                "rounds with their 95 % intervals; at 4096^3 the benchmark's rounds",
-                draw, size=(7.0, 7.4))
+                "rounds with their 95 % intervals; at 4096³ the benchmark's rounds",
+                draw, size=(7.0, 6.0))
 
 
 def main() -> int:

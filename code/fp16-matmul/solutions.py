@@ -10,8 +10,6 @@ import triton
 import triton.language as tl
 
 sys.path.append(str(Path(__file__).resolve().parent.parent))  # practice.py, in the repo
-from fp16_matmul import matmul_kernel  # noqa: E402
-
 from practice import Mistake  # noqa: E402
 
 
@@ -68,22 +66,6 @@ def tile_matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
 # end snippet
 
 
-# snippet: linear
-def linear(x, weight, out, config):
-    M, K = x.shape
-    N = weight.shape[0]
-    b = weight.t()  # a view: the same memory, strides swapped
-    tiles_m = triton.cdiv(M, config["BLOCK_M"])
-    tiles_n = triton.cdiv(N, config["BLOCK_N"])
-    grid = (tiles_m * tiles_n,)  # the last, partial tiles get programs too
-    matmul_kernel[grid](x, b, out, M, N, K, x.stride(0), x.stride(1),
-                        b.stride(0), b.stride(1), out.stride(0), out.stride(1),
-                        **config)
-
-
-# end snippet
-
-
 # Each mistake is an edit of this file's text; the check must fail it and say `says`.
 MISTAKES = {
     "column-groups": [
@@ -112,13 +94,5 @@ MISTAKES = {
         Mistake("B assumed contiguous (a wrong stride)",
                 find="offs_bn[None, :] * stride_bn\n    acc",
                 replace="offs_bn[None, :]\n    acc", says="wrong at"),
-    ],
-    "linear": [
-        Mistake("the weight as stored, not transposed", find="b = weight.t()",
-                replace="b = weight", says="wrong at"),
-        Mistake("a grid that misses the last block",
-                find='tiles_n = triton.cdiv(N, config["BLOCK_N"])',
-                replace='tiles_n = N // config["BLOCK_N"]',
-                says="never written"),
     ],
 }

@@ -205,7 +205,6 @@ INTERPRETER_TILES = {64: dict(BLOCK_M=16, BLOCK_N=64, BLOCK_K=64)}
 # end snippet
 
 
-# snippet: launch
 def matmul_tiled(a, b, tile):
     M, K = a.shape
     N = b.shape[1]
@@ -218,6 +217,7 @@ def matmul_tiled(a, b, tile):
     return c
 
 
+# snippet: launch
 def split_plan(K: int, splits: int, block_k: int) -> tuple[int, int]:
     """(k_per_split, splits actually used): slices are whole BLOCK_K steps,
     so 7 splits of 16 steps become 6 slices of 3 steps and one empty one;
@@ -242,6 +242,7 @@ def matmul_split_k(a, b, tile, splits, combine="reduce"):
     c = torch.empty((M, N), device=a.device, dtype=torch.float16)
     sum_splits_kernel[(triton.cdiv(M * N, 1024),)](ws, c, M * N, splits, BLOCK=1024)
     return c
+# end snippet
 
 
 def matmul_stream_k(a, b, tile, programs):
@@ -252,9 +253,6 @@ def matmul_stream_k(a, b, tile, programs):
         a, b, ws, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), **tile
     )
     return ws.to(torch.float16)
-
-
-# end snippet
 
 
 # snippet: self-check

@@ -55,7 +55,7 @@ def part_attention():
 
 
 def part_matmul():
-    import matmul_kernels as mk
+    import gluon_matmul as mk
     num_sms = torch.cuda.get_device_properties(0).multi_processor_count
     a = torch.randn(512, 512, device="cuda", dtype=torch.float16)
     b = torch.randn(512, 512, device="cuda", dtype=torch.float16)

@@ -128,7 +128,7 @@ def run_matmul(name, spec, a, b, c, num_sms):
     if kind == "tl":
         import persistent_tma_matmul as pt
         return lambda: pt.matmul_persistent_tma(a, b, num_sms, out=c)
-    import matmul_kernels as mk
+    import gluon_matmul as mk
     return lambda: mk.matmul_ws(a, b, num_sms, out=c, **kw)
 
 

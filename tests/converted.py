@@ -10,7 +10,8 @@ every lesson is listed, the list and the older notebooks' tests can go.
 
 from __future__ import annotations
 
-CONVERTED = ("vector-add", "gluon-basics",
+CONVERTED = ("vector-add", "gluon-basics", "persistent-tma-matmul", "fp8-matmul", "block-scaled-matmul",
+             "gluon-matmul",
              "fp16-matmul", "autotune", "split-k", "grouped-gemm", "batched-matmul")
 
 

@@ -33,7 +33,7 @@ for lesson in ("gluon-basics", "gluon-matmul", "gluon-attention", "gluon-attenti
 import attention_bwd_kernels  # noqa: E402
 import attention_kernels  # noqa: E402
 import gluon_basics  # noqa: E402
-import matmul_kernels  # noqa: E402
+import gluon_matmul  # noqa: E402
 
 TARGET = GPUTarget("cuda", 90, 32)
 
@@ -83,7 +83,7 @@ def mma(warps, instr_n):
 out = {}
 for regs in (24, 40):
     out[f"matmul producer {regs}"] = facts(build(
-        matmul_kernels.matmul_ws_kernel,
+        gluon_matmul.matmul_ws_kernel,
         {"a_desc": desc([128, 64]), "b_desc": desc([64, 256]), "c_desc": desc([128, 128]),
          "M": "i32", "N": "i32", "K": "i32"},
         {"GROUP_M": 8, "STAGES": 4, "EPI_SPLIT": 2, "PRODUCER_REGS": regs}, 8))

@@ -81,8 +81,12 @@ def constants(path) -> dict:
 
 
 def test_the_pictured_layouts_are_the_compiled_ones(compiled):
-    """The matmul page draws its accumulator with the lesson's BLOCK and CONSUMER_WARPS."""
+    """The matmul page draws its accumulator with the lesson's BLOCK and CONSUMER_WARPS: lesson.py's, which
+    the CPU half draws with (it never imports Gluon), the same as the kernels module launches."""
     matmul = constants(REPO / "code" / "gluon-matmul" / "gluon_matmul.py")
+    drawn = constants(REPO / "code" / "gluon-matmul" / "lesson.py")
+    assert {k: drawn[k] for k in ("BLOCK", "CONSUMER_WARPS", "PRODUCER_REGS")} == \
+        {k: matmul[k] for k in ("BLOCK", "CONSUMER_WARPS", "PRODUCER_REGS")}
     bm, bn, _ = matmul["BLOCK"]
     warps = matmul["CONSUMER_WARPS"]
     assert compiled["matmul producer 24"]["mma"] == [[str(warps), "1", "16", str(bn)]]

@@ -171,12 +171,11 @@ def test_a_cell_keeps_its_line_numbers_its_future_imports_and_its_last_value(tmp
     ("layer-norm", "No GPU here: the steps correctness and exercises run on the CPU (a Triton kernel through "
                    "Triton's interpreter), the steps compiled-code, benchmark, sweep and libraries only on a GPU of "
                    "compute capability 7.0 or newer (the interpreter compiles nothing; timings need a GPU).\n"),
-    ("gluon-matmul", "No GPU here: the steps accumulator, smem, scheduler, ring and exercises run on the CPU (a "
-                     "Triton kernel through Triton's interpreter), the steps gpu-checks, benchmark and gpu-exercise "
-                     "only on a GPU of compute capability 9.0 or newer (Gluon has no interpreter).\n"),
     # converted lessons' notebooks are the tutorial (site/tutorial.py): the kernels, or the models, run here
     ("vector-add", "No GPU here: Triton's interpreter runs the kernels on the CPU.\n"),
     ("gluon-basics", "No GPU here: the models and the exercises on them run on the CPU; the Gluon kernels need "
+                     "the GPU.\n"),
+    ("gluon-matmul", "No GPU here: the models and the exercises on them run on the CPU; the Gluon kernels need "
                      "the GPU.\n"),
 ])
 def test_the_setup_says_what_runs_where_from_the_lessons_own_steps(name, says, tmp_path):

@@ -21,34 +21,27 @@ matmul of the previous lesson with the changes fp8 forces on it:
   the partial sum into a true fp32 accumulator once per BLOCK_K, as cuBLAS
   does unless asked for fast accumulation. The run measures what each costs.
 
-What fp8 costs in accuracy is measured against the float64 product of the
-fp16 inputs, next to fp16 cuBLAS's own error. What it buys in speed is
-measured against `torch._scaled_mm` (cuBLAS's fp8 matmul) and `torch.matmul`
-in fp16.
+lesson.py measures what fp8 costs in accuracy (against the float64 product
+of the fp16 inputs, next to fp16 cuBLAS's own error) and what it buys in
+speed (against `torch._scaled_mm`, cuBLAS's fp8 matmul, and `torch.matmul`
+in fp16).
 
 Run it:
-    TRITON_INTERPRET=1 python fp8_matmul.py   # any machine: the quantizer, and
-                                              # the kernel on fp16 stand-ins
-    python fp8_matmul.py                      # H100/H200: fp8 checks, accuracy,
-                                              # TFLOP/s
+    TRITON_INTERPRET=1 python fp8_matmul.py   # any machine: the kernel on fp16
+                                              # stand-ins for the fp8 values
+    python fp8_matmul.py                      # H100/H200: fp8 checks, a timing
+
+Beside it: exercises.py (check your own answers) and lesson.py (the run the
+course records: accuracy, the checks and the benchmarks on the lesson's page).
 """
 
-import math
-import re
-import sys
-from pathlib import Path
+import os
 from typing import NamedTuple
 
 import torch
 import triton
 import triton.language as tl
-from triton.runtime.errors import OutOfResources
 from triton.tools.tensor_descriptor import TensorDescriptor
-
-# lessonkit.py sits beside this file in a download, one folder up in the repository.
-HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE), str(HERE.parent)]
-from lessonkit import Lesson, bench_interleaved, scaled_rtol, tflops  # noqa: E402
 
 E4M3_MAX = 448.0  # largest finite float8_e4m3fn: 1.75 * 2**8
 
@@ -147,7 +140,7 @@ def scaled_matmul_kernel(
 # end snippet
 
 
-# snippet: launch
+# snippet: configs
 class Config(NamedTuple):
     block_m: int
     block_n: int
@@ -180,6 +173,10 @@ FAST_CONFIGS = [
 PROMOTED_CONFIG = Config(128, 128, 128, 8, 8, 4, split_epilogue=False, promote_acc=True)
 
 
+# end snippet
+
+
+# snippet: launch
 def descriptors(a, bt, c, cfg: Config):
     # A descriptor holds the global shape and strides (each but the last a
     # multiple of 16 bytes: K % 16 == 0 for fp8 operands, N % 8 == 0 for the
@@ -220,538 +217,45 @@ def scaled_matmul(a, bt, scale_a, scale_b, cfg: Config, num_sms=None, out=None):
 # end snippet
 
 
-# snippet: tolerances
-# The fp16 output rounding (2**-11), with room; also the floor of every bound.
-FP16_OUT = 2.0**-10
-# What one fp8 wgmma step may lose, relative to the size of the sum it makes.
-FP8_ACC_STEP = 2.0**-13
-
-
-def rtol_fast(K: int) -> tuple[float, str]:
-    # Each wgmma adds 32 exact products into the tensor core's accumulator,
-    # which keeps about 13 fraction bits. K/32 steps whose losses, at worst,
-    # all have the same sign: a bound linear in K.
-    steps = math.ceil(K / 32)
-    rtol = max(FP16_OUT, steps * FP8_ACC_STEP)
-    return rtol, (f"fast fp8 accumulation: rtol = max(2^-10, ceil(K/32) * 2^-13) "
-                  f"= {rtol:.3g} at K={K}")
-
-
-def rtol_promoted(K: int, block_k: int) -> tuple[float, str]:
-    # Each BLOCK_K slice loses at most (BLOCK_K/32) steps of 2^-13 of its own
-    # size, which is about |C| / sqrt(slices); the fp32 adds between slices
-    # are exact enough. Slices adding up at worst:
-    # sqrt(slices) * (BLOCK_K/32) * 2^-13.
-    slices = math.ceil(K / block_k)
-    rtol = max(FP16_OUT, math.sqrt(slices) * (block_k / 32) * FP8_ACC_STEP)
-    return rtol, (f"promoted every {block_k}: rtol = max(2^-10, sqrt(K/{block_k}) "
-                  f"* {block_k // 32} * 2^-13) = {rtol:.3g} at K={K}")
-
-
-# end snippet
-
-
-def rel_errors(got: torch.Tensor, want64: torch.Tensor) -> tuple[float, float]:
-    """(max |err| / max |want|, rms err / rms want): the worst element and the
-    typical one."""
-    err = got.to(torch.float64) - want64
-    return (float(err.abs().max() / want64.abs().max()),
-            float(err.pow(2).mean().sqrt() / want64.pow(2).mean().sqrt()))
-
-
-# snippet: predict-error
-def predicted_and_measured_error(a, bt, got) -> tuple[float, float]:
-    """C's error as rounding the inputs to e4m3 predicts it, and as measured."""
-
-    def eps(x):
-        # ||dequant(x) - x|| / ||x||: the inputs' rounding, each element
-        # weighted by its size
-        q, scale = quantize_e4m3(x)
-        x64 = x.to(torch.float64)
-        return float((dequantize64(q, scale) - x64).norm() / x64.norm())
-
-    # C's error is a sum over K of a*b*(da + db) with independent roundings
-    # da, db, so its rms relative to rms C is sqrt(eps_A^2 + eps_B^2).
-    predicted = (eps(a) ** 2 + eps(bt) ** 2) ** 0.5
-    # the fp16 inputs, before quantization
-    exact = a.to(torch.float64) @ bt.to(torch.float64).T
-    measured = rel_errors(got, exact)[1]
-    return predicted, measured
-
-
-# end snippet
-
-
-def check_error_prediction(lesson: Lesson, a, bt, got, label: str) -> None:
-    """Is C's error what rounding the inputs to e4m3 predicts, no more?"""
-    predicted, measured = predicted_and_measured_error(a, bt, got)
-    lesson.check(
-        f"error-is-quantization-error-{label}", 0.9 < measured / predicted < 1.1,
-        f"rms err / rms C = {measured:.4g} against the fp16 inputs; predicted from "
-        f"the inputs' rounding: sqrt(eps_A^2 + eps_B^2) = {predicted:.4g} "
-        "(checked within 10%)",
-    )
-
-
-# snippet: check-quantizer
-def quantizer_error(x: torch.Tensor) -> tuple[float, float, bool]:
-    """The worst error of a round trip through e4m3 in units of its bound, the
-    largest |q|, and whether every dequantized value is finite."""
-    q, scale = quantize_e4m3(x)
-    back = dequantize64(q, scale)
-    x64 = x.to(torch.float64)
-    # Round to nearest with 3 mantissa bits: a normal e4m3 value is off by at
-    # most half a step, 2**-4 of its size. Below 2**-6 (in scaled units) e4m3
-    # is subnormal with a fixed step of 2**-9, so there the bound is absolute.
-    bound = torch.clamp(x64.abs() * 2.0**-4, min=2.0**-10 * float(scale))
-    worst = float(((back - x64).abs() / bound).max())
-    peak = float(q.to(torch.float32).abs().max())
-    return worst, peak, bool(torch.isfinite(back).all())
-
-
-# end snippet
-
-
-def check_quantizer(lesson: Lesson, x: torch.Tensor, label: str) -> None:
-    worst, peak, finite = quantizer_error(x)
-    ok = worst <= 1.0 and peak == E4M3_MAX and finite
-    lesson.check(
-        f"quantizer-{label}", ok,
-        f"max |dequantized - x| / bound = {worst:.3f} (bound: 2^-4 |x|, or "
-        f"2^-10 scale where e4m3 is subnormal); largest |q| = {peak:g} "
-        f"(want {E4M3_MAX:g})",
-    )
-
-
-def check_quantizers(lesson: Lesson, device: str) -> None:
-    """The quantizer is plain torch, and torch's CPU build converts to and
-    from float8_e4m3fn, so it is checked in full in both modes."""
+# snippet: self-check
+def self_check() -> None:
+    """The kernel against float64, on shapes no tile divides: real e4m3 on a GPU;
+    under the interpreter (no float8 there) the same e4m3 values held in fp16."""
+    on_gpu = torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1"
+    device = "cuda" if on_gpu else "cpu"
     torch.manual_seed(0)
-    if lesson.interpret:
-        x = torch.randn(300, 200, dtype=torch.float16)
-        check_quantizer(lesson, x, "fp16-randn")
-        x = torch.randn(97, 61) * 1e-3 + 5e-4
-        check_quantizer(lesson, x, "fp32-small-offset")
-    else:
-        x = torch.randn(4096, 4096, device=device, dtype=torch.float16)
-        check_quantizer(lesson, x, "fp16-randn")
-
-
-# snippet: interpreter-standin
-# The kernel names no input dtype, so the same code runs under the
-# interpreter on fp16 operands: the quantized values kept in fp16 (every e4m3
-# value is exactly an fp16 value) with the same scales. That exercises the
-# descriptors, the ragged edges, the persistent walk (3 programs over up to
-# 20 tiles), both epilogues, the promotion branch and the scale multiply.
-STANDIN_CASES = [((77, 40, 56), False, False), ((130, 96, 200), True, False),
-                 ((33, 136, 24), False, True)]
-
-
-def standin_case(M, N, K, split, promote, seed):
-    """One stand-in case: (got, want, rtol, why)."""
-    torch.manual_seed(10 + seed)
-    a = torch.randn(M, K, dtype=torch.float16)
-    bt = torch.randn(N, K, dtype=torch.float16) * 3
-    qa, sa = quantize_e4m3(a)
-    qb, sb = quantize_e4m3(bt)
-    a16, bt16 = qa.to(torch.float16), qb.to(torch.float16)
-    cfg = Config(32, 32, 32, 2, 4, 2, split_epilogue=split, promote_acc=promote)
-    # poison: an unwritten element cannot pass
-    c = torch.full((M, N), float("nan"), dtype=torch.float16)
-    scaled_matmul(a16, bt16, sa, sb, cfg, num_sms=3, out=c)
-    want = dequantize64(a16, sa) @ dequantize64(bt16, sb).T
-    # fp16 products are exact in fp32 and the interpreter accumulates in
-    # fp32: only accumulation order and the fp16 output round.
-    rtol, why = scaled_rtol(FP16_OUT, 2.0**-24, K)
-    return c, want, rtol, why
+    M, N, K = (1008, 1040, 784) if on_gpu else (77, 40, 56)
+    a = torch.randn(M, K, device=device, dtype=torch.float16)
+    bt = torch.randn(N, K, device=device, dtype=torch.float16) * 3  # B^T: (N, K)
+    (qa, sa), (qb, sb) = quantize_e4m3(a), quantize_e4m3(bt)
+    if on_gpu:
+        configs = [FAST_CONFIGS[1], PROMOTED_CONFIG]
+    else:  # every e4m3 value is exactly an fp16 value: the same products
+        qa, qb = qa.to(torch.float16), qb.to(torch.float16)
+        configs = [Config(32, 32, 32, 2, 4, 2, split_epilogue=split,
+                          promote_acc=promote)
+                   for split, promote in ((False, False), (True, True))]
+    # The exact product of the values the kernel is given: only the sums round.
+    want = dequantize64(qa, sa) @ dequantize64(qb, sb).T
+    # Fast fp8 accumulation loses up to 2^-13 of the sum per 32 products.
+    rtol = max(2.0**-10, -(-K // 32) * 2.0**-13)
+    for cfg in configs:
+        got = scaled_matmul(qa, qb, sa, sb, cfg, num_sms=None if on_gpu else 3)
+        torch.testing.assert_close(got.double(), want, rtol=rtol,
+                                   atol=rtol * float(want.abs().max()))
+    kind = "e4m3" if on_gpu else "e4m3 values in fp16"
+    print(f"scaled_matmul matches float64 on {M}x{N}x{K}, {kind} (rtol {rtol:.2g})")
+    if on_gpu:
+        n = 4096
+        qa, sa = quantize_e4m3(torch.randn(n, n, device=device, dtype=torch.float16))
+        qb, sb = quantize_e4m3(torch.randn(n, n, device=device, dtype=torch.float16))
+        ms = triton.testing.do_bench(
+            lambda: scaled_matmul(qa, qb, sa, sb, FAST_CONFIGS[1]))
+        print(f"fp8 {n}^3: {ms:.3f} ms, {2 * n**3 / ms * 1e-9:.0f} TFLOP/s")
 
 
 # end snippet
-
-
-def check_standin(lesson: Lesson) -> None:
-    """Under the interpreter: the kernel on fp16 stand-ins for the fp8 values."""
-    lesson.not_on_interpreter(
-        "fp8 e4m3 inputs",
-        "Triton's interpreter runs on numpy, which has no float8 types",
-    )
-    for seed, ((M, N, K), split, promote) in enumerate(STANDIN_CASES):
-        c, want, rtol, why = standin_case(M, N, K, split, promote, seed)
-        name = f"kernel-fp16-standin-{M}x{N}x{K}"
-        name += ("-split" if split else "") + ("-promote" if promote else "")
-        lesson.close(name, c, want, rtol, rtol * float(want.abs().max()), why)
-
-    # The quantization error of C, predicted from the inputs alone, on a
-    # product long enough (K = 512) for the statistics to settle.
-    torch.manual_seed(20)
-    a = torch.randn(96, 512, dtype=torch.float16)
-    bt = torch.randn(80, 512, dtype=torch.float16)
-    qa, sa = quantize_e4m3(a)
-    qb, sb = quantize_e4m3(bt)
-    cfg = Config(32, 32, 64, 2, 4, 2, split_epilogue=False, promote_acc=False)
-    a16, bt16 = qa.to(torch.float16), qb.to(torch.float16)
-    c = scaled_matmul(a16, bt16, sa, sb, cfg, num_sms=3)
-    check_error_prediction(lesson, a, bt, c, "96x80x512-fp16-standin")
-
-
-def target_operands(n=4096, device="cuda"):
-    torch.manual_seed(0)
-    a = torch.randn(n, n, device=device, dtype=torch.float16)
-    bt = torch.randn(n, n, device=device, dtype=torch.float16)  # B^T: (N, K)
-    return a, bt, *quantize_e4m3(a), *quantize_e4m3(bt)
-
-
-def pick_config(lesson: Lesson) -> Config:
-    """Race the candidate configurations at 4096^3; keep the fastest fast one."""
-    # snippet: pick-config
-    n = 4096
-    a, bt, qa, sa, qb, sb = target_operands(n)
-    fns, misfits = {}, []
-    for cfg in FAST_CONFIGS + [PROMOTED_CONFIG]:
-        # Compile and run each once: a configuration whose pipeline does not
-        # fit in shared memory fails here, is reported, and sits out the race.
-        try:
-            scaled_matmul(qa, qb, sa, sb, cfg)
-        except OutOfResources as e:
-            print(f"  {cfg.label()}: does not fit ({e})")
-            misfits.append(cfg)
-            continue
-        fns[cfg] = lambda cfg=cfg: scaled_matmul(qa, qb, sa, sb, cfg)
-    assert any(cfg in fns for cfg in FAST_CONFIGS), "no fast configuration fits"
-    # Three rounds, the candidates taking turns, are enough to pick one.
-    ms = bench_interleaved(fns, rounds=3, warm_s=0.25)
-    best = min((cfg for cfg in FAST_CONFIGS if cfg in fns), key=ms.median)
-    # end snippet
-    flop = 2.0 * n**3
-    lesson.table(
-        "configs", ["configuration", "TFLOP/s"],
-        [[cfg.label(), tflops(flop, ms.median(cfg))] for cfg in fns]
-        + [[cfg.label(), "does not fit"] for cfg in misfits],
-        f"Candidate configurations at {n}^3, fp8 in, fp16 out, median of 3 rounds; "
-        "the fastest fast-accumulation one is used for everything below.",
-    )
-    print(f"  using {best.label()}")
-    return best
-
-
-# snippet: gpu-checks
-def gpu_comparisons(M, N, K, best, seed):
-    """Both accumulation modes on real e4m3 inputs into poison, against two
-    references: (name, got, reference, rtol, why, max|want|) for each."""
-    torch.manual_seed(100 + seed)
-    a1 = torch.randn(M, K, device="cuda", dtype=torch.float16)
-    bt1 = torch.randn(N, K, device="cuda", dtype=torch.float16)
-    q1, s1 = quantize_e4m3(a1)
-    q2, s2 = quantize_e4m3(bt1)
-    # The exact product of what the kernels are given: the dequantized
-    # fp8 values, multiplied in float64. What remains is accumulation.
-    want = dequantize64(q1, s1) @ dequantize64(q2, s2).T
-    amax = float(want.abs().max())
-    # cuBLAS on the same fp8 inputs and scales, with and without fast
-    # accumulation. _scaled_mm wants its second operand column-major:
-    # q2.t() is (K, N) with K contiguous, a view of the same bytes.
-    cublas = {
-        fast: torch._scaled_mm(q1, q2.t(), scale_a=s1, scale_b=s2,
-                               out_dtype=torch.float16, use_fast_accum=fast)
-        for fast in (False, True)
-    }
-    modes = [("fast", best, rtol_fast(K), cublas[True]),
-             ("promoted", PROMOTED_CONFIG,
-              rtol_promoted(K, PROMOTED_CONFIG.block_k), cublas[False])]
-    out = []
-    for name, cfg, (rtol, why), ref in modes:
-        c = torch.full((M, N), float("nan"), device="cuda", dtype=torch.float16)
-        scaled_matmul(q1, q2, s1, s2, cfg, out=c)  # into poison
-        out.append((f"{name}-vs-fp64-{M}x{N}x{K}", c, want, rtol, why, amax))
-        # Two accumulations in different orders: the difference is bounded
-        # by the kernel's bound plus one more fp16 rounding and cuBLAS's own.
-        out.append((f"{name}-vs-scaled-mm-{M}x{N}x{K}", c, ref.double(),
-                    rtol + FP16_OUT, f"cuBLAS with use_fast_accum={name == 'fast'}; "
-                    "rtol = kernel bound + 2^-10", amax))
-    return out
-
-
-# end snippet
-
-
-def check_gpu(lesson: Lesson, best: Config) -> None:
-    """Both accumulation modes on real e4m3 inputs, against two references."""
-    n = 4096
-    for seed, (M, N, K) in enumerate([(n, n, n), (1008, 1040, 784)]):
-        for name, got, want, rtol, why, amax in gpu_comparisons(M, N, K, best, seed):
-            lesson.close(name, got, want, rtol, rtol * amax, why)
-
-
-# snippet: paths
-def paths(best: Config, a, bt, qa, sa, qb, sb) -> dict:
-    """The five ways to compute C = A @ B that the lesson compares."""
-    return {
-        "fp16 torch.matmul": lambda: a @ bt.T,
-        "fp8 torch._scaled_mm": lambda: torch._scaled_mm(
-            qa, qb.t(), scale_a=sa, scale_b=sb, out_dtype=torch.float16),
-        "fp8 torch._scaled_mm, fast accum": lambda: torch._scaled_mm(
-            qa, qb.t(), scale_a=sa, scale_b=sb, out_dtype=torch.float16,
-            use_fast_accum=True),
-        "fp8 Triton, fast accum": lambda: scaled_matmul(qa, qb, sa, sb, best),
-        "fp8 Triton, promoted": lambda: scaled_matmul(qa, qb, sa, sb, PROMOTED_CONFIG),
-    }
-
-
-# end snippet
-
-
-def show_compiled_code(lesson: Lesson, best: Config) -> None:
-    """What the compiler made: e4m3 wgmma, TMA copies, registers, shared memory."""
-    a, bt, qa, sa, qb, sb = target_operands(1024)
-    num_sms = torch.cuda.get_device_properties(0).multi_processor_count
-    rows = []
-    for cfg in (best, PROMOTED_CONFIG):
-        c = torch.empty((1024, 1024), device="cuda", dtype=torch.float16)
-        # One program is enough: the launch returns the compiled kernel.
-        compiled = scaled_matmul_kernel[(1,)](
-            *descriptors(qa, qb, c, cfg), sa, sb, 1024, 1024, 1024,
-            BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k,
-            GROUP_M=cfg.group_m, NUM_SMS=num_sms, SPLIT_EPILOGUE=cfg.split_epilogue,
-            PROMOTE_ACC=cfg.promote_acc, num_warps=cfg.num_warps,
-            num_stages=cfg.num_stages,
-        )
-        ptx = compiled.asm["ptx"]
-        wgmma = re.findall(r"wgmma\.mma_async\.sync\.aligned\.(\w+)\.f32\.(\w+)\.", ptx)
-        rows.append([
-            cfg.label(),
-            ", ".join(sorted({f"{shape} {dtype}" for shape, dtype in wgmma})),
-            len(wgmma),
-            len(re.findall(r"cp\.async\.bulk\.tensor", ptx)),
-            getattr(compiled, "n_regs", None),
-            getattr(compiled, "n_spills", None),
-            round(compiled.metadata.shared / 1024, 1),
-        ])
-    lesson.table(
-        "compiled",
-        ["configuration", "wgmma shape and input type", "wgmma", "TMA copies",
-         "registers / thread", "spilled registers", "shared memory KiB"],
-        rows,
-        "What Triton compiled for the two accumulation modes (the same kernel "
-        "serves every shape); instruction counts are static, in the PTX.",
-    )
-
-
-def accuracy(lesson: Lesson, best: Config) -> None:
-    n = 4096
-    operands = target_operands(n)
-    a, bt, qa, sa, qb, sb = operands
-    # snippet: accuracy
-    # What fp8 costs: every path against the float64 product of the fp16
-    # inputs before quantization, and against that of the fp8 values.
-    exact = a.double() @ bt.double().T
-    exact_q = dequantize64(qa, sa) @ dequantize64(qb, sb).T
-    errors = {}
-    for name, fn in paths(best, *operands).items():
-        got = fn()
-        fp8 = not name.startswith("fp16")
-        errors[name] = [*rel_errors(got, exact),
-                        *(rel_errors(got, exact_q) if fp8 else ("-", "-"))]
-    # end snippet
-    lesson.table(
-        "accuracy",
-        ["path", "max err / max|C|", "rms err / rms C",
-         "max err / max|C| (fp8 values)", "rms err / rms C (fp8 values)"],
-        [[name, *e] for name, e in errors.items()],
-        f"{n}^3, randn fp16 inputs. First two columns: against the float64 product "
-        "of the fp16 inputs (quantization and accumulation). Last two: against the "
-        "float64 product of the dequantized fp8 values (accumulation and fp16 "
-        "output only).",
-    )
-    got = scaled_matmul(qa, qb, sa, sb, best)
-    check_error_prediction(lesson, a, bt, got, f"{n}x{n}x{n}")
-
-
-def benchmark(lesson: Lesson, best: Config) -> None:
-    n = 4096
-    operands = target_operands(n)
-    # snippet: measure
-    # The five paths on the same inputs, taking turns round after round so
-    # that clock drift hits them alike. Quantization is not timed. 2 * n^3
-    # FLOP per call. Predicted first: like for like, the same tensor-core
-    # instructions as cuBLAS's fp8 kernel; against fp16, the datasheet's 2x.
-    lesson.predict("fp8-vs-scaled-mm-fast-4096", 1.0,
-                   "cuBLAS's rate: the same fp8 tensor-core instructions, both "
-                   "accumulating in the tensor core", 0.10)
-    lesson.predict("fp8-vs-fp16-cublas-4096", 1979 / 989,
-                   "dense tensor-core rates of an H200's datasheet: 1979 TFLOP/s "
-                   "fp8 over 989 fp16", 0.15)
-    ms = bench_interleaved(paths(best, *operands))
-    flop = 2.0 * n**3
-    # end snippet
-    lesson.table(
-        "speed", ["path", "TFLOP/s"],
-        [[name, tflops(flop, ms.median(name))] for name in ms],
-        f"{n}^3, median of 15 rounds taking turns, all in one run; quantization "
-        "is not timed.",
-    )
-    triton_fast, triton_promoted = "fp8 Triton, fast accum", "fp8 Triton, promoted"
-    rate = {"unit": "TFLOP/s", "work": flop}
-    lesson.benchmark(
-        "fp8-vs-scaled-mm-4096", "fp8 Triton vs torch._scaled_mm, 4096^3",
-        ms, triton_fast, "fp8 torch._scaled_mm", **rate,
-        baseline_name="torch._scaled_mm (cuBLAS fp8)", threshold=0.6, stretch=0.95,
-        note="the lesson's kernel (Triton's default fast accumulation) against "
-        f"_scaled_mm's default; {best.label()}",
-    )
-    lesson.benchmark(
-        "fp8-vs-scaled-mm-fast-4096",
-        "fp8 Triton vs torch._scaled_mm, both fast accumulation, 4096^3",
-        ms, triton_fast, "fp8 torch._scaled_mm, fast accum", **rate,
-        baseline_name="torch._scaled_mm, use_fast_accum=True",
-        note="like for like: both let the tensor core accumulate across all of K",
-    )
-    lesson.benchmark(
-        "fp8-promoted-vs-scaled-mm-4096",
-        "fp8 Triton promoted vs torch._scaled_mm, 4096^3",
-        ms, triton_promoted, "fp8 torch._scaled_mm", **rate,
-        baseline_name="torch._scaled_mm (cuBLAS fp8)",
-        note="like for like: both promote partial sums into fp32",
-    )
-    lesson.benchmark(
-        "fp8-vs-fp16-cublas-4096", "fp8 Triton vs fp16 cuBLAS, 4096^3",
-        ms, triton_fast, "fp16 torch.matmul", **rate,
-        baseline_name="torch.matmul fp16 (cuBLAS)", threshold=1.3, gate=False,
-        note="what the narrower type buys; the datasheet ratio is 2",
-    )
-
-
-def error_vs_k(lesson: Lesson, best: Config) -> None:
-    """How each accumulation mode's error grows with the length of the sum."""
-    # snippet: error-vs-k
-    # 1024 x 1024 outputs, K from 256 to 16384. Against the float64 product
-    # of the fp8 values, so only accumulation and the fp16 output count;
-    # the quantization error (against the fp16 inputs) is drawn for scale.
-    M = N = 1024
-    ks = [256, 1024, 4096, 16384]
-    rows = []
-    for K in ks:
-        torch.manual_seed(K)
-        a = torch.randn(M, K, device="cuda", dtype=torch.float16)
-        bt = torch.randn(N, K, device="cuda", dtype=torch.float16)
-        (qa, sa), (qb, sb) = quantize_e4m3(a), quantize_e4m3(bt)
-        exact_q = dequantize64(qa, sa) @ dequantize64(qb, sb).T
-        fast = scaled_matmul(qa, qb, sa, sb, best)
-        promoted = scaled_matmul(qa, qb, sa, sb, PROMOTED_CONFIG)
-        quantized = rel_errors(fast, a.double() @ bt.double().T)[1]
-        rows.append([K, rel_errors(fast, exact_q)[1],
-                     rel_errors(promoted, exact_q)[1], quantized])
-    # end snippet
-    lesson.table(
-        "error-vs-k",
-        ["K", "fast accum: rms err / rms C", "promoted: rms err / rms C",
-         "against the fp16 inputs (fast)"],
-        rows,
-        "1024 x 1024 outputs, randn inputs. The first two columns count "
-        "accumulation and the fp16 output only; the last adds quantization.",
-    )
-
-    def draw(fig):
-        ax = fig.subplots()
-        ax.plot(ks, [r[3] for r in rows], "s:",
-                label="whole error: fast, against the fp16 inputs")
-        ax.plot(ks, [r[1] for r in rows], "o-", label="fast accumulation")
-        ax.plot(ks, [r[2] for r in rows], "^-", label="promoted every BLOCK_K")
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        ax.set_xticks(ks, [str(k) for k in ks])
-        ax.set_xlabel("K (length of each dot product)")
-        ax.set_ylabel("rms error / rms C")
-        fig.legend(loc="outside lower center", ncols=1)
-
-    lesson.plot("error-vs-k", "Error of the fp8 kernel against K: the accumulation "
-                "modes against the exact product of the fp8 values, and the whole "
-                "error against the fp16 inputs.", draw, size=(7.0, 5.6))
-
-
-E5M2_MAX = 57344.0  # largest finite float8_e5m2: 1.75 * 2**15
-
-
-def try_this(lesson: Lesson, device: str) -> None:
-    torch.manual_seed(3)
-    x = torch.randn(256, 512, device=device, dtype=torch.float16)
-
-    # snippet: solution-e5m2
-    # e5m2 keeps 2 mantissa bits and reaches 57344: the same quantizer with
-    # a new top value. Half a step is now 2**-3 of a normal value; below
-    # 2**-14 (in scaled units) e5m2 is subnormal with a step of 2**-16.
-    amax = x.abs().max().float()
-    scale = amax / E5M2_MAX
-    q = (x.float() / scale).clamp(-E5M2_MAX, E5M2_MAX).to(torch.float8_e5m2)
-    back = q.double() * float(scale)
-    bound = torch.clamp(x.double().abs() * 2.0**-3, min=2.0**-17 * float(scale))
-    worst = float(((back - x.double()).abs() / bound).max())
-    # end snippet
-    peak = float(q.float().abs().max())
-    lesson.check("exercise-e5m2", worst <= 1.0 and peak == E5M2_MAX,
-                 f"max |dequantized - x| / bound = {worst:.3f}; largest |q| = {peak:g}")
-
-    # Rows whose sizes span six decades.
-    rows = torch.randn(256, 512, device=device)
-    rows *= torch.logspace(-6, 0, 256, device=device)[:, None]
-
-    # snippet: solution-row-scales
-    # One scale for the tensor is set by the largest row and pushes the
-    # small rows into e4m3's subnormal range, or to zero. One scale per row
-    # gives every row e4m3's full precision; in the kernel the epilogue's
-    # multiply becomes acc * scale_a[m] * scale_b[n].
-    def quantize_rows(x):
-        scale = x.abs().amax(dim=1, keepdim=True).float().clamp(min=1e-12) / E4M3_MAX
-        q = (x.float() / scale).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn)
-        return q, scale
-
-    per_tensor = dequantize64(*quantize_e4m3(rows))
-    per_row = dequantize64(*quantize_rows(rows))
-    # end snippet
-
-    def worst_row(y):  # the largest relative error of any one row
-        x64 = rows.double()
-        return float(((y - x64).norm(dim=1) / x64.norm(dim=1)).max())
-
-    lesson.check(
-        "exercise-row-scales",
-        worst_row(per_row) <= 2.0**-4 and worst_row(per_tensor) > 0.5,
-        f"worst row: {worst_row(per_row):.3g} with a scale per row (<= 2^-4), "
-        f"{worst_row(per_tensor):.3g} with one scale for the tensor",
-    )
-
-
-# Why a smoke run (lessonkit.py) skips the GPU steps too: every one runs the
-# kernel on float8 operands.
-NO_FLOAT8 = "the interpreter has no float8, and the kernel runs on float8 inputs"
-
-
-def main() -> int:
-    lesson = Lesson("fp8-matmul")
-    device = lesson.device()
-    with lesson.step("quantizers"):
-        check_quantizers(lesson, device)
-    if lesson.step("pick-config", needs_gpu="the configurations race on GPU time",
-                   smoke=NO_FLOAT8):
-        best = pick_config(lesson)
-    if lesson.step("compiled-code", needs_gpu="the interpreter compiles nothing",
-                   smoke=False):
-        show_compiled_code(lesson, best)
-    if lesson.step("accuracy", needs_gpu="the interpreter has no float8", smoke=False):
-        accuracy(lesson, best)
-    with lesson.step("correctness"):
-        if lesson.interpret:
-            check_standin(lesson)
-        else:
-            check_gpu(lesson, best)
-    if lesson.step("error-vs-k", needs_gpu="the interpreter has no float8",
-                   smoke=False):
-        error_vs_k(lesson, best)
-    if lesson.step("benchmark", needs_gpu="timings need a GPU", smoke=NO_FLOAT8):
-        benchmark(lesson, best)
-    with lesson.step("exercises"):
-        try_this(lesson, device)
-    return lesson.finish()
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    self_check()

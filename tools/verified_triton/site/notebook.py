@@ -287,7 +287,7 @@ class Waiting:
 
 @dataclass
 class Module:
-    """One of the lesson's own modules (matmul_kernels.py beside the main file): its cells are `%%module NAME`."""
+    """One of the lesson's own modules (attention_kernels.py beside the main file): its cells are `%%module NAME`."""
 
     name: str  # what the main file imports
     path: Path

@@ -385,8 +385,9 @@ def sweep_and_plot(lesson: Lesson, device: str, tiled: dict, persistent: dict,
 
     lesson.plot("batch-sweep", f"TFLOP/s against batch size, each product {size}³ "
                 "(FP16 in, FP32 accumulate): how many products it takes to fill the "
-                "GPU. Medians of interleaved rounds with their 95 % intervals; at "
-                "batch 64 the benchmark's rounds.", draw, size=(7.0, 5.0))
+                "GPU. Medians of interleaved rounds with their confidence "
+                "intervals; at batch 64 the benchmark's rounds.", draw,
+                size=(7.0, 5.0))
 
 
 def main() -> int:

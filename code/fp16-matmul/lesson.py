@@ -309,7 +309,7 @@ def code_or_config(lesson: Lesson, ms, flop: float) -> None:
     lesson.rates("code-or-config",
                  "4096³ FP16: each kernel with each configuration (3 stages), and "
                  f"cuBLAS, in TFLOP/s: the median of the benchmark's "
-                 f"{len(ms['cublas'])} interleaved rounds (a bar, with its 95 % "
+                 f"{len(ms['cublas'])} interleaved rounds (a bar, with its confidence "
                  "interval) and every round (dots)",
                  ms, flop, unit="TFLOP/s", labels=labels, size=(6.0, 3.2))
 
@@ -393,8 +393,8 @@ def plot_sweep(lesson: Lesson, sizes: list, rates: dict, ratios: dict) -> None:
                 "TFLOP/s (fp16 in, fp32 accumulate) of the seed and recommended "
                 "kernels and cuBLAS at square sizes (top), and each kernel's ratio "
                 "to cuBLAS in the same rounds (bottom): medians of interleaved "
-                "rounds with their 95 % intervals; at 4096³ the benchmark's rounds",
-                draw, size=(7.0, 6.0))
+                "rounds with their confidence intervals; at 4096³ the benchmark's "
+                "rounds", draw, size=(7.0, 6.0))
 
 
 def main() -> int:

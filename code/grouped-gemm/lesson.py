@@ -398,7 +398,7 @@ def sweep_and_plot(lesson: Lesson, device: str, config: dict, programs: int,
 
     lesson.plot("groups-sweep", "Time per call (top) and speed-up of the grouped "
                 "launch (bottom) against the number of groups (fp16, M, N, K in "
-                "[256, 1024]): medians of interleaved rounds with their 95 % "
+                "[256, 1024]): medians of interleaved rounds with their confidence "
                 "intervals, at 16 groups the benchmark's rounds", draw,
                 size=(7.0, 7.0))
 

@@ -379,7 +379,7 @@ def plot_sweep(lesson: Lesson, shape: tuple, points: dict, cublas: float) -> Non
         fig.legend(loc="outside lower center", ncols=2)
 
     lesson.plot("split-sweep", f"Split-K at {M}x{N}x{K}: TFLOP/s against the split "
-                "count, medians of interleaved rounds with their 95 % intervals "
+                "count, medians of interleaved rounds with their confidence intervals "
                 "(at the two benchmarked points, the benchmark's rounds)", draw,
                 size=(7.0, 5.8))
 

@@ -10,9 +10,23 @@ every lesson is listed, the list and the older notebooks' tests can go.
 
 from __future__ import annotations
 
-CONVERTED = ("vector-add", "gluon-basics", "persistent-tma-matmul", "fp8-matmul", "block-scaled-matmul",
-             "gluon-matmul",
-             "fp16-matmul", "autotune", "split-k", "grouped-gemm", "batched-matmul")
+CONVERTED = (
+    "vector-add",
+    "gluon-basics",
+    "persistent-tma-matmul",
+    "fp8-matmul",
+    "block-scaled-matmul",
+    "gluon-matmul",
+    "dropout",
+    "reductions-scans",
+    "gelu-libdevice",
+    "softmax-fp32-matmul",
+    "fp16-matmul",
+    "autotune",
+    "split-k",
+    "grouped-gemm",
+    "batched-matmul",
+)
 
 
 def converted(names) -> list[str]:

@@ -35,8 +35,8 @@ LESSONS = {
     "rmsnorm-rope": ("rmsnorm_rope.py", ["qk-fused-vs-liger-64x4-2x128-float16"]),
     "layer-norm": ("layer_norm.py", ["forward-vs-liger-8x1024-fp16", "backward-vs-liger-8x1024-fp16",
                                      "forward-vs-liger-2x4096-fp16", "backward-vs-liger-2x4096-fp16"]),
-    "softmax-fp32-matmul": ("softmax_fp32_matmul.py", ["softmax-vs-liger-4x1024", "softmax-vs-liger-2x4096"]),
-    "gelu-libdevice": ("gelu_libdevice.py", ["geglu-tanh-vs-liger-8192x8192-fp32"]),
+    "softmax-fp32-matmul": ("lesson.py", ["softmax-vs-liger-4x1024", "softmax-vs-liger-2x4096"]),
+    "gelu-libdevice": ("lesson.py", ["geglu-tanh-vs-liger-8192x8192-fp32"]),
 }
 HIDE_LIGER = "import sys\nsys.modules['liger_kernel'] = None  # every import of it fails\n"
 

@@ -1,6 +1,6 @@
 """Issue 38, the backward at D128: the gluon-attention-backward lesson's kernels, with two options.
 
-An experiment, not a lesson: the kernels of code/gluon-attention-backward/attention_bwd_kernels.py with
+An experiment, not a lesson: the kernels of code/gluon-attention-backward/gluon_attention_backward.py with
 options; what the options leave as the lesson has it (its producers, block walks, descriptors and
 configurations) is imported from the lesson.
 
@@ -27,7 +27,7 @@ less at D64; PINGPONG within noise (the forward's ping-pong bought nothing at D1
 with 128-key blocks at D128 (a configuration, no change) +3 to +8 % on that kernel.
 
 What the kernels compute, and how their barriers work: the lesson's module docstring
-(code/gluon-attention-backward/attention_bwd_kernels.py).
+(code/gluon-attention-backward/gluon_attention_backward.py).
 """
 
 import math
@@ -53,7 +53,7 @@ HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent / "code" / "attention-backward"),
                 str(HERE.parent / "code" / "gluon-attention-backward")]
 import attention_backward as tl_bwd  # noqa: E402
-from attention_bwd_kernels import (  # noqa: E402
+from gluon_attention_backward import (  # noqa: E402
     BLOCK_ROWS,
     CONFIGS,
     LOG2E,

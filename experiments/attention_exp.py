@@ -1,6 +1,6 @@
 """Issue 38, forward at D64: the gluon-attention lesson's kernel with fewer MUFU exponentials.
 
-An experiment, not a lesson: the kernel of code/gluon-attention/attention_kernels.py (its producer,
+An experiment, not a lesson: the kernel of code/gluon-attention/gluon_attention.py (its producer,
 key-block count and tile order imported from the lesson) with a softmax that computes P in one of
 three ways (EXP):
 
@@ -55,7 +55,7 @@ from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
 # The gluon-attention lesson's kernels: what this experiment leaves as the lesson has it is the lesson's own.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "code" / "gluon-attention"))
-from attention_kernels import LOG2E, WG_ROWS, _num_kv_blocks, _producer, _tile  # noqa: E402
+from gluon_attention import LOG2E, WG_ROWS, _num_kv_blocks, _producer, _tile  # noqa: E402
 
 
 @gluon.jit

@@ -1,6 +1,6 @@
 """Issue 38: the lesson's persistent Gluon attention forward, generalised (an experiment, not a lesson).
 
-Two knobs the lesson's kernel (code/gluon-attention/attention_kernels.py) does not have:
+Two knobs the lesson's kernel (code/gluon-attention/gluon_attention.py) does not have:
 
 - NWG consumer warpgroups (2 or 3), each owning its own 64-row query block of the same head, all
   sharing the K/V ring (empty barriers count NWG arrivals) and taking turns at the tensor cores in a
@@ -37,7 +37,7 @@ from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
 # The lesson's schedule and key-block count, unchanged here: imported, not copied.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "code" / "gluon-attention"))
-from attention_kernels import LOG2E, WG_ROWS, _num_kv_blocks, _tile  # noqa: E402
+from gluon_attention import LOG2E, WG_ROWS, _num_kv_blocks, _tile  # noqa: E402
 
 
 @gluon.jit

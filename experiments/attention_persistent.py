@@ -1,6 +1,6 @@
 """Issue 38: a persistent schedule for the Gluon attention forward (an experiment, not a lesson).
 
-The lesson's kernel (code/gluon-attention/attention_kernels.py) launches one program per
+The lesson's kernel (code/gluon-attention/gluon_attention.py) launches one program per
 (query block, head): 4,096 programs at B4 H32 S4096, about 31 waves of 132 SMs, each paying
 barrier set-up, the Q load and the output store with nothing to overlap them. Here one program
 per SM walks the same tiles in the same order (grouped heads, causal tiles longest first), with
@@ -40,7 +40,7 @@ from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
 # The gluon-attention lesson's kernels: what this experiment leaves as the lesson has it is the lesson's own.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "code" / "gluon-attention"))
-from attention_kernels import LOG2E, WG_ROWS, _tile  # noqa: E402
+from gluon_attention import LOG2E, WG_ROWS, _tile  # noqa: E402
 
 
 @gluon.jit

@@ -1,6 +1,6 @@
 """Issue 38, the forward: the gluon-attention lesson's kernel with its P V in flight under the softmax.
 
-An experiment, not a lesson: code/gluon-attention/attention_kernels.py's consumer, kernel and launcher
+An experiment, not a lesson: code/gluon-attention/gluon_attention.py's consumer, kernel and launcher
 with two knobs; the producer and the schedule are the lesson's, imported.
 
 What the compiled lesson kernel does (Triton 3.6 and its ptxas 12.8, compiled for sm_90 here;
@@ -67,7 +67,7 @@ from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
 # The lesson's producer, schedule and key-block count, unchanged here: imported, not copied.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "code" / "gluon-attention"))
-from attention_kernels import LOG2E, WG_ROWS, _num_kv_blocks, _producer, _tile  # noqa: E402
+from gluon_attention import LOG2E, WG_ROWS, _num_kv_blocks, _producer, _tile  # noqa: E402
 
 
 @gluon.jit

@@ -1,4 +1,4 @@
-"""Issue 38: the Gluon backward (code/gluon-attention-backward/attention_bwd_kernels.py) in CUDA graphs.
+"""Issue 38: the Gluon backward (code/gluon-attention-backward/gluon_attention_backward.py) in CUDA graphs.
 
 Superseded by the gluon-attention-backward lesson's benchmark (its forwards on a side stream, so that
 autograd's backward can be captured: here the capture failed and everything was timed with events).
@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "code" / "gluon-attention-backward"), str(ROOT / "code"),
                 str(ROOT / "code" / "attention-backward")]
 import attention_backward as tlb  # noqa: E402
-import attention_bwd_kernels as gb  # noqa: E402
+import gluon_attention_backward as gb  # noqa: E402
 
 from lessonkit import bench_interleaved, median_interval  # noqa: E402
 

@@ -1,4 +1,4 @@
-"""Issue 38: the Gluon backward (code/gluon-attention-backward/attention_bwd_kernels.py) against cuDNN's and tl's.
+"""Issue 38: the Gluon backward (code/gluon-attention-backward/gluon_attention_backward.py) against cuDNN's and tl's.
 
 An experiment, not a lesson. B4 H32 S4096 fp16, D in (128, 64), full and causal; the backward only
 (O and the log-sum-exp come from the tl forward, once). Timed with the kit's `bench_interleaved`
@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "code" / "gluon-attention-backward"), str(ROOT / "code"),
                 str(ROOT / "code" / "attention-backward")]
 import attention_backward as tlb  # noqa: E402
-import attention_bwd_kernels as gb  # noqa: E402
+import gluon_attention_backward as gb  # noqa: E402
 
 from lessonkit import bench_interleaved, median_interval  # noqa: E402
 

@@ -55,10 +55,20 @@ VARIANTS = {
 DEFAULT = "fence|atomic"
 
 
+def lesson_module():
+    """The lesson's verified run (code/gluon-attention-backward/lesson.py), for its checks and contenders."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("gluon_attention_backward_lesson",
+                                                  CODE / "gluon-attention-backward" / "lesson.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def variant_module(cfg: dict):
     """The experiment's kernels with `cfg` applied, shaped like the lesson's module for its helpers (the
     lesson's own: the experiment imports them)."""
-    import attention_bwd_kernels as lesson_kernels
+    import gluon_attention_backward as lesson_kernels
 
     import attention_bwd_exp as kx
 
@@ -71,7 +81,7 @@ def variant_module(cfg: dict):
 
 def check(name: str) -> None:
     """Child process: the lesson's 12 cases; one JSON line."""
-    import gluon_attention_backward as lesson
+    lesson = lesson_module()
     import torch
     t0 = time.time()
     info = {"name": name, "ok": True, "worst": 0.0}
@@ -110,8 +120,8 @@ def check_all(names: list[str], timeout: float, jobs: int) -> dict:
 
 
 def race(passed: list[str], rounds: int) -> dict:
-    import attention_bwd_kernels as kb
-    import gluon_attention_backward as lesson
+    import gluon_attention_backward as kb
+    lesson = lesson_module()
     import torch
 
     from lessonkit import bench_interleaved, median_interval

@@ -129,7 +129,7 @@ def _inputs(D: int, S: int = 512):
 
 def attention() -> None:
     sys.path.insert(0, str(ROOT / "code" / "gluon-attention"))
-    import attention_kernels as ak
+    import gluon_attention as ak
     for D in (128, 64):
         for causal in (False, True):
             compile_one(f"gluon-attention D{D} {'causal' if causal else 'full'}",
@@ -146,7 +146,7 @@ def nwg() -> None:
 
 def backward() -> None:
     sys.path.insert(0, str(ROOT / "code" / "gluon-attention-backward"))
-    import attention_bwd_kernels as gb
+    import gluon_attention_backward as gb
     for D in (128, 64):
         for causal in (False, True):
             q, k, v = _inputs(D)

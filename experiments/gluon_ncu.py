@@ -26,7 +26,7 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "code" / "gluon-attention"), str(ROOT / "code" / "gluon-matmul")]
-import attention_kernels as ak  # noqa: E402
+import gluon_attention as ak  # noqa: E402
 import gluon_matmul as mk  # noqa: E402
 
 PART = sys.argv[1] if len(sys.argv) > 1 else "attention"

@@ -40,7 +40,7 @@ def part_oob():
 
 
 def part_attention():
-    import attention_kernels as ak
+    import gluon_attention as ak
 
     import attention_persistent as ap
     sdpa = torch.nn.functional.scaled_dot_product_attention

@@ -102,7 +102,7 @@ def attention_fn(kw):
     if kernel == "persistent":
         import attention_persistent as ap
         return lambda q, k, v, c: ap.attention_persistent(q, k, v, c, **kw)
-    import attention_kernels as ak
+    import gluon_attention as ak
     return lambda q, k, v, c: ak.attention_ws(q, k, v, c, **kw)
 
 

@@ -28,6 +28,7 @@ import struct
 import subprocess
 import sys
 import textwrap
+import time
 import zlib
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -35,6 +36,8 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+
+from tiers import pytest_make_collect_report  # noqa: F401  (every test has exactly one tier)
 
 REPO = Path(__file__).resolve().parent.parent
 TOOLS = REPO / "tools"
@@ -183,13 +186,109 @@ def project(tmp_path: Path) -> Project:
 
 
 @pytest.fixture(scope="session")
-def smoke_runs() -> dict:
-    """Every lesson of the course as a smoke run (tools/smoke.py), once per test session: name -> SmokeRun."""
+def smoke_runs(tmp_path_factory) -> dict:
+    """Every lesson of the course as a smoke run (tools/smoke.py), once per test run: name -> SmokeRun."""
     from verified_triton.core.lessons import discover
     from verified_triton.record.smoke import smoke_all
 
-    runs = smoke_all(discover(REPO / "code"), jobs=os.cpu_count() or 1, report=lambda line: None)
-    return {run.lesson.name: run for run in runs}
+    def make() -> dict:
+        runs = smoke_all(discover(REPO / "code"), jobs=os.cpu_count() or 1, report=lambda line: None)
+        return {run.lesson.name: run for run in runs}
+
+    return once_per_run(tmp_path_factory, "smoke_runs", make)
+
+
+# -- the real site, built once per test run ----------------------------------------------
+
+# Building the course's site takes 15 s of CPU (minutes on busy cores), and four test modules read it. It is
+# built once per run, into a folder every xdist worker of the run shares (pytest's base temp of the run, above
+# each worker's own), by a child process the first worker starts as soon as its session does, when any test it
+# collected needs it; the tests that do wait for it. A failed build fails each of them with the build's log;
+# nothing builds it twice.
+SITE_BUILD = [sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(REPO / "mkdocs.yml")]
+SITE_BUILD_TIMEOUT = 1200  # seconds: minutes on 2 busy cores
+
+_BUILD_AND_RECORD = """\
+import os, subprocess, sys
+folder, timeout, command = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+with open(os.path.join(folder, "site.log"), "wb") as log:
+    try:
+        rc = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, timeout=timeout).returncode
+    except subprocess.TimeoutExpired:
+        rc = f"timed out after {timeout} s"
+with open(os.path.join(folder, "site.rc.part"), "w") as out:
+    out.write(str(rc))
+os.replace(os.path.join(folder, "site.rc.part"), os.path.join(folder, "site.rc"))
+"""
+
+
+def run_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The folder of this test run that all its xdist workers share."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+def start_site_build(folder: Path) -> None:
+    """Start building the real site into folder/site, unless a worker of this run already has."""
+    import fcntl
+
+    with open(folder / "site.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one starter among the workers
+        if (folder / "site.started").exists():
+            return
+        (folder / "site.started").touch()
+        env = dict(MKDOCS_ENV)
+        for name in ("VT_CODE_DIR", "VT_EVIDENCE_DIR"):
+            env.pop(name, None)
+        command = [*SITE_BUILD, "-d", str(folder / "site")]
+        subprocess.Popen([sys.executable, "-c", _BUILD_AND_RECORD, str(folder), str(SITE_BUILD_TIMEOUT), *command],
+                         cwd=REPO, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _site_build_starts_early(request, tmp_path_factory) -> None:
+    """The build starts with the session, so a worker runs other tests while it goes on."""
+    if any("real_site" in getattr(item, "fixturenames", ()) for item in request.session.items):
+        start_site_build(run_folder(tmp_path_factory))
+
+
+@pytest.fixture(scope="session")
+def real_site(tmp_path_factory) -> Path:
+    """The course's site as `mkdocs build --strict` builds it, shared by the whole run: read it, never write it."""
+    folder = run_folder(tmp_path_factory)
+    start_site_build(folder)
+    rc_file, deadline = folder / "site.rc", time.monotonic() + SITE_BUILD_TIMEOUT + 60
+    while not rc_file.exists():
+        assert time.monotonic() < deadline, f"the site build did not finish; its log: {folder / 'site.log'}"
+        time.sleep(0.5)
+    rc = rc_file.read_text()
+    if rc != "0":
+        log = (folder / "site.log").read_text(encoding="utf-8", errors="replace")
+        pytest.fail(f"the real site does not build (exit {rc}):\n{log[-4000:]}", pytrace=False)
+    return folder / "site"
+
+
+# -- xdist: what a fixture builds once per run, every worker reads -------------------------------
+
+def once_per_run(tmp_path_factory: pytest.TempPathFactory, name: str, make):
+    """`make()` once per test run, whatever the number of xdist workers: the first worker to ask makes it
+    under a file lock and keeps it, pickled, in the run's folder; the others wait and read it. For a fixture
+    that takes minutes (every lesson's smoke run): each xdist worker would otherwise make its own copy.
+    (pytest-xdist's --dist loadgroup, which could pin such tests to one worker, reads a test id that
+    pytest 9 no longer lets it change.)"""
+    import fcntl
+    import pickle
+
+    folder = run_folder(tmp_path_factory)
+    with open(folder / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        kept = folder / f"{name}.pickle"
+        if kept.exists():
+            return pickle.loads(kept.read_bytes())
+        value = make()
+        kept.write_bytes(pickle.dumps(value))
+        return value
 
 
 # -- fake lessons used by several modules -------------------------------------------

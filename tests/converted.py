@@ -26,6 +26,14 @@ CONVERTED = (
     "split-k",
     "grouped-gemm",
     "batched-matmul",
+    "layer-norm",
+    "rmsnorm-rope",
+    "cross-entropy",
+    "profiling-debugging",
+    "fused-attention",
+    "attention-backward",
+    "gluon-attention",
+    "gluon-attention-backward",
 )
 
 

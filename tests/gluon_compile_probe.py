@@ -30,8 +30,8 @@ tma.async_copy_shared_to_global = tma.async_store
 CODE = Path(__file__).resolve().parent.parent / "code"
 for lesson in ("gluon-basics", "gluon-matmul", "gluon-attention", "gluon-attention-backward"):
     sys.path.insert(0, str(CODE / lesson))
-import attention_bwd_kernels  # noqa: E402
-import attention_kernels  # noqa: E402
+import gluon_attention  # noqa: E402
+import gluon_attention_backward  # noqa: E402
 import gluon_basics  # noqa: E402
 import gluon_matmul  # noqa: E402
 
@@ -91,23 +91,23 @@ out["copy ws"] = facts(build(
     gluon_basics.copy_ws_kernel, {"in_desc": desc([64, 256]), "out_desc": desc([64, 256]), "num_tiles": "i32"},
     {"TILES_N": 33, "STAGES": 6}, 4))
 out["attention"] = facts(build(
-    attention_kernels.attn_fwd_ws_kernel,
+    gluon_attention.attn_fwd_ws_kernel,
     {"q_desc": desc([64, 128]), "k_desc": desc([128, 128]), "v_desc": desc([128, 128]), "o_desc": desc([64, 128]),
      "seq_len": "i32", "n_heads_total": "i32", "n_tiles": "i32", "qk_scale": "fp32"},
     {"CAUSAL": False, "STAGES": 2, "PINGPONG": True, "CONSUMER_REGS": 240, "PRODUCER_REGS": 24,
      "GROUP_HEADS": 8, "MASK_ALL": False}, 4))
 # The backward's two kernels at D = 128 (lesson CONFIGS: 64-row streamed blocks), L and Delta as 1-D tiles.
-bwd = attention_bwd_kernels.CONFIGS[128]
-rows, f32 = attention_bwd_kernels.WG_ROWS.value, gl.float32
+bwd = gluon_attention_backward.CONFIGS[128]
+rows, f32 = gluon_attention_backward.WG_ROWS.value, gl.float32
 out["backward dkdv"] = facts(build(
-    attention_bwd_kernels.dkdv_kernel,
+    gluon_attention_backward.dkdv_kernel,
     {"q_desc": desc([bwd["block_m"], 128]), "k_desc": desc([rows, 128]), "v_desc": desc([rows, 128]),
      "do_desc": desc([bwd["block_m"], 128]), "dk_desc": desc([rows, 128]), "dv_desc": desc([rows, 128]),
      "l_desc": desc([bwd["block_m"]], f32), "delta_desc": desc([bwd["block_m"]], f32),
      "seq_len": "i32", "sm_scale": "fp32", "qk_scale": "fp32"},
     {"CAUSAL": True, "STAGES": bwd["stages"], "CONSUMER_REGS": 240, "PRODUCER_REGS": 24}, 4))
 out["backward dq"] = facts(build(
-    attention_bwd_kernels.dq_kernel,
+    gluon_attention_backward.dq_kernel,
     {"q_desc": desc([rows, 128]), "k_desc": desc([bwd["block_n"], 128]), "v_desc": desc([bwd["block_n"], 128]),
      "do_desc": desc([rows, 128]), "dq_desc": desc([rows, 128]), "L": "*fp32", "Delta": "*fp32",
      "seq_len": "i32", "sm_scale": "fp32", "qk_scale": "fp32"},

@@ -12,6 +12,8 @@ import pytest
 from conftest import PASSING, REPO, fake_record
 from verified_triton.judge.evidence import write_record
 
+pytestmark = pytest.mark.integration
+
 RAISES = """\
     lesson = Lesson("raises")
     lesson.check("before-the-crash", True)
@@ -47,7 +49,7 @@ def test_publish_gate_fails_without_gpu_evidence_and_plain_check_says_so_in_one_
     write_record(project.evidence, fake_record(project.lesson("good"), "gpu", "passed"))
     gate = project.verify("--check", "--publish")
     assert gate.returncode == 0, gate.stderr
-    assert gate.stdout.strip() == "publish: all 1 lessons are VERIFIED or PARTIALLY VERIFIED by design"
+    assert gate.stdout.strip() == "publish: the lesson is VERIFIED or PARTIALLY VERIFIED by design"
 
 
 def test_publish_gate_accepts_a_gpu_run_declined_by_requires(project):

@@ -35,12 +35,14 @@ def write_awaiting(project: Project, text: str) -> None:
     (project.evidence / "awaiting-gpu.toml").write_text(text, encoding="utf-8")
 
 
+@pytest.mark.integration
 def test_without_an_entry_a_gpu_record_of_an_older_source_fails_the_check(project: Project, fixed):
     got = project.verify("--check")
     assert got.returncode == 1
     assert "evidence/fixed/gpu-nvidia-h200.json is for another source" in got.stderr
 
 
+@pytest.mark.integration
 def test_an_entry_for_the_source_now_lets_it_through_and_says_so(project: Project, fixed):
     write_awaiting(project, entry("fixed", fixed.source_hash(), "fixed a launch; no GPU left"))
     assert project.judge("fixed").status == PARTIAL  # the badge is the judge's, not the file's
@@ -48,11 +50,12 @@ def test_an_entry_for_the_source_now_lets_it_through_and_says_so(project: Projec
     assert got.returncode == 0, got.stderr
     assert "fixed: PARTIALLY VERIFIED, waiting for a GPU run of this source" in got.stdout
     assert "fixed a launch; no GPU left" in got.stdout
-    assert "0 of 1 lessons have current, usable evidence and 1 wait" in got.stdout
+    assert "0 of 1 lesson have current, usable evidence and 1 waits" in got.stdout
     published = project.verify("--check", "--publish")
     assert published.returncode == 1 and "is for another source" in published.stderr
 
 
+@pytest.mark.integration
 def test_an_entry_for_another_source_is_a_problem_naming_the_file(project: Project, fixed):
     write_awaiting(project, entry("fixed", "2" * 64))
     got = project.verify("--check")
@@ -61,6 +64,7 @@ def test_an_entry_for_another_source_is_a_problem_naming_the_file(project: Proje
     assert "is for another source" in got.stderr  # and the stale record is still reported
 
 
+@pytest.mark.integration
 def test_an_entry_that_explains_nothing_must_go(project: Project, fixed):
     write_record(project.evidence, fake_record(fixed, "gpu"))  # recorded again: nothing waits
     write_awaiting(project, entry("fixed", fixed.source_hash()) + entry("gone", "3" * 64))
@@ -70,6 +74,7 @@ def test_an_entry_that_explains_nothing_must_go(project: Project, fixed):
     assert "evidence/awaiting-gpu.toml: 'gone' is not a lesson here; remove its entry" in got.stderr
 
 
+@pytest.mark.integration
 def test_a_stale_interpreter_record_is_not_excused(project: Project, fixed):
     write_record(project.evidence, fake_record(fixed, "interpreter", source_hash=OLD))
     write_awaiting(project, entry("fixed", fixed.source_hash()))
@@ -78,6 +83,7 @@ def test_a_stale_interpreter_record_is_not_excused(project: Project, fixed):
     assert "its interpreter record is not current and passing" in got.stderr
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("text, message", [
     ("[[awaiting]]\nlesson = 'x'\n", "source_hash"),
     ("[[awaiting]\n", "awaiting-gpu.toml"),
@@ -93,6 +99,7 @@ def test_a_malformed_file_is_an_error_naming_the_file_and_field(project: Project
     assert "awaiting-gpu.toml" in str(err.value)
 
 
+@pytest.mark.integration
 def test_a_malformed_file_stops_the_check_with_a_clear_error(project: Project, fixed):
     write_awaiting(project, entry("fixed", "not a hash"))
     got = project.verify("--check")

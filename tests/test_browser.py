@@ -264,15 +264,6 @@ def source_page_url(base_url: str, path: Path) -> str:
 
 # -- fixtures ------------------------------------------------------------------------
 
-@pytest.fixture(scope="session")
-def real_site(tmp_path_factory) -> Path:
-    site = tmp_path_factory.mktemp("browser-site")
-    result = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(ROOT / "mkdocs.yml"),
-                             "-d", str(site)], capture_output=True, text=True, env=MKDOCS_ENV, cwd=ROOT, timeout=300)
-    assert result.returncode == 0, "the real site does not build:\n" + result.stdout + result.stderr
-    return site
-
-
 @pytest.fixture(scope="module")
 def browser():
     with chromium() as b:
@@ -642,6 +633,7 @@ def _markdown(lesson) -> str:
 
 # -- lesson pages ----------------------------------------------------------------------
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("lesson", LESSONS, ids=[lesson.name for lesson in LESSONS])
 def test_lesson_page_as_a_reader_sees_it(lesson, site_url, context, statuses):
     """Both widths, both schemes, one page: layout, figures, math, links; then what the page shows works."""
@@ -685,6 +677,7 @@ def test_lesson_page_as_a_reader_sees_it(lesson, site_url, context, statuses):
 
 # -- the other pages ----------------------------------------------------------------------
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("doc", ["index.md", "status.md", "benchmarks.md"])
 def test_site_page_in_the_browser(doc, site_url, context, statuses):
     from playwright.sync_api import expect
@@ -713,6 +706,7 @@ def test_site_page_in_the_browser(doc, site_url, context, statuses):
     watched.assert_clean(doc)
 
 
+@pytest.mark.e2e
 def test_the_first_lesson_is_on_the_home_pages_first_screen(site_url, context):
     """Issue 32 item 1: at 390x844 the first lesson's link sat at y = 1,088, below the badge legend. Now a
     learner sees it on the first screen, on a phone and at 1440x900."""
@@ -732,6 +726,7 @@ def test_the_first_lesson_is_on_the_home_pages_first_screen(site_url, context):
     watched.assert_clean("home page")
 
 
+@pytest.mark.e2e
 def test_no_page_asks_another_host(real_site, site_url, context):
     """Every page of the built site (lesson pages are opened by the test above), fonts, scripts and all;
     on the full-source pages, where a lesson's "full source" links land, no code line is hidden at 1440 px."""
@@ -777,6 +772,7 @@ def search_hits(page, site_url: str, query: str) -> list[str]:
     return page.locator(links).evaluate_all("links => links.map(a => a.href)")
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("query", SEARCHES)
 def test_search_gives_a_lesson_page_first(query, site_url, context):
     watched = open_page(context, site_url)
@@ -788,6 +784,7 @@ def test_search_gives_a_lesson_page_first(query, site_url, context):
     watched.assert_clean(f"search for {query!r}")
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("query", list(reader_metrics.SEARCHES))
 def test_search_finds_api_names_and_topics(query, site_url, context):
     """Issue 25's twelve searches and issue 32's "slow", "profile" and "debug", typed into Material's search box:
@@ -803,6 +800,7 @@ def test_search_finds_api_names_and_topics(query, site_url, context):
     watched.assert_clean(f"search for {query!r}")
 
 
+@pytest.mark.e2e
 def test_search_loads_when_the_reader_reaches_for_it(site_url, context):
     """Opening a page asks for neither the search index nor the search worker; focusing the box asks for
     both, and the search then works."""
@@ -817,6 +815,7 @@ def test_search_loads_when_the_reader_reaches_for_it(site_url, context):
     watched.assert_clean("search on demand")
 
 
+@pytest.mark.integration
 def test_search_index_is_small_and_holds_no_source_pages(real_site):
     index = json.loads((real_site / "search" / "search_index.json").read_text(encoding="utf-8"))
     entries = index["docs"]
@@ -857,6 +856,7 @@ def axe_script() -> str:
         pytest.skip(str(exc))
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("doc", reader_metrics.AXE_PAGES)
 def test_no_accessibility_violations(doc, site_url, context, axe_script):
     """axe-core: no WCAG 2.1 A/AA violation at 1440 px (light and dark) and at 390 px, Material's own
@@ -879,6 +879,7 @@ def test_no_accessibility_violations(doc, site_url, context, axe_script):
     watched.assert_clean(doc)
 
 
+@pytest.mark.e2e
 def test_lesson_pages_load_at_most_60_percent_of_what_they_did(site_url, context):
     """Every byte a lesson page loads when opened (no cache): at most 60 % of what it loaded before issue 25
     (KaTeX only with maths, the search on demand, lighter code markup, the lightbox on the first tap)."""
@@ -928,6 +929,7 @@ def figure_site(tmp_path_factory) -> Path:
     return project.site
 
 
+@pytest.mark.e2e
 def test_figures_follow_the_scheme(browser, figure_site):
     """The reader's system scheme picks the variant; so does the palette toggle; either way both load."""
     with serve(figure_site) as base:

@@ -36,11 +36,13 @@ def git_repo(folder):
     return subprocess.run(["git", "rev-parse", "HEAD"], **run, text=True).stdout.strip()
 
 
+@pytest.mark.unit
 def test_github_sha_is_taken_first(no_git_above, monkeypatch):
     monkeypatch.setenv("GITHUB_SHA", SHA)
     assert downloads.built_commit("main", no_git_above) == SHA
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("bad", ["main", SHA[:39], SHA + "0", SHA.upper(), SHA[:-1] + "g", f"{SHA}\n; rm -rf /"])
 def test_a_github_sha_that_is_no_commit_falls_back_to_git_then_the_branch(no_git_above, monkeypatch, bad):
     monkeypatch.setenv("GITHUB_SHA", bad)
@@ -49,10 +51,12 @@ def test_a_github_sha_that_is_no_commit_falls_back_to_git_then_the_branch(no_git
     assert downloads.built_commit("main", no_git_above / "repo") == head
 
 
+@pytest.mark.integration
 def test_without_either_the_branch_is_used(no_git_above):
     assert downloads.built_commit("develop", no_git_above) == "develop"
 
 
+@pytest.mark.integration
 def test_the_page_links_colab_to_the_built_commit(tmp_path):
     project = make_site_project(tmp_path / "site-project")
     project.add_lesson("alpha")

@@ -10,12 +10,15 @@ suggested a bare `python`.
 from __future__ import annotations
 
 import ast
+import os
 import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from conftest import make_site_project
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = {"README.md": ROOT / "README.md", "the guide": ROOT / "docs" / "writing-a-lesson.md",
@@ -28,7 +31,8 @@ ENVIRONMENTS = {"site": "the site's", "author": "the author's", "dev": "the test
 def dev_sh_extras() -> dict[str, str]:
     """Each command of tools/dev.sh and the extra it installs (its `setup EXTRA` line)."""
     script = (ROOT / "tools" / "dev.sh").read_text(encoding="utf-8")
-    arms = re.findall(r"^    (?P<name>[a-z]+)\)\n        setup (?P<extra>[a-z]+)$", script, re.M)
+    arms = re.findall(r"^    (?P<name>[a-z]+)\)\n(?:        (?!setup ).*\n)*?        setup (?P<extra>[a-z]+)$", script,
+                      re.M)
     assert arms, "tools/dev.sh: no `NAME)` arm with a `setup EXTRA` line"
     return dict(arms)
 
@@ -63,6 +67,7 @@ def claims(sentence: str) -> list[tuple[str, str]]:
             for i, m in enumerate(found)]
 
 
+@pytest.mark.unit
 def test_dev_sh_and_the_readmes_table_tell_the_same_environments():
     extras = dev_sh_extras()
     assert extras == {"serve": "site", "build": "site", "author": "author", "test": "dev"}, extras
@@ -71,6 +76,7 @@ def test_dev_sh_and_the_readmes_table_tell_the_same_environments():
     assert rows == {name: ENVIRONMENTS[extra] for name, extra in extras.items()}, rows
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("doc", DOCS)
 def test_every_dev_sh_command_is_named_with_the_environment_it_creates(doc):
     """A sentence that names `bash tools/dev.sh X` and an environment names X's own; one that promises
@@ -89,6 +95,20 @@ def test_every_dev_sh_command_is_named_with_the_environment_it_creates(doc):
     assert wrong == [], f"{doc}: " + "\n".join(wrong)
 
 
+@pytest.mark.unit
+def test_readme_lists_the_prerequisites_before_the_first_command():
+    """Before: README began with `bash tools/dev.sh serve`; venv, npm, Chromium and the disk the torch
+    environment takes were found out by failing (issue 46, a newcomer's first hour)."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    first_command = text.index("```bash\nbash tools/dev.sh")
+    before = re.sub(r"\s+", " ", text[:first_command])
+    assert "## Before the commands" in before
+    for needed in ("Python 3.11 or newer", "python3-venv", "npm", "axe-core", "Chromium", "2.5 GB",
+                   "PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu"):
+        assert needed in before, f"README says {needed!r} only after the first command, or not at all"
+
+
+@pytest.mark.unit
 def test_the_strict_build_is_one_command_and_the_docs_use_it():
     for doc, path in DOCS.items():
         text = path.read_text(encoding="utf-8")
@@ -97,14 +117,19 @@ def test_the_strict_build_is_one_command_and_the_docs_use_it():
         assert by_hand == [], f"{doc} shows a build by hand: {by_hand}"
 
 
+@pytest.mark.integration
 def test_dev_sh_build_is_quiet_and_says_where_the_site_is(tmp_path):
-    """The real command on the real site (about 15 s): no end-of-life banner, no INFO lines, the folder."""
+    """The real command, on a small course with the real mkdocs.yml and hooks (the real site is built once per
+    test run, `real_site`): no end-of-life banner, no INFO lines, the folder."""
     stamp = ROOT / ".venv" / ".installed-site"  # dev.sh's record that the site's extra is installed
     if not stamp.is_file() or stamp.stat().st_mtime < (ROOT / "pyproject.toml").stat().st_mtime:
         pytest.skip("bash tools/dev.sh build would first install the site's extra into .venv")
+    project = make_site_project(tmp_path / "project")
+    project.add_lesson("vector-add")
     site = tmp_path / "built"
-    result = subprocess.run(["bash", "tools/dev.sh", "build", "-d", str(site)], capture_output=True, text=True,
-                            cwd=ROOT, timeout=600)
+    env = dict(os.environ, VT_CODE_DIR=str(project.code), VT_EVIDENCE_DIR=str(project.evidence))
+    result = subprocess.run(["bash", "tools/dev.sh", "build", "-f", str(project.config()), "-d", str(site)],
+                            capture_output=True, text=True, cwd=ROOT, env=env, timeout=600)
     assert result.returncode == 0, result.stdout + result.stderr
     output = result.stdout + result.stderr
     assert (site / "index.html").is_file()
@@ -112,6 +137,7 @@ def test_dev_sh_build_is_quiet_and_says_where_the_site_is(tmp_path):
     assert f"the site is in {site}/ " in output, output
 
 
+@pytest.mark.unit
 def test_the_guides_directive_table_is_the_registry_written_out():
     """Readable in the Markdown source, and never behind the registry: the text between the markers is
     what the registry writes (directives/reference.py)."""
@@ -127,6 +153,7 @@ def test_the_guides_directive_table_is_the_registry_written_out():
     assert "\n::directives\n" not in guide
 
 
+@pytest.mark.unit
 def test_the_guide_explains_work_with_an_example():
     guide = DOCS["the guide"].read_text(encoding="utf-8")
     section = guide[guide.index("`work=`"):][:2500]
@@ -146,6 +173,7 @@ def string_constants(path: Path) -> list[tuple[int, str]]:
     return found
 
 
+@pytest.mark.unit
 def test_no_message_of_the_tools_suggests_a_bare_python():
     """`.venv/bin/python tools/...` here, `python3 tools/verify.py` on a GPU machine: a bare `python` may be
     one without torch, or none at all."""
@@ -155,6 +183,7 @@ def test_no_message_of_the_tools_suggests_a_bare_python():
     assert offenders == []
 
 
+@pytest.mark.integration
 def test_the_publish_gate_names_the_environments_python(project):
     from conftest import PASSING
 
@@ -166,6 +195,7 @@ def test_the_publish_gate_names_the_environments_python(project):
     assert not BARE.search(gate.stderr)
 
 
+@pytest.mark.integration
 def test_verify_help_names_the_environments_python():
     result = subprocess.run([sys.executable, "tools/verify.py", "--help"], capture_output=True, text=True,
                             cwd=ROOT, timeout=60)

@@ -29,6 +29,8 @@ from verified_triton.judge.evidence import write_record
 from verified_triton.site import directives, door
 from verified_triton.site.door import Md, PlainMd, markdown_text, text
 
+pytestmark = pytest.mark.unit
+
 SITE = REPO / "tools" / "verified_triton" / "site"
 HOSTILE = ['<img src=x onerror=alert(1)>', '"><svg onload=alert(2)>', "*x*", "`x`", "[a](javascript:x)",
            "{{ x }}", "$x$", ":x:", "\x1b[31mred\x1b[0m", "a\u202eb", "**b** _e_ ~~s~~ ~t~", "&amp; &#60;",

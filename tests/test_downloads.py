@@ -28,21 +28,17 @@ from conftest import REPO
 from converted import not_converted
 from verified_triton.core.lessons import discover
 from verified_triton.judge.status import judge
-from verified_triton.site import siteconfig
+from verified_triton.site import siteconfig, sources
 
 LESSONS = discover(REPO / "code")
 NAMES = [lesson.name for lesson in LESSONS]
 OLDER = not_converted(NAMES)  # notebooks that run the lesson file step by step (tests/converted.py)
 
 
-@pytest.fixture(scope="module")
-def built(tmp_path_factory) -> Path:
-    site = tmp_path_factory.mktemp("site")
-    env = dict(os.environ, NO_MKDOCS_2_WARNING="1")
-    done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(site)], cwd=REPO,
-                          capture_output=True, text=True, env=env, timeout=900)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return site
+@pytest.fixture
+def built(real_site) -> Path:
+    """The run's one build of the real site (conftest.py)."""
+    return real_site
 
 
 def interpreter_env() -> dict:
@@ -53,14 +49,20 @@ def interpreter_env() -> dict:
     return env
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("name", NAMES)
-def test_the_archive_runs_alone_in_an_empty_folder(built, tmp_path, name):
+def test_the_archive_runs_alone_in_an_empty_folder_and_agrees_with_the_committed_record(built, tmp_path, name):
+    """The reader's run of the zip is also the course's fresh interpreter run (what `verify --compare` did
+    apart, running every lesson a second time): the zip holds the repository's very sources, and what the run
+    prints, its outcome and every check's status, is what the committed interpreter record holds."""
     lesson = next(x for x in LESSONS if x.name == name)
     with zipfile.ZipFile(built / "downloads" / f"{name}.zip") as zf:
         names = zf.namelist()
         assert all(n.startswith(f"{name}/") and ".." not in n for n in names), names
         assert {f"{name}/lessonkit.py", f"{name}/lesson.toml", f"{name}/README.md",
                 f"{name}/{lesson.main.name}"} <= set(names)
+        shipped = {n: zf.read(f"{name}/{n}") for n in sources.lesson_files(lesson, REPO / "code")}
+        assert shipped == sources.lesson_files(lesson, REPO / "code"), "the zip's sources are not the repository's"
         zf.extractall(tmp_path)
     folder = tmp_path / name
     readme = (folder / "README.md").read_text()
@@ -75,8 +77,13 @@ def test_the_archive_runs_alone_in_an_empty_folder(built, tmp_path, name):
     if expected == 3:
         assert record.reason in run.stdout + run.stderr and "FAILED" not in run.stderr
     assert "PASS" in run.stdout
+    if record is not None and lesson.modes["interpreter"].supported:  # as verify --compare compares
+        fresh = {check: status.lower() for check, status in
+                 re.findall(r"^  check (\S+): (PASS|FAIL|SKIP)\b", run.stdout, re.M)}
+        assert fresh == {c.name: c.status for c in record.checks}, "checks differ from the committed record"
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("name", OLDER)
 def test_the_notebook_is_valid_and_runs_top_to_bottom(built, tmp_path, name, monkeypatch):
     """Title first, a short setup, the kit in a collapsed cell; it runs to its end with no error shown."""
@@ -156,6 +163,7 @@ def page_directives(lesson) -> list[tuple[str, str, int]]:
     return out
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("name", OLDER)
 def test_the_notebook_alternates_the_pages_prose_with_its_code_in_page_order(built, name):
     """Prose and code alternate as on the page; each step's cell sits in its section, in main()'s order."""
@@ -191,6 +199,7 @@ def test_the_notebook_alternates_the_pages_prose_with_its_code_in_page_order(bui
             assert at < found[heading + 1], cell
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("name", OLDER)
 def test_no_marker_and_no_code_twice(built, name):
     from verified_triton.site.snippets import MARKER_LIKE
@@ -221,6 +230,7 @@ def rendered(markdown: str) -> str:
     return MarkdownIt("commonmark").render(markdown)
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("name", NAMES)
 def test_every_markdown_cell_renders_without_literal_fences_and_keeps_its_maths(built, name):
     """What Jupyter, Colab and GitHub show: CommonMark. A fence left in a code block shows its backticks."""
@@ -239,6 +249,7 @@ def test_every_markdown_cell_renders_without_literal_fences_and_keeps_its_maths(
             assert flat in re.sub(r"[\\\s]", "", text), f"{cell.id}: {maths} does not reach the page as maths"
 
 
+@pytest.mark.unit
 def test_a_solution_becomes_a_details_block_with_its_fence_and_maths_intact():
     from verified_triton.site.notebook import for_jupyter
 
@@ -263,6 +274,7 @@ def test_a_solution_becomes_a_details_block_with_its_fence_and_maths_intact():
     assert "<p>Because $x^2 = x \\cdot x$.</p>" in html_ and html_.index("</details>") < html_.index("Next")
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("name", NAMES)
 def test_the_committed_notebook_is_the_built_one(built, name):
     """Colab opens notebooks/<lesson>.ipynb from the repository: it must be what the site builds."""
@@ -272,6 +284,7 @@ def test_the_committed_notebook_is_the_built_one(built, name):
         "run: python tools/downloads.py notebooks"
 
 
+@pytest.mark.unit
 def test_colab_links_take_colabs_github_form():
     lesson = LESSONS[0]
     url = siteconfig.colab_url("https://github.com/someone/verified-triton", "main", lesson)
@@ -284,11 +297,13 @@ def test_colab_links_take_colabs_github_form():
     assert siteconfig.colab_url("https://github.com/a/b", "main;rm", lesson) == ""
 
 
+@pytest.mark.integration
 def test_without_a_repository_no_colab_link_is_shown(built):
     page = (built / "lessons" / LESSONS[0].name / "index.html").read_text()
     assert "colab.research.google.com" not in page
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("name", NAMES)
 def test_the_requirements_box_matches_lesson_toml_and_the_evidence(built, name):
     lesson = next(x for x in LESSONS if x.name == name)
@@ -305,9 +320,27 @@ def test_the_requirements_box_matches_lesson_toml_and_the_evidence(built, name):
         assert env.triton in box and env.torch in box and record.date in box
         assert f"{record.wall_s:.0f} s" in box
     assert f"TRITON_INTERPRET=1 python {lesson.main.name}" in box
+    assert ("Without a GPU, install torch's CPU build first: pip install torch --index-url "
+            "https://download.pytorch.org/whl/cpu , then") in box
     assert "Download the lesson (zip)" in box and "Jupyter notebook" in box
 
 
+@pytest.mark.unit
+def test_the_install_line_gives_a_reader_without_a_gpu_torchs_cpu_build():
+    """Before: the box said only `pip install torch triton numpy matplotlib`, which on Linux pulls the CUDA
+    build, gigabytes a CPU cannot use; the zip's README already installed the CPU build first."""
+    from verified_triton.site.directives.requirements import _commands
+    from verified_triton.site.requirements import requirements
+
+    lesson = LESSONS[0]
+    box = html.unescape(re.sub(r"<[^>]+>", "", str(_commands(requirements(lesson, judge(lesson, REPO / "evidence"))))))
+    assert "Install, with a GPU: pip install torch triton numpy matplotlib" in box
+    assert ("Without a GPU, install torch's CPU build first: pip install torch --index-url "
+            "https://download.pytorch.org/whl/cpu, then pip install triton numpy matplotlib") in box
+    assert f"TRITON_INTERPRET=1 python {lesson.main.name} (CPU, checks only)" in box
+
+
+@pytest.mark.integration
 @pytest.mark.parametrize("capability, able, unable", [
     ("", ["T4 (7.5)", "L4 (8.9)", "A100 (8.0)", "H100 (9.0)"], []),
     ("8.0", ["L4 (8.9)", "A100 (8.0)", "H100 (9.0)"], ["T4 (7.5)"]),
@@ -385,6 +418,7 @@ def stepped_notebook(site_project, body: str):
     return notebook, site, site.lessons[0]
 
 
+@pytest.mark.unit
 def test_under_a_step_cell_the_recorded_gpu_output_is_folded_in_markdown_with_gpu_date_and_versions(site_project):
     from verified_triton.core.kit import Step
     from verified_triton.judge.evidence import Environment
@@ -457,6 +491,7 @@ JOINED = textwrap.dedent("""\
     """)
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("between, joined", [("", True), ("Why it returns 2.\n\n", False)])
 def test_a_step_right_under_the_code_it_runs_is_one_cell_with_it(site_project, between, joined):
     """The page shows the code and runs it, nothing between: one cell defines and runs it; prose between: two."""
@@ -494,6 +529,7 @@ KERNELS = textwrap.dedent("""\
     """)
 
 
+@pytest.mark.unit
 def test_a_region_of_the_lessons_own_module_is_a_module_cell_after_the_kit_where_the_page_shows_it(site_project):
     from verified_triton.site import directives, notebook
 
@@ -514,6 +550,7 @@ def test_a_region_of_the_lessons_own_module_is_a_module_cell_after_the_kit_where
                "<code>kernels.py</code> cell above that defines <code>one</code>.*" in c.source for c in cells)
 
 
+@pytest.mark.unit
 def test_a_record_from_before_steps_leaves_the_step_cells_empty_and_says_where_the_log_is(site_project):
     body = "::snippet code/stepped/stepped.py kernel\n\n::step checks\n\n::step timing"
     notebook, site, lesson = stepped_notebook(site_project, body)
@@ -525,6 +562,7 @@ def test_a_record_from_before_steps_leaves_the_step_cells_empty_and_says_where_t
     assert "the whole log" in cells[-1].source
 
 
+@pytest.mark.unit
 def test_a_lesson_the_interpreter_cannot_run_still_makes_a_notebook_that_says_so(site_project):
     from verified_triton.site import directives, notebook
 
@@ -540,6 +578,7 @@ def test_a_lesson_the_interpreter_cannot_run_still_makes_a_notebook_that_says_so
     assert "TRITON_INTERPRET" not in cells[1].source.split("else:")[1], "no fallback to an interpreter it cannot use"
 
 
+@pytest.mark.unit
 def test_a_gpu_run_declined_by_design_gives_no_step_output_and_the_title_says_why(site_project):
     body = "::snippet code/stepped/stepped.py kernel\n\n::step checks\n\n::step timing"
     notebook, site, lesson = stepped_notebook(site_project, body)
@@ -551,6 +590,7 @@ def test_a_gpu_run_declined_by_design_gives_no_step_output_and_the_title_says_wh
     assert "stopped by design: needs compute capability 10.0." in cells[0].source
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("body, line, message", [
     ("::step checks\n\n::snippet code/stepped/stepped.py kernel\n\n::step timing", 9,
      "'::step checks' runs kernel (code/stepped/stepped.py:15), which the page shows below it (line 11)"),

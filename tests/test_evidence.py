@@ -48,6 +48,7 @@ def full_record(lesson):
 
 # -- round trip ------------------------------------------------------------------------
 
+@pytest.mark.unit
 def test_round_trip(project, lesson):
     rec = full_record(lesson)
     path = write_record(project.evidence, rec, {PLOT: FAKE_PNG})
@@ -65,6 +66,7 @@ def test_round_trip(project, lesson):
     assert raw["env"]["device_name"] == "NVIDIA H200"
 
 
+@pytest.mark.unit
 def test_unknown_fields_are_refused_naming_them(project, lesson):
     raw = json.loads(full_record(lesson).to_json())
     assert record_from_json(raw, "r.json") == full_record(lesson)
@@ -78,6 +80,7 @@ def test_unknown_fields_are_refused_naming_them(project, lesson):
         assert str(info.value).startswith("r.json: ") and where in str(info.value)
 
 
+@pytest.mark.unit
 def test_record_path_and_gpu_keys(tmp_path):
     assert record_path(tmp_path, "a", "interpreter") == tmp_path / "a" / "interpreter.json"
     assert gpu_key("NVIDIA H200") == "gpu-nvidia-h200"
@@ -89,6 +92,7 @@ def test_record_path_and_gpu_keys(tmp_path):
         assert "<" not in gpu_key(name)
 
 
+@pytest.mark.unit
 def test_figure_names_carry_their_content_hash():
     assert hashed_name("plot", FAKE_PNG) == hashed_name("plot", FAKE_PNG)
     assert hashed_name("plot", FAKE_PNG) != hashed_name("plot", FAKE_PNG + b"x")
@@ -97,6 +101,7 @@ def test_figure_names_carry_their_content_hash():
     assert hashed_name("...", FAKE_PNG).startswith("figure-")
 
 
+@pytest.mark.unit
 def test_lesson_records(project, lesson):
     assert lesson_records(project.evidence, "good") == ([], [])
     gpu = write_record(project.evidence, fake_record(lesson, "gpu"))
@@ -110,6 +115,7 @@ def test_lesson_records(project, lesson):
     assert len(problems) == 1 and problems[0].startswith(f"{gpu}:") and "not valid JSON" in problems[0]
 
 
+@pytest.mark.unit
 def test_a_record_in_the_wrong_file_is_not_used(project, lesson):
     write_record(project.evidence, fake_record(lesson, "gpu"))
     src = project.record_file("good", "gpu-nvidia-h200")
@@ -122,6 +128,7 @@ def test_a_record_in_the_wrong_file_is_not_used(project, lesson):
 
 # -- format 1 is upgraded on read -------------------------------------------------------------
 
+@pytest.mark.unit
 def test_a_format_1_record_is_upgraded(project, lesson):
     raw = json.loads(fake_record(lesson, "gpu").to_json())
     raw["format_version"] = 1
@@ -192,6 +199,7 @@ BAD_FILES = {
 }
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("kind", BAD_FILES)
 def test_read_errors_name_the_file_and_field(project, lesson, kind):
     edit, expect = BAD_FILES[kind]
@@ -205,6 +213,7 @@ def test_read_errors_name_the_file_and_field(project, lesson, kind):
     assert expect in message, message
 
 
+@pytest.mark.unit
 def test_not_utf8_record(project, lesson):
     path = project.evidence / "good" / "interpreter.json"
     path.parent.mkdir(parents=True)
@@ -213,6 +222,7 @@ def test_not_utf8_record(project, lesson):
         read_record(path)
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("kind", ["truncated", "missing-outcome", "future-version", "list", "checks-not-objects"])
 def test_status_and_check_on_a_bad_record_name_it(project, lesson, kind):
     """An unusable record is reported (status says so, --check fails), never a traceback."""
@@ -238,6 +248,7 @@ def _listing(folder: Path) -> set[str]:
     return {p.relative_to(folder).as_posix() for p in folder.rglob("*")}
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("fail_at", ["fsync", "replace", "interrupt"])
 def test_a_crash_mid_write_keeps_the_old_record(project, lesson, monkeypatch, fail_at):
     old = fake_record(lesson, "interpreter")
@@ -258,6 +269,7 @@ def test_a_crash_mid_write_keeps_the_old_record(project, lesson, monkeypatch, fa
     assert _listing(project.evidence) == before  # no temporary file left behind
 
 
+@pytest.mark.unit
 def test_a_crash_while_placing_figures_keeps_the_old_record_and_leaves_no_temporary_file(project, lesson,
                                                                                          monkeypatch):
     old = fake_record(lesson, "interpreter", figures=[Figure("plot", PLOT)])
@@ -281,6 +293,7 @@ def test_a_crash_while_placing_figures_keeps_the_old_record_and_leaves_no_tempor
     assert _listing(project.evidence / "good") == {"interpreter.json", "interpreter", f"interpreter/{PLOT}"}
 
 
+@pytest.mark.unit
 def test_atomic_write_text_replaces_whole(tmp_path):
     path = tmp_path / "r.json"
     path.write_text("old")
@@ -290,6 +303,7 @@ def test_atomic_write_text_replaces_whole(tmp_path):
     assert path.stat().st_mode & 0o777 == 0o644  # evidence is for every reader
 
 
+@pytest.mark.unit
 def test_figures_are_added_kept_or_removed(project, lesson):
     a_data, b_data = FAKE_PNG + b"A", FAKE_PNG + b"B"
     a, b = hashed_name("a", a_data), hashed_name("b", b_data)
@@ -307,12 +321,14 @@ def test_figures_are_added_kept_or_removed(project, lesson):
     assert _listing(project.evidence / "good") == {"interpreter.json"}
 
 
+@pytest.mark.unit
 def test_a_record_naming_a_figure_without_its_bytes_is_not_written(project, lesson):
     with pytest.raises(EvidenceError, match=f"no bytes for figure.*{PLOT}"):
         write_record(project.evidence, fake_record(lesson, "interpreter", figures=[Figure("plot", PLOT)]))
     assert not (project.evidence / "good").exists()
 
 
+@pytest.mark.unit
 def test_limits_are_one_table_that_the_docs_show():
     rows = LIMITS.rows()
     assert len(rows) == len(LIMITS.__dataclass_fields__)

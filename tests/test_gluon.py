@@ -46,6 +46,7 @@ def _recorded(project, body):
     return project.record("gluon-like"), project.verify("--check")
 
 
+@pytest.mark.integration
 def test_a_decline_after_real_checks_is_current_evidence(project):
     record, check = _recorded(project, CPU_CHECKS_THEN_DECLINE)
     assert record.outcome == "by-design" and [c.name for c in record.checks] == ["scheduler-model"]
@@ -53,6 +54,7 @@ def test_a_decline_after_real_checks_is_current_evidence(project):
     assert project.judge("gluon-like").status.label == "PARTIALLY VERIFIED"
 
 
+@pytest.mark.integration
 def test_an_empty_decline_is_not_enough(project):
     record, check = _recorded(project, NO_CHECKS_THEN_DECLINE)
     assert record.outcome == "by-design" and record.checks == []
@@ -60,6 +62,7 @@ def test_an_empty_decline_is_not_enough(project):
     assert "gluon-like: interpreter mode is by-design" in check.stderr
 
 
+@pytest.mark.integration
 def test_a_decline_never_hides_a_failed_check(project):
     record, check = _recorded(project, FAILED_CHECK_THEN_DECLINE)
     assert record.outcome == "failed"
@@ -76,6 +79,7 @@ BLOCK_GLUON = (
 )
 
 
+@pytest.mark.e2e  # each Gluon lesson's CPU half, run whole
 @pytest.mark.parametrize("name", ["gluon-basics", "gluon-matmul", "gluon-attention",
                                   "gluon-attention-backward"])
 def test_the_cpu_half_runs_without_gluon(name):
@@ -103,6 +107,7 @@ def shown_regions(page: str) -> list[tuple[str, str]]:
     return re.findall(r"^\s*::snippet (code/\S+\.py) (\S+)\s*$", text, re.M)
 
 
+@pytest.mark.unit
 def test_one_token_share_counts_argument_lists():
     exploded = "gl.warp_specialize(\n    [\n        (\n            _consumer,\n            (\n" \
                "                o_desc,\n                q_smem,\n            ),\n        ),\n    ],\n)\n"
@@ -111,6 +116,7 @@ def test_one_token_share_counts_argument_lists():
         == (0, 2)
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("page", GLUON_PAGES)
 def test_the_shown_kernels_read_as_code(page):
     """Issue 33: a shown region is at most a quarter one-token lines (argument lists grouped by role)."""
@@ -149,6 +155,7 @@ Function:attn_fwd_ws_kernel
 """
 
 
+@pytest.mark.unit
 def test_the_sass_count_sees_a_hoisted_wait_and_stops_at_the_next_issue():
     """The exponentials after the wait for the second product are not under it; the next issue ends the step."""
     facts = _sass_facts()
@@ -160,12 +167,14 @@ def test_the_sass_count_sees_a_hoisted_wait_and_stops_at_the_next_issue():
     assert facts.exps_under_product(never_waited) == (2, 2)
 
 
+@pytest.mark.unit
 def test_the_sass_count_says_nothing_without_a_depth_one_wait():
     facts = _sass_facts()
     assert facts.exps_under_product(HOISTED.replace("gsb0, 0x1", "gsb0, 0x0")) is None
     assert facts.exps_under_product("") is None
 
 
+@pytest.mark.unit
 def test_registers_named_counts_from_r0_and_skips_uniform_registers():
     facts = _sass_facts()
     assert facts.registers_named(HOISTED) == 206  # R205 is the highest; UR36 is a uniform register
@@ -198,6 +207,7 @@ def _counts(cell: str) -> tuple[int, int]:
     return int(under), int(total)
 
 
+@pytest.mark.unit
 def test_the_forward_pages_sass_claims_hold_in_its_evidence():
     """gluon-attention's page says ptxas waits for P V before the softmax (none of a step's exponentials run while
     P V is in flight) and that the consumers' code names more registers than the launch's 168, up to 240. A
@@ -210,6 +220,7 @@ def test_the_forward_pages_sass_claims_hold_in_its_evidence():
         assert row[2] == 168 and 168 < row[3] <= 240, row
 
 
+@pytest.mark.unit
 def test_the_backward_pages_sass_claims_hold_in_its_evidence():
     """gluon-attention-backward's page says every exponential runs under dP in the causal kernels (the mask's branch
     keeps the wait below them) and most run after dP has retired in the full kernels."""

@@ -19,7 +19,9 @@ import sys
 
 import pytest
 
-from conftest import REPO
+from conftest import REPO, once_per_run
+
+pytestmark = pytest.mark.integration
 
 pytest.importorskip("triton.experimental.gluon")
 
@@ -35,11 +37,15 @@ MODEL = _load(REPO / "code" / "gluon-basics" / "layout_model.py", "layout_model"
 
 
 @pytest.fixture(scope="module")
-def compiled() -> dict:
-    run = subprocess.run([sys.executable, str(REPO / "tests" / "gluon_compile_probe.py")], capture_output=True,
-                         text=True, timeout=600, cwd=REPO)
-    assert run.returncode == 0, run.stderr[-3000:]
-    return json.loads(run.stdout)
+def compiled(tmp_path_factory) -> dict:
+    """What the compiler made of the probe's kernels, once per test run."""
+    def make() -> dict:
+        run = subprocess.run([sys.executable, str(REPO / "tests" / "gluon_compile_probe.py")], capture_output=True,
+                             text=True, timeout=600, cwd=REPO)
+        assert run.returncode == 0, run.stderr[-3000:]
+        return json.loads(run.stdout)
+
+    return once_per_run(tmp_path_factory, "gluon_compiled", make)
 
 
 @pytest.mark.parametrize("kernel, default_warps, workers", [

@@ -23,6 +23,8 @@ import pytest
 
 from conftest import REPO
 
+pytestmark = pytest.mark.integration
+
 pytest.importorskip("triton.experimental.gluon.language")
 
 # Triton's side runs in a child process: the layout builder's bindings report leaked objects when

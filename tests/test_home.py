@@ -9,11 +9,14 @@ from __future__ import annotations
 from html import unescape
 
 import markdown
+import pytest
 
 from conftest import PASSING, fake_record
 from test_render import EXTENSIONS, page_of
 from verified_triton.judge.evidence import write_record
 from verified_triton.site.directives.course import course, course_needs, course_start, short_summary, spans
+
+pytestmark = pytest.mark.unit
 
 
 def course_of(project):

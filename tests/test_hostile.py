@@ -227,6 +227,7 @@ def hostile_doc(hostile) -> Doc:
 
 # -- (a) no markup gets through ------------------------------------------------------------
 
+@pytest.mark.integration
 def test_no_hostile_element_exists(hostile, hostile_doc):
     home = Doc((hostile.site / "index.html").read_text(encoding="utf-8"))
     for page in ("hostile", "unsupported"):
@@ -247,6 +248,7 @@ def test_no_hostile_element_exists(hostile, hostile_doc):
 
 # -- (b) the text shows as text, where it belongs --------------------------------------------
 
+@pytest.mark.integration
 def test_hostile_text_shows_literally_in_every_place(hostile_doc):
     doc = hostile_doc
     literal_line = html.unescape(text(HOSTILE_LINE))  # the line as a reader sees it: no ANSI, bell pictured
@@ -284,6 +286,7 @@ def test_hostile_text_shows_literally_in_every_place(hostile_doc):
     assert chart and "".join(chart[0].text).startswith("hostile: label <script>")
 
 
+@pytest.mark.integration
 def test_a_hostile_reason_for_an_unsupported_mode_shows_as_text(hostile):
     doc = Doc(hostile.html("unsupported"))
     literal_line = html.unescape(text(HOSTILE_LINE))
@@ -294,6 +297,7 @@ def test_a_hostile_reason_for_an_unsupported_mode_shows_as_text(hostile):
     assert literal_line in doc.text_of("output")
 
 
+@pytest.mark.integration
 def test_figures_are_published_under_their_record_and_nowhere_else(hostile, hostile_doc):
     srcs = [e.attrs["src"].split("#")[0] for e in hostile_doc.find("img") if e.section == "figures"]
     for src in srcs:
@@ -307,6 +311,7 @@ def test_figures_are_published_under_their_record_and_nowhere_else(hostile, host
 
 # -- (c) the layout survives -------------------------------------------------------------------
 
+@pytest.mark.integration
 def test_the_layout_around_hostile_blocks_is_intact(hostile_doc):
     doc = hostile_doc
     content = doc.content()
@@ -347,6 +352,7 @@ def test_the_layout_around_hostile_blocks_is_intact(hostile_doc):
 
 # -- (d) terminal escapes are gone, (e) the page is bounded ------------------------------------------
 
+@pytest.mark.integration
 def test_terminal_escapes_are_gone(hostile, hostile_doc):
     page = hostile.html("hostile")
     assert "\x1b" not in page
@@ -357,18 +363,20 @@ def test_terminal_escapes_are_gone(hostile, hostile_doc):
     assert "\u2407" in hostile_doc.text_of("checks")  # the bell, as a control picture
 
 
+@pytest.mark.integration
 def test_long_output_is_bounded_on_the_page(hostile, hostile_doc):
     record_file = hostile.evidence / "hostile" / "interpreter.json"
     page = (hostile.site / "lessons" / "hostile" / "index.html").read_bytes()
     assert len(page) < 2_000_000, f"the page is {len(page)} bytes"
     output = hostile_doc.text_of("output")
     assert "lines not shown; the evidence file has them" in output
-    assert f"[... {len(LONG_LINE) - MAX_LINE} more characters]" in output
+    assert f"[... {len(LONG_LINE) - MAX_LINE:,} more characters]" in output
     assert LONG_LINE[:MAX_LINE + 1] not in output
     # the whole evidence is still published, for anyone who wants it
     assert (hostile.site / "evidence" / "hostile" / "interpreter.json").read_bytes() == record_file.read_bytes()
 
 
+@pytest.mark.integration
 def test_the_search_index_holds_no_markup(hostile):
     index = json.loads((hostile.site / "search" / "search_index.json").read_text(encoding="utf-8"))
     for doc in index["docs"]:
@@ -419,6 +427,7 @@ REFUSED = {
 }
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("case", REFUSED, ids=list(REFUSED))
 def test_a_field_that_would_become_markup_is_refused_naming_it(case, tmp_path):
     changes, field, message = REFUSED[case]
@@ -454,6 +463,7 @@ def test_a_field_that_would_become_markup_is_refused_naming_it(case, tmp_path):
     assert not path.exists()
 
 
+@pytest.mark.integration
 def test_a_hostile_prerequisite_is_an_error_not_markup(tmp_path):
     project = make_site_project(tmp_path / "p")
     project.add_lesson("plain", PLAIN_PAGE, toml=f"prerequisites = [{toml_string(HOSTILE)}]\n")
@@ -463,6 +473,7 @@ def test_a_hostile_prerequisite_is_an_error_not_markup(tmp_path):
     assert "Traceback" not in build_output(result)
 
 
+@pytest.mark.integration
 def test_a_record_without_optional_fields_still_reads_and_builds(tmp_path):
     project = plain_project(tmp_path / "p")
     path = project.evidence / "plain" / "interpreter.json"
@@ -481,6 +492,7 @@ def test_a_record_without_optional_fields_still_reads_and_builds(tmp_path):
 
 # -- the render functions themselves ----------------------------------------------------------------
 
+@pytest.mark.unit
 @pytest.mark.parametrize("value", [*INLINE, HOSTILE_LINE, HOSTILE_BLOCK, "a\r\nb\x00c\x7f", 12.5, None])
 def test_text_leaves_nothing_for_markdown_or_html(value):
     out = text(value)
@@ -496,11 +508,13 @@ def test_text_leaves_nothing_for_markdown_or_html(value):
     assert Doc(rendered).all_text == seen
 
 
+@pytest.mark.unit
 def test_text_is_bounded():
     out = html.unescape(text("x" * 5_000_000))
-    assert out == "x" * MAX_TEXT + f" [... {5_000_000 - MAX_TEXT} more characters]"
+    assert out == "x" * MAX_TEXT + f" [... {5_000_000 - MAX_TEXT:,} more characters]"
 
 
+@pytest.mark.unit
 def test_clean_output_strips_escapes_and_bounds_the_size():
     assert clean_output(f"{ANSI_RED}red{ANSI_RESET}\x1b[2K\x1b[1;32mgreen\x1b[m") == "redgreen"
     assert clean_output("\x1b]0;title\x07after") == "after"
@@ -510,17 +524,19 @@ def test_clean_output_strips_escapes_and_bounds_the_size():
     assert clean_output("a\tb") == "a    b"
     assert clean_output("\ufffd") == "\ufffd"
     long = clean_output(LONG_LINE)
-    assert long == "L" * MAX_LINE + f" [... {len(LONG_LINE) - MAX_LINE} more characters]"
+    assert long == "L" * MAX_LINE + f" [... {len(LONG_LINE) - MAX_LINE:,} more characters]"
     huge = bulk(5000)
     out = clean_output(huge)
     lines = out.split("\n")
     assert len(lines) == MAX_LINES + 1
     assert lines[0] == huge.split("\n", 1)[0] and lines[-1] == huge.rsplit("\n", 1)[1]
-    assert re.fullmatch(r"\[\.\.\. \d+ lines not shown; the evidence file has them \.\.\.\]", lines[MAX_LINES * 3 // 4])
+    assert re.fullmatch(r"\[\.\.\. [\d,]+ lines not shown; the evidence file has them \.\.\.\]",
+                        lines[MAX_LINES * 3 // 4])
     assert len(out) < MAX_LINES * (MAX_LINE + 40)
     assert len(clean_output((LONG_LINE + "\n") * 50)) < 50 * (MAX_LINE + 40)
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("body", [HOSTILE_BLOCK, "```\n`````\n``````", "no ticks", "a `` b ``` c", "ends with ```"])
 @pytest.mark.parametrize("indent", ["", "    "])
 def test_code_block_keeps_any_body_inside_one_block(body, indent):
@@ -539,6 +555,7 @@ def test_code_block_keeps_any_body_inside_one_block(body, indent):
     assert doc.find("p") and "".join(doc.find("p")[-1].text) == "After."
 
 
+@pytest.mark.unit
 def test_code_block_fence_carries_language_and_attributes():
     block = code_block("x = 1", "python", Md('title="a.py" linenums="3"'))  # attributes the code writes: Md
     assert block.split("\n")[0] == '```python title="a.py" linenums="3"'
@@ -546,6 +563,7 @@ def test_code_block_fence_carries_language_and_attributes():
 
 # -- region and page errors ------------------------------------------------------------------------
 
+@pytest.mark.integration
 def test_an_unterminated_region_fails_the_build_with_file_and_line(tmp_path):
     project = make_site_project(tmp_path / "p")
     source = LESSON_SOURCE.replace("LESSON", "plain").replace("# end snippet\n", "")
@@ -558,6 +576,7 @@ def test_an_unterminated_region_fails_the_build_with_file_and_line(tmp_path):
     assert "Traceback" not in output, output
 
 
+@pytest.mark.integration
 def test_a_hostile_snippet_argument_fails_with_the_page_line(tmp_path):
     project = make_site_project(tmp_path / "p")
     page = PLAIN_PAGE + "\n::snippet ../../etc/passwd kernel\n"
@@ -572,6 +591,7 @@ def test_a_hostile_snippet_argument_fails_with_the_page_line(tmp_path):
 
 # -- in a browser ---------------------------------------------------------------------------------------
 
+@pytest.mark.e2e
 def test_the_hostile_page_in_a_browser(hostile):
     browser_tests = pytest.importorskip("test_browser", reason="the browser tests' module does not import",
                                         exc_type=ImportError)

@@ -64,6 +64,7 @@ lesson: LESSON
 """
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("value", WORST)
 def test_every_number_has_a_bounded_width(value):
     from verified_triton.core import numfmt
@@ -165,6 +166,7 @@ def generated(site, name: str) -> dict[str, int]:
             "notebook": (site.site / "notebooks" / f"{name}.ipynb").stat().st_size, "README": readme}
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("name", ["numbers", "escapes", "repeated", "rows"])
 def test_what_one_record_adds_to_a_generated_file_is_bounded(amplified, name):
     site, sizes = amplified
@@ -176,6 +178,7 @@ def test_what_one_record_adds_to_a_generated_file_is_bounded(amplified, name):
         assert added <= bound, f"{name}: {what} grew by {added:,} bytes for a record of {sizes[name]:,}"
 
 
+@pytest.mark.integration
 def test_the_course_wide_pages_are_bounded_too(amplified):
     site, sizes = amplified
     total = sum(sizes.values())
@@ -186,6 +189,7 @@ def test_the_course_wide_pages_are_bounded_too(amplified):
         assert size <= bound, f"{page}: {size:,} bytes"
 
 
+@pytest.mark.integration
 def test_no_wide_number_reaches_any_generated_file(amplified):
     site, _ = amplified
     for path in [*site.site.rglob("*.html"), site.site / "search" / "search_index.json",

@@ -46,6 +46,7 @@ def dirty_output(project_root: Path, monkeypatch):
     return mkdocs_hooks._Output(Files([]), config)
 
 
+@pytest.mark.unit
 def test_a_link_planted_in_the_serve_cache_is_never_followed(tmp_path, outside, monkeypatch):
     root = tmp_path / "project"
     cache = root / ".cache" / "site-files" / "downloads"
@@ -68,6 +69,7 @@ def test_a_link_planted_in_the_serve_cache_is_never_followed(tmp_path, outside, 
     assert outside.read_bytes() == SECRET and sorted(p.name for p in outside.parent.iterdir()) == ["victim.txt"]
 
 
+@pytest.mark.unit
 def test_marking_a_page_stale_follows_no_link(tmp_path, outside):
     from verified_triton.site import incremental
 
@@ -78,6 +80,7 @@ def test_marking_a_page_stale_follows_no_link(tmp_path, outside):
     assert outside.stat().st_mtime == 1_000_000
 
 
+@pytest.mark.integration
 def test_a_link_planted_in_a_download_folder_is_never_followed(tmp_path, outside):
     out = tmp_path / "build"
     (out / "downloads").mkdir(parents=True)
@@ -124,6 +127,7 @@ def build_with(site, config: Path) -> subprocess.CompletedProcess:
                            str(site.site)], capture_output=True, text=True, env=env, cwd=site.root, timeout=300)
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("case", BAD_SETTINGS, ids=list(BAD_SETTINGS))
 def test_a_bad_repository_setting_stops_the_build_naming_it(tmp_path, case):
     repo_key, repo_url, branch_key, branch = BAD_SETTINGS[case]
@@ -135,6 +139,7 @@ def test_a_bad_repository_setting_stops_the_build_naming_it(tmp_path, case):
         check_branch(branch)
 
 
+@pytest.mark.integration
 def test_a_bad_branch_stops_a_real_build_and_makes_no_colab_link(tmp_path):
     site = make_site_project(tmp_path / "site")
     site.add_lesson("plain", "---\nlesson: plain\n---\n\n# Plain\n\n::requirements\n")
@@ -149,6 +154,7 @@ def test_a_bad_branch_stops_a_real_build_and_makes_no_colab_link(tmp_path):
                      r"notebooks/plain\.ipynb", page), page
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("branch", ["main", "release/v1", "feature-x_2.0", "v1.2.3"])
 def test_good_settings_pass(branch):
     from verified_triton.site.siteconfig import check_branch, check_repo_url

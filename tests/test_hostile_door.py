@@ -391,6 +391,7 @@ def table_cells(html: str) -> list[str]:
 
 # -- finding 1: a prediction's unit and value ----------------------------------------------------------
 
+@pytest.mark.integration
 def test_a_predictions_unit_is_text_and_its_numbers_bounded_on_both_pages_and_in_the_notebook(walked):
     lesson, index = walked.html("walk"), (walked.site / "index.html").read_text(encoding="utf-8")
     for where, html in (("lesson page", lesson), ("predictions table", index)):
@@ -407,6 +408,7 @@ def test_a_predictions_unit_is_text_and_its_numbers_bounded_on_both_pages_and_in
 
 # -- finding 2: the part in the navigation ---------------------------------------------------------------
 
+@pytest.mark.integration
 def test_the_part_is_a_text_title_in_every_pages_navigation(walked):
     built = pages(walked)
     assert len(built) > 5
@@ -421,6 +423,7 @@ def test_the_part_is_a_text_title_in_every_pages_navigation(walked):
 
 # -- finding 10: an escape sequence in lesson.toml main --------------------------------------------------
 
+@pytest.mark.integration
 def test_an_escape_in_main_reaches_no_terminal(tmp_path):
     site = make_site_project(tmp_path / "esc")
     site.add_lesson("esc")
@@ -437,6 +440,7 @@ def test_an_escape_in_main_reaches_no_terminal(tmp_path):
 
 # -- the walk: every directive, every field ---------------------------------------------------------------
 
+@pytest.mark.unit
 def test_the_walk_uses_every_registered_directive_in_both_forms():
     from verified_triton.site import directives
 
@@ -444,6 +448,7 @@ def test_the_walk_uses_every_registered_directive_in_both_forms():
     assert used == set(directives.REGISTRY), set(directives.REGISTRY) ^ used
 
 
+@pytest.mark.integration
 def test_no_hostile_element_or_attribute_in_any_built_page(walked):
     for name, html in pages(walked).items():
         assert live_markup(html) == [], name
@@ -455,6 +460,7 @@ def test_no_hostile_element_or_attribute_in_any_built_page(walked):
     assert "⟨U+202E⟩evil" in course and "{{ x }}" in course and ":x:" in course and "$x$" in course
 
 
+@pytest.mark.integration
 def test_no_number_wider_than_numfmt_allows_in_any_cell(walked):
     for name, html in pages(walked).items():
         for cell in table_cells(html):
@@ -484,6 +490,7 @@ def notebook_markup(markdown: str) -> list[str]:
     return found
 
 
+@pytest.mark.integration
 def test_notebook_markdown_renders_without_hostile_elements(walked):
     for name in ("walk", "other"):
         notebook = json.loads((walked.site / "notebooks" / f"{name}.ipynb").read_text(encoding="utf-8"))
@@ -495,6 +502,7 @@ def test_notebook_markdown_renders_without_hostile_elements(walked):
                 assert ESC not in "".join(output.get("text", "")), f"{name} cell {i}: an escape in its output"
 
 
+@pytest.mark.integration
 def test_the_readme_shows_hostile_text_as_text(walked):
     with zipfile.ZipFile(io.BytesIO((walked.site / "downloads" / "walk.zip").read_bytes())) as zf:
         readme = zf.read("walk/README.md").decode("utf-8")
@@ -508,12 +516,14 @@ def test_the_readme_shows_hostile_text_as_text(walked):
     assert "pip install torch --index-url https://download.pytorch.org/whl/cpu" in readme
 
 
+@pytest.mark.integration
 def test_nothing_printed_carries_an_escape(walked):
     assert ESC not in walked.output and "\u202e" not in walked.output
     status = walked.verify("--status")
     assert ESC not in status.stdout + status.stderr and "\u202e" not in status.stdout + status.stderr
 
 
+@pytest.mark.integration
 def test_an_exercises_hostile_hint_and_proof_are_text_on_the_page(walked):
     html = walked.html("walk")
     assert live_markup(html) == []

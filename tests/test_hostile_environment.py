@@ -71,6 +71,7 @@ def run_with(project: Project, python: str, *args: str, **env: str) -> subproces
                           cwd=project.root)
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("how", ["bare-venv", "torch-shim"])
 def test_a_python_without_torch_exits_2_and_writes_nothing(recorded, tmp_path, how):
     before = recorded.files()
@@ -84,6 +85,7 @@ def test_a_python_without_torch_exits_2_and_writes_nothing(recorded, tmp_path, h
     assert recorded.files() == before  # byte for byte
 
 
+@pytest.mark.integration
 def test_an_environment_failure_never_replaces_a_passing_record(recorded, tmp_path):
     before = recorded.files()
     result = recorded.verify("--force", "--lesson", "torchy", PYTHONPATH=shim(tmp_path, BROKEN_IN_RUNS))
@@ -93,6 +95,7 @@ def test_an_environment_failure_never_replaces_a_passing_record(recorded, tmp_pa
     assert recorded.judge("torchy").modes["interpreter"].state == "passed"
 
 
+@pytest.mark.integration
 def test_a_lesson_s_own_import_error_is_recorded(recorded):
     main = recorded.main_file("torchy")
     main.write_text(main.read_text().replace("import torch  #", "import torch_typo  #"))
@@ -102,6 +105,7 @@ def test_a_lesson_s_own_import_error_is_recorded(recorded):
     assert rec.outcome == "failed" and "torch_typo" in rec.stderr
 
 
+@pytest.mark.integration
 def test_other_versions_never_silently_turn_a_pass_into_a_failure(recorded):
     lesson = recorded.lesson("torchy")
     old = recorded.record("torchy")
@@ -117,6 +121,7 @@ def test_other_versions_never_silently_turn_a_pass_into_a_failure(recorded):
     assert forced.returncode == 1 and recorded.record("torchy").outcome == "failed"
 
 
+@pytest.mark.unit
 def test_status_sentences_read_well_whatever_the_versions_say(project):
     project.add("good", PASSING)
     lesson = project.lesson("good")

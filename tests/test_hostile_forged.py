@@ -121,6 +121,7 @@ def raw_bench_ms() -> dict:
     return json.loads(json.dumps(bench("t", 1.2, 1.1, 1.3, threshold=1.0).__dict__))
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("case", FORGED, ids=list(FORGED))
 def test_a_record_that_contradicts_itself_is_unusable_everywhere(case, project, lesson, tmp_path):
     edit, field, words = FORGED[case]
@@ -151,6 +152,7 @@ def test_a_record_that_contradicts_itself_is_unusable_everywhere(case, project, 
     assert project.files() == before
 
 
+@pytest.mark.unit
 def test_a_by_design_record_matches_an_expected_exit_or_a_decline(project, tmp_path):
     project.add("gated", PASSING, toml='[gpu.expected_exits]\n"1" = "the gate of this lesson"\n')
     lesson = project.lesson("gated")
@@ -161,6 +163,7 @@ def test_a_by_design_record_matches_an_expected_exit_or_a_decline(project, tmp_p
         assert (st.problems == []) == usable, (exit_code, reason, st.problems)
 
 
+@pytest.mark.integration
 def test_a_forged_pass_fails_the_strict_build(tmp_path):
     site = make_site_project(tmp_path / "site")
     site.add_lesson("plain", "---\nlesson: plain\n---\n\n# Plain\n\n::status\n", toml=REQUIRES)
@@ -172,6 +175,7 @@ def test_a_forged_pass_fails_the_strict_build(tmp_path):
     assert f"{path}: exit_code: " in build_output(result) and "Traceback" not in build_output(result)
 
 
+@pytest.mark.unit
 def test_every_committed_record_is_consistent():
     """The judgement's rules hold for the real evidence: no committed record contradicts itself."""
     from conftest import REPO
@@ -185,6 +189,7 @@ def test_every_committed_record_is_consistent():
 
 # -- 2. keys are derived ---------------------------------------------------------------------------------
 
+@pytest.mark.integration
 def test_a_gpu_key_that_its_device_does_not_name_is_refused(project, lesson, tmp_path):
     forged = raw(honest(lesson, key="gpu-forged-model"))  # env.device_name is "NVIDIA H200"
     bundle = bundle_of(tmp_path / "forged.tar.gz", forged)
@@ -204,6 +209,7 @@ def test_a_gpu_key_that_its_device_does_not_name_is_refused(project, lesson, tmp
 
 # -- 3. time ------------------------------------------------------------------------------------------------
 
+@pytest.mark.unit
 @pytest.mark.parametrize("stamp", ["２０２６-01-02T03:04:05Z", "2026-01-02T03:04:05Z\n", "2026-02-30T03:04:05Z",
                                    "2026-01-02T25:04:05Z", "2026-01-02T23:59:60Z", "2026-01-02T03:04:05+00:00",
                                    "2026-01-02 03:04:05Z", "2026-01-02T03:04:05.5Z", "2026-01-02T03:04:05z"])
@@ -229,6 +235,7 @@ def failed_here(project: Project, lesson) -> None:
                                                benchmarks=[bench("bw", 0.8, 0.7, 0.9, threshold=1.0)]))
 
 
+@pytest.mark.integration
 def test_a_date_in_the_future_is_refused_and_blocks_nothing(project, lesson, tmp_path):
     failed_here(project, lesson)
     before = project.files()
@@ -246,6 +253,7 @@ def test_a_date_in_the_future_is_refused_and_blocks_nothing(project, lesson, tmp
     assert project.record("good", "gpu-nvidia-h200").started_utc == "2026-02-01T00:00:00Z"
 
 
+@pytest.mark.integration
 def test_a_change_of_a_current_record_is_listed_and_needs_accept_changes(project, lesson, tmp_path):
     failed_here(project, lesson)
     before = project.files()
@@ -267,6 +275,7 @@ def test_a_change_of_a_current_record_is_listed_and_needs_accept_changes(project
     assert project.record("good", "gpu-nvidia-h200").outcome == "passed"
 
 
+@pytest.mark.integration
 def test_the_same_bundle_twice_changes_nothing(project, lesson, tmp_path):
     bundle = bundle_of(tmp_path / "b.tar.gz", raw(honest(lesson)), raw(fake_record(lesson, "interpreter")))
     first = project.verify("--import", str(bundle))
@@ -280,6 +289,7 @@ def test_the_same_bundle_twice_changes_nothing(project, lesson, tmp_path):
 
 # -- 4. history belongs to this repository ----------------------------------------------------------------
 
+@pytest.mark.integration
 def test_a_bundle_never_brings_its_own_history(project, lesson, tmp_path):
     here = honest(lesson, started="2026-01-01T00:00:00Z")
     here.history = {"bw": [{"started_utc": f"2025-12-{d:02d}T00:00:00Z", "source_hash": "a" * 64, "triton": "3.6.0",
@@ -301,6 +311,7 @@ def test_a_bundle_never_brings_its_own_history(project, lesson, tmp_path):
 
 # -- 5. bundle hygiene ------------------------------------------------------------------------------------------
 
+@pytest.mark.integration
 def test_a_member_name_that_comes_twice_refuses_the_bundle(project, lesson, tmp_path):
     first, second = raw(honest(lesson)), raw(honest(lesson, started="2026-01-03T00:00:00Z"))
     name = "good/gpu-nvidia-h200.json"
@@ -312,6 +323,7 @@ def test_a_member_name_that_comes_twice_refuses_the_bundle(project, lesson, tmp_
     assert project.files() == {}
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("name", ["good/gpu-nvidia-h200/x.png\n", "good/gpu-nvidia-h200.json\n",
                                   "good/gpu-nvidia-h200/x\x1b[31m.png", "good/gpu-nvidia-h200/plöt.png",
                                   "good/gpu-nvidia-h200/x\u202egnp.png"])
@@ -334,6 +346,7 @@ def test_a_member_name_with_a_newline_control_or_non_ascii_character_is_refused(
     assert project.files() == {} and not list(project.evidence.rglob("*\n*"))
 
 
+@pytest.mark.unit
 def test_a_record_naming_a_figure_file_with_a_trailing_newline_is_refused(project, lesson):
     from verified_triton.core.kit import Figure
 

@@ -18,6 +18,8 @@ from conftest import SITE_LESSON, SNIPPETS, Doc, build_output, figure_name, make
 from verified_triton.core.kit import Check, Figure, Table
 from verified_triton.judge.evidence import Environment
 
+pytestmark = pytest.mark.integration
+
 RLO = "\u202e"  # RIGHT-TO-LEFT OVERRIDE
 PAGE = "---\nlesson: plain\n---\n\n# Plain\n\n::status\n\n::snippet code/plain/plain.py kernel\n"
 # What a Trojan Source line looks like: the comment hides that the return happens first.

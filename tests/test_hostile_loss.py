@@ -46,6 +46,7 @@ def bundle_of(path, members: dict[str, bytes]):
     return path
 
 
+@pytest.mark.integration
 def test_an_import_naming_a_figure_it_lacks_changes_nothing(project, existing, tmp_path):
     before = project.files()
     assert sorted(before) == ["good/gpu-nvidia-h200.json", f"good/gpu-nvidia-h200/{OLD}"]
@@ -56,6 +57,7 @@ def test_an_import_naming_a_figure_it_lacks_changes_nothing(project, existing, t
     assert project.files() == before
 
 
+@pytest.mark.integration
 def test_an_import_that_brings_its_figure_replaces_the_old_one_after_the_record(project, existing, tmp_path):
     bundle = bundle_of(tmp_path / "b.tar.gz", {"good/gpu-nvidia-h200.json": newer(project).to_json().encode(),
                                                f"good/gpu-nvidia-h200/{NEW}": NEW_PNG})
@@ -64,6 +66,7 @@ def test_an_import_that_brings_its_figure_replaces_the_old_one_after_the_record(
     assert sorted(project.files()) == ["good/gpu-nvidia-h200.json", f"good/gpu-nvidia-h200/{NEW}"]
 
 
+@pytest.mark.unit
 def test_a_crash_between_the_figures_and_the_record_keeps_the_old_record_and_its_figures(project, existing,
                                                                                        monkeypatch):
     before = project.files()
@@ -87,6 +90,7 @@ def test_a_crash_between_the_figures_and_the_record_keeps_the_old_record_and_its
     assert sorted(project.files()) == ["good/gpu-nvidia-h200.json", f"good/gpu-nvidia-h200/{NEW}"]
 
 
+@pytest.mark.unit
 def test_a_crash_during_an_import_keeps_the_old_record_and_its_figures(project, existing, tmp_path, monkeypatch):
     """The same crash, on the import path, in process."""
     from verified_triton.record.bundles import import_bundles
@@ -107,6 +111,7 @@ def test_a_crash_during_an_import_keeps_the_old_record_and_its_figures(project, 
     assert after[f"good/gpu-nvidia-h200/{OLD}"] == OLD_PNG
 
 
+@pytest.mark.unit
 def test_old_figures_are_removed_only_once_the_new_record_is_in_place(project, existing, monkeypatch):
     seen = {}
     real = evidence.atomic_write_text
@@ -121,6 +126,7 @@ def test_old_figures_are_removed_only_once_the_new_record_is_in_place(project, e
     assert sorted(p.name for p in (project.evidence / "good" / "gpu-nvidia-h200").iterdir()) == [NEW]
 
 
+@pytest.mark.integration
 def test_a_bundle_refused_for_one_member_leaves_every_record_here(project, existing, tmp_path):
     project.add("other", LESSON.replace("good", "other"), order=2)
     write_record(project.evidence, fake_record(project.lesson("other"), "interpreter"))

@@ -18,6 +18,8 @@ import sysconfig
 import tempfile
 from pathlib import Path
 
+import pytest
+
 from conftest import REPO, Project, fake_record
 from verified_triton.judge.evidence import write_record
 
@@ -44,6 +46,7 @@ def machine_paths(project: Project) -> list[str]:
     return sorted({p for p in found if p not in ("/", "")})
 
 
+@pytest.mark.integration
 def test_a_record_holds_no_path_of_the_machine_that_ran_it(project):
     project.add("paths", PRINTS_PATHS)
     result = project.verify("--mode", "interpreter")
@@ -59,6 +62,7 @@ def test_a_record_holds_no_path_of_the_machine_that_ran_it(project):
     assert record.checks[0].message.startswith("ran code/paths/paths.py with results in <tmp>/")
 
 
+@pytest.mark.integration
 def test_the_migration_cleans_committed_records_and_keeps_their_hashes(project, tmp_path):
     project.add("good", "lesson = Lesson('good')\nsys.exit(lesson.finish())\n")
     lesson = project.lesson("good")
@@ -91,6 +95,7 @@ def test_the_migration_cleans_committed_records_and_keeps_their_hashes(project, 
     assert project.files() == snapshot and migrate("--check").returncode == 0
 
 
+@pytest.mark.integration
 def test_no_committed_record_holds_an_absolute_path_of_a_recording_machine():
     pattern = re.compile(r'(?<![\w.:~<>/-])/(?:home|Users|root|tmp|var|opt|usr|private|work|srv|mnt|nix)/')
     offenders = {}
@@ -105,6 +110,7 @@ def test_no_committed_record_holds_an_absolute_path_of_a_recording_machine():
     assert all(not lesson["problems"] for lesson in json.loads(statuses.stdout))  # cleaned, still usable
 
 
+@pytest.mark.unit
 def test_a_python_executable_in_a_virtual_environment_is_named_without_its_folder():
     """compute-sanitizer's host frames name the recording machine's interpreter (/opt/torch/.venv/...)."""
     from verified_triton.record.scrub import scrubber

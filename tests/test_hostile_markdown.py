@@ -23,6 +23,8 @@ from conftest import REPO, make_site_project, toml_string
 from verified_triton.core.kit import Check, Step
 from verified_triton.judge.evidence import Environment
 
+pytestmark = pytest.mark.unit
+
 # Markup for every Markdown reader: HTML, a javascript: link, remote images, a bare URL, a www. address and an
 # e-mail address (GFM autolinks them), math (Jupyter), emphasis, code, a heading and a list when at a line start.
 HOSTILE = ('# <img src="https://evil.example/x.png"> [click](javascript:alert(1)) ![i](https://evil.example/i.png) '

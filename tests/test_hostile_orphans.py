@@ -20,7 +20,8 @@ import pytest
 
 from conftest import VERIFY, Project, base_env
 
-pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the parent-death signal is Linux's")
+pytestmark = [pytest.mark.integration,
+              pytest.mark.skipif(sys.platform != "linux", reason="the parent-death signal is Linux's")]
 
 SLEEPER = """\
     import time

@@ -20,6 +20,8 @@ import pytest
 
 from conftest import FAKE_PNG, SiteProject, build_output, figure_name, make_site_project
 
+pytestmark = pytest.mark.integration
+
 SECRET = "TOP-SECRET-4c1f9e"  # what lives outside the repository
 PAGE = "---\nlesson: plain\n---\n\n# Plain\n\n::status\n\n::output\n\n::figures\n"
 FIG = figure_name("plot", FAKE_PNG)

@@ -14,6 +14,8 @@ import pytest
 
 from conftest import fake_record
 
+pytestmark = pytest.mark.integration
+
 LESSON = "lesson = Lesson('good')\nsys.exit(lesson.finish())\n"
 
 

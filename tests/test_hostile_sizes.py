@@ -25,6 +25,8 @@ from conftest import FAKE_PNG, VERIFY, SiteProject, base_env, build_output, figu
 from verified_triton.core.kit import Check, Figure
 from verified_triton.core.limits import LIMITS
 
+pytestmark = pytest.mark.integration
+
 PAGE = "---\nlesson: plain\n---\n\n# Plain\n\n::status\n\n::checks\n\n::figures\n"
 
 

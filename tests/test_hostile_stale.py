@@ -15,6 +15,8 @@ from verified_triton.core.kit import Check, Figure, Table
 from verified_triton.judge.evidence import Environment
 from verified_triton.site.directives.common import STALE_MARK
 
+pytestmark = pytest.mark.integration
+
 PAGE = """\
 ---
 lesson: plain

@@ -20,6 +20,8 @@ import pytest
 
 from conftest import SNIPPETS, VERIFY, Project, base_env, build_output, fake_record, make_site_project
 
+pytestmark = pytest.mark.integration
+
 PAGE = "---\nlesson: plain\n---\n\n# Plain\n\n::status\n\n::checks\n"
 
 

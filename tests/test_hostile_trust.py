@@ -93,6 +93,7 @@ FAILS_THEN_EXITS_1 = """\
 """
 
 
+@pytest.mark.integration
 def test_a_declared_exit_with_a_failed_check_is_recorded_as_a_failure(project):
     project.add("declared", FAILS_THEN_EXITS_1, toml=DECLARED)
     result = project.verify("--mode", "interpreter", "--lesson", "declared")
@@ -102,6 +103,7 @@ def test_a_declared_exit_with_a_failed_check_is_recorded_as_a_failure(project):
     assert project.judge("declared").status == FAILED
 
 
+@pytest.mark.integration
 def test_the_judgement_refuses_a_by_design_record_with_a_failed_check(project):
     """Whatever a bundle claims: a declared exit, or the kit's decline, after a failed check is no design."""
     project.add("declared", PASSING, toml=DECLARED.replace("interpreter", "gpu"))
@@ -151,6 +153,7 @@ def dirty_record(lesson):
         skipped_parts=[])
 
 
+@pytest.mark.unit
 def test_every_text_of_a_record_is_scrubbed_step_output_included(good):
     from verified_triton.record.scrub import scrub_record, scrubber
 
@@ -164,6 +167,7 @@ def test_every_text_of_a_record_is_scrubbed_step_output_included(good):
     assert (record.source_hash, record.source_files) == hashes
 
 
+@pytest.mark.integration
 def test_the_migration_finds_paths_in_what_a_step_printed(good):
     lesson = good.lesson("good")
     dirty = passing(lesson, steps=[Step("first", stdout=f"loaded {HOME}/code/good/data.bin\n")])
@@ -194,6 +198,7 @@ def with_figure(lesson, data=HONEST, name=None, **fields):
     return passing(lesson, figures=[Figure("plot", name or sha_name("plot", data), "a plot")], **fields)
 
 
+@pytest.mark.integration
 def test_an_import_refuses_a_figure_whose_bytes_do_not_match_its_name(good, tmp_path):
     record = with_figure(good.lesson("good"))  # named after the honest bytes...
     path = bundle(tmp_path / "b.tar.gz", record, figures={record.figures[0].file: PLANTED})  # ...holding others
@@ -203,6 +208,7 @@ def test_an_import_refuses_a_figure_whose_bytes_do_not_match_its_name(good, tmp_
     assert "does not match" in result.stderr and good.files() == {}
 
 
+@pytest.mark.integration
 def test_a_figure_name_without_its_hash_is_refused(good, tmp_path):
     record = with_figure(good.lesson("good"), name="plot.png")
     path = bundle(tmp_path / "b.tar.gz", record, figures={"plot.png": HONEST})
@@ -210,6 +216,7 @@ def test_a_figure_name_without_its_hash_is_refused(good, tmp_path):
     assert result.returncode == 1 and "plot.png" in result.stderr and good.files() == {}
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("again", ["the same record", "a newer record"])
 def test_a_planted_figure_does_not_survive_the_honest_import_that_follows(good, tmp_path, again):
     lesson = good.lesson("good")
@@ -224,6 +231,7 @@ def test_a_planted_figure_does_not_survive_the_honest_import_that_follows(good, 
     assert placed.read_bytes() == HONEST
 
 
+@pytest.mark.unit
 def test_the_site_reads_no_figure_whose_bytes_do_not_match_its_name(good):
     record = with_figure(good.lesson("good"))
     write_record(good.evidence, record, {record.figures[0].file: HONEST})
@@ -277,6 +285,7 @@ SAME_SOURCE_CHANGES = {
 }
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("case", SAME_SOURCE_CHANGES, ids=list(SAME_SOURCE_CHANGES))
 def test_an_import_for_the_same_source_lists_what_it_changes_and_waits(good, tmp_path, case):
     here_fields, incoming_fields, expected = SAME_SOURCE_CHANGES[case]
@@ -295,6 +304,7 @@ def test_an_import_for_the_same_source_lists_what_it_changes_and_waits(good, tmp
     assert good.record("good", here.key).started_utc == "2026-01-03T00:00:00Z"
 
 
+@pytest.mark.integration
 def test_a_figure_redrawn_from_other_bytes_is_listed(good, tmp_path):
     lesson = good.lesson("good")
     here = with_figure(lesson)
@@ -308,6 +318,7 @@ def test_a_figure_redrawn_from_other_bytes_is_listed(good, tmp_path):
         in result.stderr
 
 
+@pytest.mark.integration
 def test_a_first_record_for_a_new_gpu_model_is_listed_as_new(good, tmp_path):
     lesson = good.lesson("good")
     write_record(good.evidence, passing(lesson, "interpreter"))
@@ -325,6 +336,7 @@ def test_a_first_record_for_a_new_gpu_model_is_listed_as_new(good, tmp_path):
     assert accepted.returncode == 0 and good.judge("good").status == FAILED
 
 
+@pytest.mark.integration
 def test_a_new_lessons_records_need_no_acceptance(good, tmp_path):
     """Nothing here to compare with: a lesson's first records, interpreter then GPU, come in as before."""
     lesson = good.lesson("good")
@@ -334,6 +346,7 @@ def test_a_new_lessons_records_need_no_acceptance(good, tmp_path):
     assert good.judge("good").status == VERIFIED
 
 
+@pytest.mark.integration
 def test_a_rerun_within_noise_is_no_change(good, tmp_path):
     lesson = good.lesson("good")
     here = passing(lesson, benchmarks=[bench("b", 1.0, 0.98, 1.02, threshold=0.9)])
@@ -344,6 +357,7 @@ def test_a_rerun_within_noise_is_no_change(good, tmp_path):
     assert result.returncode == 0 and "held back" not in result.stderr, result.stdout + result.stderr
 
 
+@pytest.mark.integration
 def test_the_strict_build_names_a_figure_whose_bytes_do_not_match_its_name(tmp_path):
     from conftest import build_output, make_site_project
 
@@ -377,6 +391,7 @@ def gh_on_path(tmp_path: Path, body: str) -> str:
     return str(folder)
 
 
+@pytest.mark.integration
 def test_the_bundle_gh_verified_is_the_bundle_imported(good, tmp_path):
     lesson = good.lesson("good")
     honest = bundle(tmp_path / "interpreter-1-of-1.tar.gz", passing(lesson, "interpreter", stdout="honest\n"))
@@ -402,6 +417,7 @@ def test_the_bundle_gh_verified_is_the_bundle_imported(good, tmp_path):
 NESTED = "[" * 200_000 + "]" * 200_000
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("out", [NESTED, '{"a": ' * 100_000 + "1" + "}" * 100_000, "\udcff\udcfe not utf-8",
                                  "[" + "1," * 10 + "]"], ids=["nested-lists", "nested-objects", "not-utf8", "bad"])
 def test_any_output_of_gh_is_a_clear_refusal_never_a_traceback(good, tmp_path, out):
@@ -413,6 +429,7 @@ def test_any_output_of_gh_is_a_clear_refusal_never_a_traceback(good, tmp_path, o
     assert "Traceback" not in result.stderr and good.files() == {}
 
 
+@pytest.mark.integration
 def test_huge_output_of_gh_is_read_bounded(good, tmp_path):
     lesson = good.lesson("good")
     path = bundle(tmp_path / "b.tar.gz", passing(lesson, "interpreter"))
@@ -437,6 +454,7 @@ def test_huge_output_of_gh_is_read_bounded(good, tmp_path):
     assert "printed more than" in stderr
 
 
+@pytest.mark.integration
 def test_a_bundle_that_is_a_link_is_refused_before_gh_is_asked(good, tmp_path):
     real = bundle(tmp_path / "real.tar.gz", passing(good.lesson("good"), "interpreter"))
     link = tmp_path / "link.tar.gz"
@@ -484,6 +502,7 @@ def gone_within(pid: int, seconds: float) -> bool:
     return not alive(pid)
 
 
+@pytest.mark.integration
 def test_a_smoke_run_writes_nothing_into_code(project):
     from verified_triton.record.smoke import smoke_run
 
@@ -495,6 +514,7 @@ def test_a_smoke_run_writes_nothing_into_code(project):
     assert not (project.root / "out.txt").exists()
 
 
+@pytest.mark.integration
 @pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="finds a lesson's processes through /proc")
 @pytest.mark.parametrize("how", ["smoke", "verify"])
 def test_a_helper_in_a_session_of_its_own_is_ended_with_the_run(project, tmp_path, how):
@@ -568,6 +588,7 @@ def timed(tmp_path: Path, line: str, kind: str) -> tuple[str, float]:
     return " ".join(what), float(seconds)
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("case", GLOSSARY_LINES, ids=list(GLOSSARY_LINES))
 def test_the_glossary_reader_takes_linear_time(tmp_path, case):
     what, seconds = timed(tmp_path, GLOSSARY_LINES[case], "glossary")
@@ -575,6 +596,7 @@ def test_the_glossary_reader_takes_linear_time(tmp_path, case):
     assert what.startswith("refused") and ":1:" in what  # a clear error at FILE:LINE
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("case", PAGE_LINES, ids=list(PAGE_LINES))
 def test_the_prose_lint_takes_linear_time(tmp_path, case):
     what, seconds = timed(tmp_path, PAGE_LINES[case], "page")

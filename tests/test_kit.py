@@ -26,6 +26,7 @@ def coverage(n: int) -> float:
     return 1 - 2 * sum(math.comb(n, i) for i in range(k + 1)) / 2**n
 
 
+@pytest.mark.unit
 def test_the_tools_load_the_lessons_kit_by_path():
     assert kit.KIT_PATH == KIT
     assert kit.kit.__file__ == str(KIT)
@@ -36,6 +37,7 @@ def test_the_tools_load_the_lessons_kit_by_path():
 
 # -- the interval --------------------------------------------------------------------------
 
+@pytest.mark.unit
 @pytest.mark.parametrize("n, k", [(6, 0), (8, 0), (9, 1), (15, 3), (20, 5), (30, 9), (100, 39)])
 def test_interval_order_statistics_on_known_inputs(n, k):
     xs = [float(i) for i in range(n)]
@@ -46,6 +48,7 @@ def test_interval_order_statistics_on_known_inputs(n, k):
     assert coverage(n) >= 0.95
 
 
+@pytest.mark.unit
 def test_fewer_than_six_samples_give_their_range():
     assert median_interval([3.0]) == (3.0, 3.0, 3.0)
     assert median_interval([2.0, 1.0, 4.0]) == (2.0, 1.0, 4.0)
@@ -55,6 +58,7 @@ def test_fewer_than_six_samples_give_their_range():
         median_interval([])
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("n", [15, 30])
 def test_interval_covers_the_true_median_as_often_as_it_says(n):
     """Lognormal noise (skewed, like timings) with a known median of 1.0: the interval holds it ~95 % of the time."""
@@ -72,6 +76,7 @@ def test_interval_covers_the_true_median_as_often_as_it_says(n):
 
 # -- verdicts and the pass rule ---------------------------------------------------------------
 
+@pytest.mark.unit
 @pytest.mark.parametrize("low, high, target, expect", [
     (1.05, 1.10, 1.0, "met"),
     (1.00, 1.10, 1.0, "met"),  # the lower bound reaching the target is enough
@@ -83,6 +88,7 @@ def test_verdict_from_the_interval(low, high, target, expect):
     assert verdict(low, high, target) == expect
 
 
+@pytest.mark.unit
 def test_only_a_gate_that_is_not_met_fails_the_run():
     from conftest import bench
 
@@ -112,6 +118,7 @@ def rounds(kernel: list[float], baseline: list[float]) -> kit.kit.Timings:
     return t
 
 
+@pytest.mark.unit
 def test_a_time_benchmark_is_the_median_of_paired_ratios(lesson, capsys):
     # Clocks drift between rounds (every other round is 1.5x slower for both sides); the ratio of each
     # round's pair does not see it. Ratios are 1.00, 1.02, ..., 1.28, in a shuffled order.
@@ -130,6 +137,7 @@ def test_a_time_benchmark_is_the_median_of_paired_ratios(lesson, capsys):
     assert "= 1.14x [1.06, 1.22], 15 rounds, target 1.05x: met, stretch 1.20x: within noise" in out
 
 
+@pytest.mark.unit
 def test_a_rate_benchmark_uses_the_work_of_each_side(lesson):
     kernel, baseline = [2.0] * 10, [1.0] * 10  # the kernel takes twice as long ...
     b = lesson.benchmark("r", "a rate", rounds(kernel, baseline), "k", "b", unit="GB/s", work=(4e9, 1e9),
@@ -139,6 +147,7 @@ def test_a_rate_benchmark_uses_the_work_of_each_side(lesson):
     assert b.verdict == "met" and b.gate is False
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("kwargs, kernel, message", [
     ({"unit": "furlongs"}, [1.0], "is not one of"),
     ({"unit": "GB/s"}, [1.0], "needs `work`"),
@@ -150,6 +159,7 @@ def test_benchmark_mistakes_are_clear_errors(lesson, kwargs, kernel, message):
         lesson.benchmark("x", "x", rounds(kernel, [1.0]), "k", "b", **kwargs)
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("name", ["", "a/b", "x" * 121, "tab\there"])
 def test_result_names_are_short_printable_keys(lesson, name):
     with pytest.raises(ValueError, match="result name"):
@@ -170,6 +180,7 @@ GATED = """\
 """
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("ratio, spread, gate, outcome, verdict_", [
     (1.2, 0.01, "1", "passed", "met"),
     (1.0, 0.05, "1", "passed", "within noise"),
@@ -209,6 +220,7 @@ def recorded(tmp_path) -> dict:
     return json.loads((tmp_path / "results.json").read_text())
 
 
+@pytest.mark.unit
 def test_a_smoke_run_calls_every_benchmarked_function_once_and_times_nothing(smoke):
     calls = collections.Counter()
     fns = {name: (lambda name=name: calls.update([name])) for name in ("kernel", "baseline", "copy")}
@@ -219,6 +231,7 @@ def test_a_smoke_run_calls_every_benchmarked_function_once_and_times_nothing(smo
     assert math.isnan(kit.kit.bench_ms(lambda: calls.update(["alone"]))) and calls["alone"] == 1
 
 
+@pytest.mark.unit
 def test_a_smoke_benchmark_is_a_check_that_its_code_ran_never_a_benchmark(smoke, tmp_path):
     assert smoke.step("benchmark", needs_gpu="timings need a GPU")
     t = kit.kit.bench_interleaved({"k": lambda: None, "b": lambda: None})
@@ -237,6 +250,7 @@ def test_a_smoke_benchmark_is_a_check_that_its_code_ran_never_a_benchmark(smoke,
     assert "GB/s, target 0.95x, library Liger-Kernel" in check["message"]  # what a GPU run would judge
 
 
+@pytest.mark.unit
 def test_untimed_timings_never_become_a_benchmark_outside_a_smoke_run(lesson):
     t = kit.kit.Timings({"k": [1.0], "b": [1.0]})
     t.timed = False
@@ -245,6 +259,7 @@ def test_untimed_timings_never_become_a_benchmark_outside_a_smoke_run(lesson):
     assert lesson.results.benchmarks == []
 
 
+@pytest.mark.unit
 def test_a_smoke_run_records_no_table_figure_or_measured_value(smoke, tmp_path):
     drawn = []
     assert smoke.step("sweep", needs_gpu="timings need a GPU")
@@ -261,6 +276,7 @@ def test_a_smoke_run_records_no_table_figure_or_measured_value(smoke, tmp_path):
     assert not (tmp_path / "figures").exists()
 
 
+@pytest.mark.unit
 def test_a_gpu_step_runs_in_a_smoke_run_unless_it_says_why_not(smoke, tmp_path):
     assert smoke.step("benchmark", needs_gpu="timings need a GPU")
     assert not smoke.step("compiled-code", needs_gpu="the interpreter compiles nothing", smoke=False)
@@ -273,6 +289,7 @@ def test_a_gpu_step_runs_in_a_smoke_run_unless_it_says_why_not(smoke, tmp_path):
                      "accuracy": "the interpreter has no float8", "exercises": ""}
 
 
+@pytest.mark.unit
 def test_without_smoke_the_interpreter_runs_no_gpu_step_and_sizes_are_the_gpus(monkeypatch, tmp_path):
     monkeypatch.setenv(kit.INTERPRET_ENV, "1")
     monkeypatch.delenv(kit.SMOKE_ENV, raising=False)
@@ -288,6 +305,7 @@ def test_without_smoke_the_interpreter_runs_no_gpu_step_and_sizes_are_the_gpus(m
     assert not gpu.smoke and gpu.size(gpu=1 << 28, smoke=1000) == 1 << 28
 
 
+@pytest.mark.unit
 def test_a_part_skipped_in_a_loop_is_recorded_once(smoke, tmp_path):
     for _ in range(3):
         assert smoke.not_on_interpreter("PTX counts", "the interpreter compiles no PTX")
@@ -304,6 +322,7 @@ def recording_lesson(monkeypatch, tmp_path):
     return kit.kit.Lesson("figure-test")
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("size", [(7.0, 3.6), (5.0, 3.0), (11.0, 4.0)])
 def test_a_figures_text_reads_on_a_phone_whatever_its_size(monkeypatch, tmp_path, size):
     """A figure is shown at the column's width (about 340 px on a phone): every legend, tick, label and title
@@ -327,6 +346,7 @@ def test_a_figures_text_reads_on_a_phone_whatever_its_size(monkeypatch, tmp_path
         assert min(phone_px.values()) >= 10 - 0.1, phone_px
 
 
+@pytest.mark.unit
 def test_bars_start_at_zero_whatever_limits_the_drawing_set(monkeypatch, tmp_path):
     """gluon-basics' bandwidth bars started at 3,850 GB/s, so a 7 % gap looked like a factor of three."""
     figures = []

@@ -38,12 +38,14 @@ def planted(tmp_path: Path, module: str, line: str) -> Path:
     return tools
 
 
+@pytest.mark.integration
 def test_the_tree_keeps_every_contract():
     result = lint(ROOT / "tools")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "3 kept, 0 broken" in result.stdout
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(("module", "line", "contract"), [
     ("core/numfmt.py", "from verified_triton.site import render  # noqa", "wings"),
     ("judge/status.py", "import verified_triton.record.report  # noqa", "wings"),
@@ -68,6 +70,7 @@ sys.meta_path.insert(0, Block())
 """
 
 
+@pytest.mark.integration
 def test_what_a_gpu_machine_runs_needs_nothing_the_site_installs(tmp_path):
     """`python3 tools/verify.py` on a machine with torch and Triton only: the command line and the record and
     judge wings import with MkDocs, pymdownx, nbformat and YAML unavailable, and so does the check of the pages
@@ -91,6 +94,7 @@ def test_what_a_gpu_machine_runs_needs_nothing_the_site_installs(tmp_path):
     assert "exit 0" in result.stdout and "--mode" in result.stdout
 
 
+@pytest.mark.unit
 def test_markupsafe_comes_with_torch():
     """The one site package the GPU machine's verify imports (the door, for the page check) is torch's own
     dependency: torch requires jinja2, which requires MarkupSafe."""
@@ -103,6 +107,7 @@ def test_markupsafe_comes_with_torch():
     assert set(WITH_TORCH) == {"jinja2", "markupsafe"}
 
 
+@pytest.mark.unit
 def test_no_module_of_the_package_edits_sys_path():
     offenders = []
     for path in sorted(PACKAGE.rglob("*.py")):
@@ -113,6 +118,7 @@ def test_no_module_of_the_package_edits_sys_path():
     assert offenders == []
 
 
+@pytest.mark.unit
 def test_the_entry_scripts_are_a_few_lines_that_call_the_package():
     entries = ("verify", "downloads", "new_lesson", "prose_lint", "bench_scale", "snippets", "migrate",
                "mkdocs_hooks", "reader_hooks", "ci_plan")
@@ -123,6 +129,7 @@ def test_the_entry_scripts_are_a_few_lines_that_call_the_package():
     assert not any(p.suffix == ".py" for p in (ROOT / "tools").iterdir() if p.is_file() and p.stem not in entries)
 
 
+@pytest.mark.unit
 def test_nothing_in_tools_imports_the_experiments():
     """experiments/ holds GPU measurement scripts behind NOTES.md; the product never imports them."""
     experiments = {p.stem for p in (ROOT / "experiments").glob("*.py")} | {"experiments"}

@@ -12,15 +12,13 @@ from __future__ import annotations
 
 import io
 import re
-import subprocess
-import sys
 import tokenize
 from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
 
-from conftest import MKDOCS_ENV, REPO
+from conftest import REPO
 from verified_triton.core.lessons import discover
 from verified_triton.site.snippets import read_regions
 
@@ -29,7 +27,6 @@ WORD_LIMIT = 3500
 # Owned elsewhere this round, or the exception the rule allows:
 NOT_THIS_RULE = {
     "gluon-basics": "the Gluon lessons' pages are the gluon helper's this round",
-    "gluon-attention": "the Gluon lessons' pages are the gluon helper's this round",
     "profiling-debugging": "timing is what it teaches: its clocks and rounds regions show the kit's timer on purpose",
 }
 LESSONS = [lesson for lesson in discover(REPO / "code") if lesson.name not in NOT_THIS_RULE]
@@ -67,6 +64,7 @@ def harness_lines(text: str) -> list[str]:
     return list(dict.fromkeys(lines[row - 1].strip() for row, name in names if name in HARNESS))
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("lesson", LESSONS, ids=lambda lesson: lesson.name)
 def test_a_shown_region_holds_no_harness(lesson):
     page_path = REPO / "docs" / lesson.page
@@ -82,6 +80,7 @@ def test_a_shown_region_holds_no_harness(lesson):
                        f"??? note \"{MEASURES_FOLD}\":\n" + "\n".join(found))
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("lesson", LESSONS, ids=lambda lesson: lesson.name)
 def test_a_lessons_figures_take_the_kits_text_size(lesson):
     """The kit sizes a figure's text to read on a phone (lessonkit.plot_text); a lesson's own fontsize=8
@@ -93,12 +92,14 @@ def test_a_lessons_figures_take_the_kits_text_size(lesson):
     assert not found, "text sizes set by hand:\n" + "\n".join(found)
 
 
+@pytest.mark.unit
 def test_harness_is_found_in_code_not_in_prose():
     region = ('def paths(a):\n    """The ways the lesson compares."""  # the lesson\n    return a\n'
               "ms = bench_interleaved(fns)\nlesson.check('x', ok)\n")
     assert harness_lines(region) == ["ms = bench_interleaved(fns)", "lesson.check('x', ok)"]
 
 
+@pytest.mark.unit
 def test_the_folds_parser_sees_indentation():
     page = ('::snippet a.py shown\n\n??? note "How this page measures"\n\n    ::snippet a.py folded\n\n'
             "::snippet a.py after\n")
@@ -106,6 +107,7 @@ def test_the_folds_parser_sees_indentation():
         ("shown", []), ("folded", [MEASURES_FOLD]), ("after", [])]
 
 
+@pytest.mark.unit
 def test_the_measuring_page_is_in_the_nav_and_every_benchmarking_page_links_it():
     assert (REPO / "docs" / "measuring.md").is_file()
     assert re.search(r"^  - [^:]+: measuring\.md$", (REPO / "mkdocs.yml").read_text(), re.M)
@@ -161,6 +163,7 @@ def visible_words(html: str) -> int:
     return parser.words
 
 
+@pytest.mark.unit
 def test_the_counter_skips_closed_folds_and_code():
     html = ('<article class="md-content__inner md-typeset"><h2>Two words<a class="headerlink">¶</a></h2>'
             "<p>three more words</p><details><summary>hidden</summary><p>not these</p></details>"
@@ -170,15 +173,13 @@ def test_the_counter_skips_closed_folds_and_code():
     assert visible_words(html) == 2 + 3 + 1 + 1 + 3
 
 
-@pytest.fixture(scope="module")
-def built_site(tmp_path_factory) -> Path:
-    site = tmp_path_factory.mktemp("reading-path-site")
-    done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(site)],
-                          cwd=REPO, env=MKDOCS_ENV, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return site
+@pytest.fixture
+def built_site(real_site) -> Path:
+    """The run's one build of the real site (conftest.py)."""
+    return real_site
 
 
+@pytest.mark.integration
 def test_the_default_view_of_a_lesson_page_is_at_most_3500_words(built_site):
     counts = {lesson.name: visible_words((built_site / lesson.page.removesuffix(".md") / "index.html")
                                          .read_text(encoding="utf-8")) for lesson in LESSONS}

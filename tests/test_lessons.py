@@ -10,6 +10,8 @@ from conftest import PASSING, REPO, make_project
 from verified_triton.core.lessons import DEFAULT_TIMEOUT, LessonError, discover, file_sha256, load_lesson
 from verified_triton.site.snippets import read_regions
 
+pytestmark = pytest.mark.unit
+
 HELPER_USER = """\
     import json
     import helper

@@ -17,7 +17,7 @@ from dataclasses import replace
 
 import pytest
 
-from conftest import REPO, bench, fake_record
+from conftest import REPO, bench, fake_record, once_per_run
 from verified_triton.core import kit
 from verified_triton.core.lessons import LessonError, discover
 from verified_triton.judge.evidence import EvidenceError, read_record, write_record
@@ -31,9 +31,9 @@ from verified_triton.site.requirements import RecordedRun, Requirements
 LIGER = "liger-kernel"
 # lesson -> (main file, the benchmarks with Liger its GPU-only comparison runs in a smoke run, at its shapes)
 LESSONS = {
-    "cross-entropy": ("cross_entropy.py", ["fused-vs-liger-8192x131072-bf16", "fused-vs-liger-net-of-copy"]),
-    "rmsnorm-rope": ("rmsnorm_rope.py", ["qk-fused-vs-liger-64x4-2x128-float16"]),
-    "layer-norm": ("layer_norm.py", ["forward-vs-liger-8x1024-fp16", "backward-vs-liger-8x1024-fp16",
+    "cross-entropy": ("lesson.py", ["fused-vs-liger-8192x131072-bf16", "fused-vs-liger-net-of-copy"]),
+    "rmsnorm-rope": ("lesson.py", ["qk-fused-vs-liger-64x4-2x128-float16"]),
+    "layer-norm": ("lesson.py", ["forward-vs-liger-8x1024-fp16", "backward-vs-liger-8x1024-fp16",
                                      "forward-vs-liger-2x4096-fp16", "backward-vs-liger-2x4096-fp16"]),
     "softmax-fp32-matmul": ("lesson.py", ["softmax-vs-liger-4x1024", "softmax-vs-liger-2x4096"]),
     "gelu-libdevice": ("lesson.py", ["geglu-tanh-vs-liger-8192x8192-fp32"]),
@@ -61,6 +61,7 @@ def lesson(monkeypatch, tmp_path):
     return kit.kit.Lesson("kit-test")
 
 
+@pytest.mark.unit
 def test_an_optional_baseline_that_imports_is_returned_with_its_version(lesson):
     import importlib.metadata
 
@@ -71,6 +72,7 @@ def test_an_optional_baseline_that_imports_is_returned_with_its_version(lesson):
     assert lesson.results.checks == []
 
 
+@pytest.mark.unit
 def test_a_missing_optional_baseline_is_one_skip_with_the_install_line(lesson, monkeypatch):
     monkeypatch.setitem(sys.modules, "liger_kernel", None)
     lesson.requires = {"optional": {LIGER: "0.8.5"}}
@@ -83,6 +85,7 @@ def test_a_missing_optional_baseline_is_one_skip_with_the_install_line(lesson, m
     assert kit.kit.install_command(LIGER) == "pip install liger-kernel"
 
 
+@pytest.mark.unit
 def test_a_benchmark_names_the_library_it_compares_with(lesson):
     t = kit.kit.Timings({"k": [1.0] * 6, "b": [1.1] * 6})
     b = lesson.benchmark("x", "x", t, "k", "b", threshold=0.95, library="Liger-Kernel")
@@ -92,6 +95,7 @@ def test_a_benchmark_names_the_library_it_compares_with(lesson):
 
 # -- lesson.toml, the record, the requirements box ----------------------------------------------
 
+@pytest.mark.unit
 def test_lesson_toml_declares_optional_baselines_and_they_count_in_the_hash(project):
     folder = project.add("good", "sys.exit(0)\n")
     before = project.lesson("good").source_hash()
@@ -102,6 +106,7 @@ def test_lesson_toml_declares_optional_baselines_and_they_count_in_the_hash(proj
     assert lesson.source_hash() != before
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("line", ['"liger kernel" = "0.8.5"', 'liger-kernel = "latest"', 'liger-kernel = 1'])
 def test_a_bad_optional_baseline_is_an_error_naming_lesson_toml(project, line):
     folder = project.add("good", "sys.exit(0)\n")
@@ -111,6 +116,7 @@ def test_a_bad_optional_baseline_is_an_error_naming_lesson_toml(project, line):
         project.lesson("good")
 
 
+@pytest.mark.integration
 def test_the_record_carries_the_versions_the_kit_found(project):
     project.add("uses", """\
         lesson = Lesson("uses")
@@ -127,6 +133,7 @@ def test_the_record_carries_the_versions_the_kit_found(project):
     assert [(c.name, c.status) for c in record.checks] == [("optional-not-here", "skip")]
 
 
+@pytest.mark.unit
 def test_a_hostile_version_in_a_record_is_refused_naming_the_field(project):
     project.add("good", "sys.exit(0)\n")
     record = fake_record(project.lesson("good"))
@@ -141,6 +148,7 @@ def run_with(baselines: dict, current: bool = True) -> RecordedRun:
                        tuple(baselines.items()))
 
 
+@pytest.mark.unit
 def test_the_requirements_say_how_to_install_it_and_what_the_runs_had():
     req = Requirements("8.0", "3.0", "", (), (run_with({LIGER: "0.8.5"}),), "x.py", ((LIGER, "0.8.5"),))
     assert req.optional_installs == ("pip install liger-kernel==0.8.5",)
@@ -160,6 +168,7 @@ def page_of(project) -> directives.Page:
     return directives.Page(directives.Site(project.code, project.evidence, lessons, statuses), "benchmarks.md", None)
 
 
+@pytest.mark.unit
 def test_the_library_view_has_one_row_per_comparison_with_its_interval(project):
     project.add("good", "sys.exit(0)\n")
     record = fake_record(project.lesson("good"), benchmarks=[
@@ -177,6 +186,7 @@ def test_the_library_view_has_one_row_per_comparison_with_its_interval(project):
     assert "liger-kernel 0.8.5" in md
 
 
+@pytest.mark.unit
 def test_the_library_view_says_when_a_run_skipped_the_library(project):
     project.add("good", "sys.exit(0)\n")
     record = fake_record(project.lesson("good"))
@@ -196,13 +206,17 @@ def test_the_library_view_says_when_a_run_skipped_the_library(project):
 
 @pytest.fixture(scope="module")
 def without_liger(tmp_path_factory) -> dict:
-    """The five lessons as smoke runs in which every import of liger_kernel fails (a sitecustomize)."""
-    folder = tmp_path_factory.mktemp("no-liger")
-    (folder / "sitecustomize.py").write_text(HIDE_LIGER, encoding="utf-8")
-    path = os.pathsep.join(p for p in (str(folder), os.environ.get("PYTHONPATH", "")) if p)
-    lessons = [x for x in discover(REPO / "code") if x.name in LESSONS]
-    runs = smoke_all(lessons, jobs=os.cpu_count() or 1, report=lambda line: None, env={"PYTHONPATH": path})
-    return {run.lesson.name: run for run in runs}
+    """The five lessons as smoke runs in which every import of liger_kernel fails (a sitecustomize), once
+    per test run."""
+    def make() -> dict:
+        folder = tmp_path_factory.mktemp("no-liger")
+        (folder / "sitecustomize.py").write_text(HIDE_LIGER, encoding="utf-8")
+        path = os.pathsep.join(p for p in (str(folder), os.environ.get("PYTHONPATH", "")) if p)
+        lessons = [x for x in discover(REPO / "code") if x.name in LESSONS]
+        runs = smoke_all(lessons, jobs=os.cpu_count() or 1, report=lambda line: None, env={"PYTHONPATH": path})
+        return {run.lesson.name: run for run in runs}
+
+    return once_per_run(tmp_path_factory, "without_liger", make)
 
 
 def smoke_checks(results) -> dict[str, str]:
@@ -211,6 +225,7 @@ def smoke_checks(results) -> dict[str, str]:
             for c in results.checks if c.name.startswith("smoke-")}
 
 
+@pytest.mark.e2e
 @needs_liger
 @pytest.mark.parametrize("name", LESSONS)
 def test_the_lesson_checks_liger_and_runs_the_gpu_comparison_with_it(smoke_runs, name):
@@ -233,6 +248,7 @@ def test_the_lesson_checks_liger_and_runs_the_gpu_comparison_with_it(smoke_runs,
         assert compiled
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("name", LESSONS)
 def test_the_lesson_runs_without_liger_and_says_how_to_install_it(without_liger, name):
     run = without_liger[name]
@@ -248,6 +264,7 @@ def test_the_lesson_runs_without_liger_and_says_how_to_install_it(without_liger,
 
 # -- the committed evidence ------------------------------------------------------------------------
 
+@pytest.mark.unit
 @pytest.mark.parametrize("name", LESSONS)
 def test_every_current_gpu_record_holds_the_liger_comparison(name):
     """Issue 24's done criterion: recorded with Liger-Kernel installed, its gates met."""
@@ -264,6 +281,7 @@ def test_every_current_gpu_record_holds_the_liger_comparison(name):
         assert liger and all(b.verdict == "met" for b in liger), [(b.name, b.ratio_low) for b in liger]
 
 
+@pytest.mark.unit
 def test_the_lessons_declare_liger_as_optional():
     lessons = {x.name: x for x in discover(REPO / "code")}
     for name in LESSONS:

@@ -130,6 +130,7 @@ def new_api_project(project, requires: str = "3.7"):
 
 # -- a release lacking an API: recorded as failing there, refused where the lesson claims it ---------------
 
+@pytest.mark.integration
 def test_a_lesson_using_an_api_a_release_lacks_fails_there_and_check_refuses_its_claim(project, wheels, tmp_path):
     lesson = new_api_project(project, requires="3.7")
     cache = tmp_path / "cache"
@@ -157,6 +158,7 @@ def test_a_lesson_using_an_api_a_release_lacks_fails_there_and_check_refuses_its
     assert "= pass" in again.stdout and "= FAIL" in again.stdout and "making its environment" not in again.stdout
 
 
+@pytest.mark.integration
 def test_below_its_claim_the_kit_check_is_lifted_and_a_failure_is_information(project, wheels, tmp_path):
     lesson = new_api_project(project, requires="3.8")
     run = project.verify("--triton", "3.7.0", "--cache-dir", str(tmp_path / "cache"), **offline_pip(wheels))
@@ -170,6 +172,7 @@ def test_below_its_claim_the_kit_check_is_lifted_and_a_failure_is_information(pr
     assert "Triton 3.7.0" not in check.stderr
 
 
+@pytest.mark.integration
 def test_an_environment_that_cannot_be_made_runs_nothing_and_keeps_the_record(project, tmp_path):
     lesson = new_api_project(project)
     kept = write_release(project.evidence, release_record(lesson, "3.7.0"))
@@ -184,6 +187,7 @@ def test_an_environment_that_cannot_be_made_runs_nothing_and_keeps_the_record(pr
 
 # -- environments ------------------------------------------------------------------------------------------
 
+@pytest.mark.integration
 def test_an_environment_is_made_once_checked_and_reused(tmp_path):
     calls: list[str] = []
     made = envs.prepare("3.7.0", tmp_path / "cache", fake_installer(calls=calls), report=lambda line: None)
@@ -194,6 +198,7 @@ def test_an_environment_is_made_once_checked_and_reused(tmp_path):
     assert made.pythonpath("/elsewhere") == f"{made.site}{os.pathsep}/elsewhere"
 
 
+@pytest.mark.integration
 def test_the_real_installer_installs_a_local_wheel(tmp_path, monkeypatch, wheels):
     for name, value in offline_pip(wheels).items():
         monkeypatch.setenv(name, value)
@@ -202,17 +207,20 @@ def test_the_real_installer_installs_a_local_wheel(tmp_path, monkeypatch, wheels
     assert (made.site / "triton-3.8.0.dist-info").is_dir()
 
 
+@pytest.mark.integration
 def test_an_environment_importing_another_version_is_refused(tmp_path):
     with pytest.raises(envs.ReleaseEnvError, match="imports Triton 3.3.0, not 3.7.0"):
         envs.prepare("3.7.0", tmp_path / "cache", fake_installer(version="3.3.0"), report=lambda line: None)
 
 
+@pytest.mark.unit
 def test_a_failed_install_leaves_nothing(tmp_path):
     with pytest.raises(envs.ReleaseEnvError, match="could not be made: no such release"):
         envs.prepare("3.7.0", tmp_path / "cache", lambda wanted, target: "no such release", report=lambda _: None)
     assert list((tmp_path / "cache").iterdir()) == []
 
 
+@pytest.mark.unit
 def test_a_linked_cache_folder_is_refused(tmp_path):
     (tmp_path / "elsewhere").mkdir()
     (tmp_path / "cache").mkdir()
@@ -221,6 +229,7 @@ def test_a_linked_cache_folder_is_refused(tmp_path):
         envs.prepare("3.7.0", tmp_path / "cache", fake_installer(), report=lambda line: None)
 
 
+@pytest.mark.integration
 def test_an_old_release_gets_its_numpy_and_the_check_holds_it_to_that(tmp_path):
     calls: list = []
     with pytest.raises(envs.ReleaseEnvError, match="imports numpy 2.4.6, not 2.3.5"):
@@ -228,6 +237,7 @@ def test_an_old_release_gets_its_numpy_and_the_check_holds_it_to_that(tmp_path):
     assert calls == [["triton==3.5.1", "numpy==2.3.5"]]  # Triton before 3.7 cannot run on numpy 2.4
 
 
+@pytest.mark.integration
 def test_an_environment_made_with_other_requirements_is_made_again(tmp_path):
     calls: list = []
     made = envs.prepare("3.7.0", tmp_path / "cache", fake_installer(calls=calls), report=lambda line: None)
@@ -241,6 +251,7 @@ def test_an_environment_made_with_other_requirements_is_made_again(tmp_path):
         envs.prepare("3.8.0", tmp_path / "cache", fake_installer(), report=lambda line: None)
 
 
+@pytest.mark.unit
 def test_releases_resolve_from_the_table_or_the_registry():
     asked: list[str] = []
 
@@ -270,6 +281,7 @@ def as_json(record: ReleaseRecord, **changes) -> dict:
     return raw
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("changes, field", [
     ({"release": "3.5"}, "release"),
     ({"release": "3.5.1\n", "env.triton": "3.5.1\n"}, "release"),
@@ -304,6 +316,7 @@ def test_a_hostile_release_record_is_refused(project, changes, field):
     assert field in str(refused.value) and "evidence/plain/releases/triton-3.5.1.json" in str(refused.value)
 
 
+@pytest.mark.unit
 def test_hostile_files_are_refused_where_they_lie(project, tmp_path):
     project.add("plain", "pass\n")
     lesson = project.lesson("plain")
@@ -323,6 +336,7 @@ def test_hostile_files_are_refused_where_they_lie(project, tmp_path):
     assert "triton-3.9.0.json" in said and "over the limit of 65,536" in said
 
 
+@pytest.mark.unit
 def test_a_link_among_release_records_is_refused_and_never_written_through(project, tmp_path):
     project.add("plain", "pass\n")
     lesson = project.lesson("plain")
@@ -341,6 +355,7 @@ def test_a_link_among_release_records_is_refused_and_never_written_through(proje
         write_release(project.evidence, replace(release_record(lesson), lesson="linked"))
 
 
+@pytest.mark.unit
 def test_too_many_release_records_are_refused_unread(project):
     from verified_triton.core.limits import LIMITS
 
@@ -352,6 +367,7 @@ def test_too_many_release_records_are_refused_unread(project):
     assert records == [] and f"over the limit of {LIMITS.releases} release records" in problems[0]
 
 
+@pytest.mark.integration
 def test_status_json_carries_the_matrix(project):
     project.add("plain", "pass\n", toml='[requires]\ntriton = "3.4"\n')
     lesson = project.lesson("plain")
@@ -362,6 +378,7 @@ def test_status_json_carries_the_matrix(project):
     assert [(r["release"], r["state"]) for r in out["results"]] == [("3.4.0", "failed"), ("3.5.1", "passed")]
 
 
+@pytest.mark.integration
 def test_check_refuses_an_unusable_release_record(project):
     project.add("plain", "pass\n")
     lesson = project.lesson("plain")
@@ -386,6 +403,7 @@ def results(*states: str, below: int = 0) -> list[ReleaseResult]:
     return out
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("states, lowest", [
     ("PPPPPP", "3.4.0"),
     ("FPPPPP", "3.5.1"),
@@ -408,6 +426,7 @@ def judged(project, requires: str, outcomes: dict[str, str], source_hash: str | 
     return judge_release_records(lesson, records)
 
 
+@pytest.mark.unit
 def test_a_failure_inside_the_claim_is_refused_and_one_below_it_is_not(project):
     m = judged(project, "3.4", {"3.4.0": "failed", "3.5.1": "passed", "3.6.0": "passed"})
     assert m.lowest == "3.5.1" and len(m.refusals) == 1
@@ -416,6 +435,7 @@ def test_a_failure_inside_the_claim_is_refused_and_one_below_it_is_not(project):
     assert "python tools/verify.py --lesson claims --triton 3.4.0 --force" in m.refusals[0]
 
 
+@pytest.mark.unit
 def test_a_failure_below_the_claim_is_information(tmp_path):
     from conftest import make_project
     m = judged(make_project(tmp_path / "p"), "3.5", {"3.4.0": "failed", "3.5.1": "passed", "3.6.0": "passed"})
@@ -423,6 +443,7 @@ def test_a_failure_below_the_claim_is_information(tmp_path):
     assert [r.below_requires for r in m.results] == [True, False, False]
 
 
+@pytest.mark.unit
 def test_a_claim_too_high_or_too_low_is_noted_not_refused(tmp_path):
     from conftest import make_project
     high = judged(make_project(tmp_path / "a"), "3.6", {"3.4.0": "passed", "3.5.1": "passed", "3.6.0": "passed"})
@@ -434,12 +455,14 @@ def test_a_claim_too_high_or_too_low_is_noted_not_refused(tmp_path):
     assert "lesson.toml states no [requires] triton, so it claims every Triton release" in none.refusals[0]
 
 
+@pytest.mark.unit
 def test_stale_release_records_are_a_note_never_a_refusal(project):
     m = judged(project, "3.4", {"3.4.0": "failed", "3.9.0": "passed"}, source_hash="a" * 64)
     assert m.results == [] and m.refusals == [] and len(m.stale) == 2
     assert "for an older source" in m.notes[0] and "--lesson claims --matrix" in m.notes[0]
 
 
+@pytest.mark.unit
 def test_the_newest_patch_of_a_minor_is_the_one_judged(project):
     m = judged(project, "3.4", {"3.5.0": "failed", "3.5.1": "passed"})
     assert [r.release for r in m.results] == ["3.5.1"] and m.refusals == []
@@ -447,6 +470,7 @@ def test_the_newest_patch_of_a_minor_is_the_one_judged(project):
 
 # -- better evidence is never replaced by worse ----------------------------------------------------------------
 
+@pytest.mark.unit
 def test_a_run_that_says_the_same_keeps_the_file_and_other_versions_do_not_replace_a_pass(project):
     project.add("plain", "pass\n")
     lesson = project.lesson("plain")
@@ -464,6 +488,7 @@ def test_a_run_that_says_the_same_keeps_the_file_and_other_versions_do_not_repla
 
 # -- the command line ------------------------------------------------------------------------------------
 
+@pytest.mark.integration
 @pytest.mark.parametrize("args, message", [
     (["--triton", "3.5.1", "--mode", "gpu"], "a GPU run uses the Triton of the machine it runs on"),
     (["--triton", "3.5.1", "--matrix"], "--triton and --matrix are separate jobs"),
@@ -479,6 +504,7 @@ def test_matrix_options_that_do_not_go_together(project, args, message):
 
 # -- the page says so ----------------------------------------------------------------------------------------
 
+@pytest.mark.unit
 def test_the_status_line_names_the_releases_and_the_failures(project):
     from verified_triton.judge.status import judge
     from verified_triton.site.directives.releases import release_fold, release_line
@@ -499,6 +525,7 @@ def test_the_status_line_names_the_releases_and_the_failures(project):
     assert fold.startswith('??? vt-why vt-releases "Triton releases"')
 
 
+@pytest.mark.unit
 def test_a_hostile_reason_reaches_the_page_escaped(project):
     from verified_triton.judge.status import judge
     from verified_triton.site.directives.releases import release_fold
@@ -511,6 +538,7 @@ def test_a_hostile_reason_reaches_the_page_escaped(project):
     assert "<script>" not in fold and "[x](" not in fold and "{{" not in fold
 
 
+@pytest.mark.integration
 def test_the_site_shows_the_line_and_the_status_page_the_table(site_project):
     site_project.add_lesson("claims", toml='[requires]\ntriton = "3.5"\nwhy = "triton.new_api"\n')
     (site_project.docs / "status.md").write_text("# Status\n\n::status-table\n\n::release-table\n", encoding="utf-8")
@@ -532,6 +560,7 @@ def test_the_site_shows_the_line_and_the_status_page_the_table(site_project):
     assert "cannot import name new_api" in status
 
 
+@pytest.mark.unit
 def test_the_release_table_says_what_the_matrix_says(site_project):
     from verified_triton.site.directives import Page, Site
     from verified_triton.site.directives.releases import release_table

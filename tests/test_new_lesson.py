@@ -44,6 +44,7 @@ def project(tmp_path) -> Path:
     return tmp_path
 
 
+@pytest.mark.integration
 def test_scaffold_creates_a_lesson_that_verifies_and_builds(project):
     config_before = (project / "mkdocs.yml").read_bytes()
     created = new_lesson.create("row-sum", "Row sums", root=project)
@@ -106,6 +107,7 @@ def _parts(lessons) -> list[str]:
     return [next(iter(item)) for item in course_nav(lessons) if isinstance(item, dict)]
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("part", ["Foundations", "Transformer kernels"])
 def test_the_scaffolds_lesson_lands_at_the_end_of_its_part(project, part):
     """Before: --part gave order = max + 1, after the Blackwell lesson of another part, so the part showed
@@ -123,6 +125,7 @@ def test_the_scaffolds_lesson_lands_at_the_end_of_its_part(project, part):
     assert section[-1] == {"AdamW in one kernel": "lessons/adamw.md"}
 
 
+@pytest.mark.unit
 def test_the_scaffold_opens_a_new_part_at_the_end_and_says_where_it_went(project, capsys, monkeypatch):
     monkeypatch.setattr(new_lesson, "ROOT", project)
     assert new_lesson.main(["adamw", "--part", "Optimizers"]) == 0
@@ -136,6 +139,7 @@ def test_the_scaffold_opens_a_new_part_at_the_end_and_says_where_it_went(project
     assert lessons[-1].name == "adamw" and _parts(lessons)[-1] == "Optimizers"
 
 
+@pytest.mark.unit
 def test_a_part_that_would_show_twice_fails_the_build_naming_the_lesson(project):
     """The scaffold's old placement: a Transformer-kernels lesson after the Beyond-Hopper one."""
     new_lesson.create("adamw", "AdamW", root=project)  # the end of the course, in no part
@@ -148,6 +152,7 @@ def test_a_part_that_would_show_twice_fails_the_build_naming_the_lesson(project)
     assert 'after = "attention-backward"' in message
 
 
+@pytest.mark.unit
 def test_a_lesson_that_splits_another_part_is_the_one_named(project):
     """A lesson placed inside another part's run is named, with the place at the end of its own part."""
     new_lesson.create("adamw", "AdamW", root=project, part="Transformer kernels")
@@ -162,12 +167,46 @@ def test_a_lesson_that_splits_another_part_is_the_one_named(project):
     assert 'part "Foundations" would appear twice' in message and 'after = "attention-backward"' in message
 
 
+@pytest.mark.unit
 def test_scaffold_refuses_bad_names_and_existing_lessons(project):
     with pytest.raises(SystemExit, match="invalid lesson name"):
         new_lesson.create("Row_Sum", "x", root=project)
     with pytest.raises(SystemExit, match="already exists"):
         new_lesson.create("vector-add", "x", root=project)
     assert not (project / "code/Row_Sum").exists()
+
+
+# Names of every shape the scaffold accepts: short, the one that failed, digits, and the longest the course finds.
+NAMES = ["ab", "bias-leaky-relu", "softmax-2-pass-online", "x" * 30 + "-" + "y" * 33, "a" * 64, "z" * 64]
+
+
+@pytest.mark.integration
+def test_the_scaffold_passes_the_projects_ruff_for_any_valid_name(tmp_path):
+    """Before: `new_lesson.py bias-leaky-relu` gave E501 at line 10, the docstring's run line padded to line up
+    with the one above; a 64-character name overflowed both run lines. Now no line carrying the name is padded,
+    and the longest name the course finds still fits the lessons' 88 columns."""
+    keep = ("lessonkit.py", "ruff.toml", "vector-add")  # the kit, the lessons' ruff rules, the scaffold's prerequisite
+    shutil.copytree(ROOT / "code", tmp_path / "code", ignore=lambda folder, names: [
+        n for n in names if Path(folder) == ROOT / "code" and n not in keep])
+    shutil.copy(ROOT / "pyproject.toml", tmp_path)  # code/ruff.toml extends it
+    for name in NAMES:
+        assert len(name) <= 64
+        new_lesson.create(name, name.replace("-", " ").capitalize(), root=tmp_path)
+    lint = subprocess.run([str(ROOT / ".venv/bin/ruff"), "check", "--no-cache",
+                           *(str(tmp_path / "code" / name) for name in NAMES)],
+                          capture_output=True, text=True, cwd=tmp_path)
+    assert lint.returncode == 0, lint.stdout + lint.stderr
+    assert [lesson.name for lesson in discover(tmp_path / "code")][1:] == NAMES  # each one a lesson the course finds
+
+
+@pytest.mark.unit
+def test_the_scaffold_refuses_a_name_the_course_would_not_find(tmp_path):
+    """Before: a 65-character name was scaffolded, and then every command refused the course (the schema's
+    lesson names stop at 64 characters)."""
+    (tmp_path / "code").mkdir()
+    with pytest.raises(SystemExit, match="64 characters at most"):
+        new_lesson.create("a" * 65, "x", root=tmp_path)
+    assert not list((tmp_path / "code").iterdir())
 
 
 def _free_port() -> int:
@@ -184,6 +223,7 @@ def _fetch(url: str) -> str:
         return ""
 
 
+@pytest.mark.integration
 def test_mkdocs_serve_rerenders_a_page_when_its_lesson_file_changes(project):
     """The `watch:` list in mkdocs.yml: editing a region under code/ shows on the served page."""
     port = _free_port()
@@ -263,6 +303,7 @@ def _plain(page: str) -> str:
     return html.unescape(re.sub(r"<[^>]+>", "", page))
 
 
+@pytest.mark.integration
 def test_serve_with_a_broken_page_answers_within_10_s_with_file_line(project):
     """Before: the first build failed and `mkdocs serve` exited; a later failed rebuild held every request
     (one waited 600 s), and a repeated error printed only "Aborted with a BuildError!"."""
@@ -302,6 +343,7 @@ def test_serve_with_a_broken_page_answers_within_10_s_with_file_line(project):
         server.close()
 
 
+@pytest.mark.integration
 def test_serve_refreshes_navigation_archive_and_notebook_when_a_lesson_moves(project):
     """Before: with --dirty, pages kept the navigation of the first build and the archive and notebook
     kept the old title until the server was restarted."""

@@ -81,6 +81,7 @@ def run_cells(folder: Path, cells: list[str], steps: list[str] = (), **env: str)
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.integration
 def test_a_module_cell_runs_inside_its_module_and_the_later_cells_use_what_it_defines(tmp_path):
     (tmp_path / "kernels.py").write_text("def f():\n    return 1\n\n\ndef g():\n    return f() * 10\n")
     out = run_cells(tmp_path, [
@@ -92,6 +93,7 @@ def test_a_module_cell_runs_inside_its_module_and_the_later_cells_use_what_it_de
     assert out[2]["stdout"] == "20 20 2 False\n", "the module's g calls the new f; the alias is rebound; no leak"
 
 
+@pytest.mark.integration
 def test_a_triton_kernel_edited_in_a_module_cell_is_the_kernel_that_runs(tmp_path):
     (tmp_path / "kernels.py").write_text(textwrap.dedent("""\
         import triton
@@ -127,6 +129,7 @@ def kit_folder(tmp_path: Path) -> Path:
     return tmp_path
 
 
+@pytest.mark.integration
 def test_the_kits_decline_at_the_lessons_end_is_one_sentence_and_no_traceback(tmp_path):
     out = run_cells(kit_folder(tmp_path), [
         "from lessonkit import Lesson\nlesson = Lesson('t')",
@@ -141,6 +144,7 @@ def test_the_kits_decline_at_the_lessons_end_is_one_sentence_and_no_traceback(tm
     assert out[3]["stdout"] == "a later cell runs\n"
 
 
+@pytest.mark.integration
 def test_a_stop_before_the_lessons_end_fails_its_cell_quietly_so_run_all_stops_there(tmp_path):
     out = run_cells(kit_folder(tmp_path), [
         "from lessonkit import Lesson\nlesson = Lesson('t')",
@@ -152,11 +156,13 @@ def test_a_stop_before_the_lessons_end_fails_its_cell_quietly_so_run_all_stops_t
         "declined by design: needs compute capability 9.0 or newer; this GPU is 7.5\n", stop
 
 
+@pytest.mark.integration
 def test_the_readers_own_sys_exit_is_left_to_ipython(tmp_path):
     out = run_cells(tmp_path, ["import sys\nsys.exit(4)"])
     assert not out[0]["ok"] and out[0]["error"] == "SystemExit"
 
 
+@pytest.mark.integration
 def test_a_cell_keeps_its_line_numbers_its_future_imports_and_its_last_value(tmp_path):
     out = run_cells(tmp_path, ["x = 1\n\nraise ValueError('on line 3')",
                                "from __future__ import annotations\ndef f(a: Undefined) -> int:\n    return 2\nf(0)",
@@ -167,12 +173,15 @@ def test_a_cell_keeps_its_line_numbers_its_future_imports_and_its_last_value(tmp
     assert out[2]["ok"] and out[2]["stdout"].rstrip().endswith("6"), out[2]
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("name, says", [
-    ("layer-norm", "No GPU here: the steps correctness and exercises run on the CPU (a Triton kernel through "
-                   "Triton's interpreter), the steps compiled-code, benchmark, sweep and libraries only on a GPU of "
-                   "compute capability 7.0 or newer (the interpreter compiles nothing; timings need a GPU).\n"),
+    ("reductions-scans", "No GPU here: the steps correctness and exercises run on the CPU (a Triton kernel through "
+                         "Triton's interpreter), the steps compiled-code, benchmark, race and sweep only on a GPU of "
+                         "compute capability 7.0 or newer (the interpreter compiles no PTX; timings need a GPU; the "
+                         "tiles race on GPU time).\n"),
     # converted lessons' notebooks are the tutorial (site/tutorial.py): the kernels, or the models, run here
     ("vector-add", "No GPU here: Triton's interpreter runs the kernels on the CPU.\n"),
+    ("layer-norm", "No GPU here: Triton's interpreter runs the kernels on the CPU.\n"),
     ("gluon-basics", "No GPU here: the models and the exercises on them run on the CPU; the Gluon kernels need "
                      "the GPU.\n"),
     ("gluon-matmul", "No GPU here: the models and the exercises on them run on the CPU; the Gluon kernels need "
@@ -192,6 +201,7 @@ def test_the_setup_says_what_runs_where_from_the_lessons_own_steps(name, says, t
 
 # -- every committed notebook, read with nbformat alone -----------------------------------------------
 
+@pytest.mark.unit
 @pytest.mark.parametrize("name", NAMES)
 def test_no_code_cell_is_a_wall_and_none_carries_output(name):
     nb = committed(name)
@@ -219,6 +229,7 @@ def opening_words(lesson, rendered: bool = False) -> str:
     raise AssertionError(f"{lesson.page}: no opening paragraph")
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("name", NAMES)
 def test_the_title_and_the_pages_opening_come_first_then_the_setup_then_the_lesson(name):
     lesson = next(x for x in LESSONS if x.name == name)
@@ -236,6 +247,7 @@ def test_the_title_and_the_pages_opening_come_first_then_the_setup_then_the_less
     assert first_lesson_code <= 2 + len(head) + 1, "nothing but the imports and the kit between setup and lesson"
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("name", OLDER)
 def test_the_kit_cell_is_collapsed_one_packed_line_and_unpacks_the_repositorys_files(name, tmp_path):
     lesson = next(x for x in LESSONS if x.name == name)
@@ -278,6 +290,7 @@ def page_kernels(lesson) -> list[tuple[str, str]]:
     return found
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("name", OLDER)
 def test_every_kernel_the_page_shows_is_a_code_cell_the_reader_runs(name):
     lesson = next(x for x in LESSONS if x.name == name)
@@ -291,6 +304,7 @@ def test_every_kernel_the_page_shows_is_a_code_cell_the_reader_runs(name):
         assert cells, f"{file_name}: {definition} is in no code cell"
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("name", OLDER)
 def test_under_every_step_is_what_the_recorded_gpu_run_printed_folded_in_markdown(name):
     lesson = next(x for x in LESSONS if x.name == name)
@@ -320,6 +334,7 @@ def browser():
         yield launched
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("name", NAMES)
 def test_rendered_by_nbconvert_the_lesson_starts_on_the_first_screen(browser, name, tmp_path):
     from nbconvert import HTMLExporter

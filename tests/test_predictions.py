@@ -71,6 +71,7 @@ PREDICTS = """\
 """
 
 
+@pytest.mark.integration
 def test_the_kit_records_predictions_before_the_measurement_and_the_record_carries_them(project):
     project.add("good", PREDICTS)
     result = project.verify("--mode", "gpu", "--force", **GPU)
@@ -89,6 +90,7 @@ def test_the_kit_records_predictions_before_the_measurement_and_the_record_carri
     assert "benchmark speed is already measured; predict before measuring" in rec.stdout
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("quantity, measured, expect", [
     ("ratio", None, (2.0, 0.25, False)),
     ("kernel", None, (3.0, 0.875, False)),
@@ -103,6 +105,7 @@ def test_prediction_outcome(quantity, measured, expect):
     assert prediction_outcome(Prediction("q", 1.0, "m", 0.1, "other"), [b]) is None  # not measured
 
 
+@pytest.mark.unit
 def test_the_record_refuses_a_bad_prediction(project):
     project.add("good", "lesson = Lesson('good')\n")
     rec = predicted_record(project, 2.0)
@@ -117,6 +120,7 @@ def test_the_record_refuses_a_bad_prediction(project):
 
 # -- the page --------------------------------------------------------------------------------------------
 
+@pytest.mark.unit
 def test_a_prediction_that_held_shows_predicted_measured_and_the_gap(project):
     project.add("good", "lesson = Lesson('good')\n")
     predicted_record(project, 1.7)
@@ -128,6 +132,7 @@ def test_a_prediction_that_held_shows_predicted_measured_and_the_gap(project):
     assert "Predicts the ratio of kernel vs torch. Model: bytes: 8 passes over 5" in html
 
 
+@pytest.mark.unit
 def test_a_miss_without_an_explanation_fails_with_what_to_do(project):
     project.add("good", "lesson = Lesson('good')\n")
     predicted_record(project, 2.02)
@@ -138,6 +143,7 @@ def test_a_miss_without_an_explanation_fails_with_what_to_do(project):
     assert "indent the author's explanation under the directive line" in message
 
 
+@pytest.mark.unit
 def test_a_miss_with_an_explanation_shows_it(project):
     project.add("good", "lesson = Lesson('good')\n")
     predicted_record(project, 2.02)
@@ -147,6 +153,7 @@ def test_a_miss_with_an_explanation_shows_it(project):
     assert "+26 %: **missed**" in md
 
 
+@pytest.mark.unit
 def test_the_benchmarks_page_lists_every_lessons_predictions(project):
     from verified_triton.site.directives.predictions import prediction_table
 
@@ -159,12 +166,14 @@ def test_the_benchmarks_page_lists_every_lessons_predictions(project):
     assert "<strong>2.02×</strong>" in html and "+26 %: <strong>missed</strong>" in html
 
 
+@pytest.mark.unit
 def test_an_explanation_is_shown_only_for_a_miss(project):
     project.add("good", "lesson = Lesson('good')\n")
     predicted_record(project, 1.6)
     assert "Why the model is off" not in prediction(page_of(project), "speed", body="It was off.")
 
 
+@pytest.mark.unit
 def test_an_older_record_is_shown_marked_and_its_miss_does_not_fail(project):
     project.add("good", "lesson = Lesson('good')\n")
     predicted_record(project, 2.02, current=False)
@@ -172,6 +181,7 @@ def test_an_older_record_is_shown_marked_and_its_miss_does_not_fail(project):
     assert md.startswith('!!! vt-stale "⚠ older source: Prediction speed"') and "**missed**" in md
 
 
+@pytest.mark.unit
 def test_not_measured_yet_until_a_gpu_run_of_this_source_holds_it(project):
     project.add("good", "lesson = Lesson('good')\n")
     write_record(project.evidence, fake_record(project.lesson("good"), "interpreter"))
@@ -179,6 +189,7 @@ def test_not_measured_yet_until_a_gpu_run_of_this_source_holds_it(project):
     assert md.startswith('!!! note "Prediction speed"') and "Not measured yet" in md
 
 
+@pytest.mark.unit
 def test_a_name_the_current_gpu_run_does_not_hold_is_a_typo(project):
     project.add("good", "lesson = Lesson('good')\n")
     predicted_record(project, 1.6)
@@ -186,6 +197,7 @@ def test_a_name_the_current_gpu_run_does_not_hold_is_a_typo(project):
         prediction(page_of(project), "sped")
 
 
+@pytest.mark.unit
 def test_every_recorded_prediction_must_be_on_the_page(project):
     project.add("good", "lesson = Lesson('good')\n")
     predicted_record(project, 1.6, predictions=[Prediction("speed", 1.6, "bytes", 0.15, "speed"),
@@ -196,6 +208,7 @@ def test_every_recorded_prediction_must_be_on_the_page(project):
     assert "holds prediction(s) hidden that the page does not show" in str(err.value.error)
 
 
+@pytest.mark.unit
 def test_a_directive_body_is_the_indented_lines_under_it(project):
     project.add("good", "lesson = Lesson('good')\n")
     predicted_record(project, 2.02)
@@ -216,6 +229,7 @@ def test_a_directive_body_is_the_indented_lines_under_it(project):
     assert "\n    The model counts" not in out  # consumed, not left as an indented code block
 
 
+@pytest.mark.integration
 def test_a_miss_without_explanation_fails_the_site_build(site_project):
     site = site_project
     site.add_lesson("good", page="---\nlesson: good\n---\n\n# Good\n\nThe model.\n\n::prediction speed\n")
@@ -253,6 +267,7 @@ def lesson_predictions():
                 yield lesson, name, of, quantity
 
 
+@pytest.mark.unit
 def test_at_least_twelve_lessons_predict_and_their_pages_show_every_prediction():
     """Every lesson.predict names a benchmark the lesson records and appears on its page, and back."""
     found: dict[str, list[str]] = {}
@@ -288,6 +303,7 @@ WARNS = """\
 """
 
 
+@pytest.mark.integration
 def test_expected_warnings_are_counted_not_dropped_and_others_still_show(project):
     project.add("good", WARNS)
     result = project.verify("--mode", "interpreter", "--force")
@@ -307,6 +323,7 @@ def test_expected_warnings_are_counted_not_dropped_and_others_still_show(project
     assert "two kernels repeat dQ bit for bit" in checks(page_of(project))
 
 
+@pytest.mark.unit
 def test_checks_only_one_run_made_are_one_line_with_their_count(project):
     project.add("good", "lesson = Lesson('good')\n")
     lesson = project.lesson("good")
@@ -329,6 +346,7 @@ def test_checks_only_one_run_made_are_one_line_with_their_count(project):
     assert "<code>exercise</code>" in shown
 
 
+@pytest.mark.unit
 def test_the_benchmarks_table_says_how_the_run_timed_it(project):
     from verified_triton.site.directives.benchmarks import benchmarks
 
@@ -347,6 +365,7 @@ def test_the_benchmarks_table_says_how_the_run_timed_it(project):
 
 # -- recorded text cannot pull files into a page ----------------------------------------------------------
 
+@pytest.mark.integration
 def test_recorded_snippet_markers_show_as_written(site_project):
     site = site_project
     (site.docs / "includes").mkdir()

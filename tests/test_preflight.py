@@ -104,11 +104,13 @@ def refused(site: SiteProject, *args: str, **env: str) -> str:
     return result.stderr
 
 
+@pytest.mark.unit
 def test_a_good_lesson_passes_and_its_fenced_and_body_lines_are_text(site):
     lessons = discover(site.code)
     assert preflight.problems(lessons, site.docs) == []
 
 
+@pytest.mark.integration
 def test_a_page_naming_a_region_that_does_not_exist(site):
     line = edit(page_of(site), "::snippet code/lesson/lesson.py kernel", "::snippet code/lesson/lesson.py kernal")
     said = refused(site, "--mode", "interpreter")
@@ -116,6 +118,7 @@ def test_a_page_naming_a_region_that_does_not_exist(site):
            "'kernal' (regions in this file: kernel)" in said, said
 
 
+@pytest.mark.integration
 def test_a_page_naming_a_file_that_does_not_exist(site):
     line = edit(page_of(site), "::snippet code/lesson/lesson.py kernel", "::snippet code/lesson/lessons.py kernel")
     said = refused(site)
@@ -123,6 +126,7 @@ def test_a_page_naming_a_file_that_does_not_exist(site):
            in said, said
 
 
+@pytest.mark.integration
 def test_a_snippet_never_closed(site):
     main = site.code / "lesson" / "lesson.py"
     edit(main, "    return 1\n# end snippet\n", "    return 1\n")
@@ -131,6 +135,7 @@ def test_a_snippet_never_closed(site):
     assert f"error: code/lesson/lesson.py:{line}: region 'kernel' is never closed with '# end snippet'" in said
 
 
+@pytest.mark.integration
 def test_an_unknown_directive_and_one_with_the_wrong_arguments(site):
     unknown = edit(page_of(site), "::status\n", "::statuss\n")
     wrong = edit(page_of(site), "::output\n", "::output everything\n")
@@ -140,6 +145,7 @@ def test_an_unknown_directive_and_one_with_the_wrong_arguments(site):
             "::output [folded]; got 'everything'") in said, said
 
 
+@pytest.mark.integration
 def test_a_step_main_does_not_have(site):
     line = edit(page_of(site), "::step timing", "::step timings")
     said = refused(site)
@@ -147,6 +153,7 @@ def test_a_step_main_does_not_have(site):
            "name (steps: checks, timing)" in said, said
 
 
+@pytest.mark.integration
 def test_a_page_that_needs_its_lesson_but_names_none(site):
     edit(page_of(site), "---\nlesson: lesson\n---\n", "")
     said = refused(site)
@@ -154,18 +161,21 @@ def test_a_page_that_needs_its_lesson_but_names_none(site):
         "lesson (lesson: NAME)" in said, said
 
 
+@pytest.mark.integration
 def test_force_does_not_skip_it_and_a_gpu_run_refuses_before_any_gpu_time(site):
     edit(page_of(site), "::step timing", "::step timings")
     for args in (["--force"], ["--mode", "gpu", "--force"], ["--smoke"]):
         assert "'::step timings'" in refused(site, *args, VT_FAKE_GPUS="0:NVIDIA H200")
 
 
+@pytest.mark.integration
 def test_a_missing_page_is_refused_where_the_project_has_pages(site):
     page_of(site).unlink()
     said = refused(site)
     assert "code/lesson/lesson.toml: page = 'lessons/lesson.md' does not exist under docs/" in said, said
 
 
+@pytest.mark.integration
 def test_every_problem_is_said_at_once(site):
     edit(page_of(site), "::status\n", "::statuss\n")
     edit(page_of(site), "::step timing", "::step timings")
@@ -173,5 +183,6 @@ def test_every_problem_is_said_at_once(site):
     assert "'::statuss'" in said and "'::step timings'" in said
 
 
+@pytest.mark.unit
 def test_todays_course_passes():
     assert preflight.problems(discover(ROOT / "code"), ROOT / "docs") == []

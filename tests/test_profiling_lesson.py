@@ -1,6 +1,6 @@
 """The profiling lesson's readers of tool reports, on text in the tools' real formats.
 
-code/profiling-debugging/profiling_debugging.py runs compute-sanitizer, Nsight Compute and
+code/profiling-debugging/lesson.py runs compute-sanitizer, Nsight Compute and
 Proton on a GPU and reads what they write. No GPU runs here, so these tests hold the readers
 against reports in the formats the tools print: memcheck records and summaries as compute-sanitizer
 2023.3 to 2025.x writes them (and the older `at 0xPC in FILE:LINE:FUNC`), ncu's `--csv --page details`
@@ -19,7 +19,7 @@ import pytest
 
 from conftest import REPO
 
-LESSON = REPO / "code" / "profiling-debugging" / "profiling_debugging.py"
+LESSON = REPO / "code" / "profiling-debugging" / "lesson.py"
 
 
 @pytest.fixture(scope="module")
@@ -86,6 +86,7 @@ OLD = """\
 """
 
 
+@pytest.mark.unit
 def test_memcheck_reads_the_planted_store_record_by_record(pd):
     report = pd.read_memcheck(PLANTED)
     assert report.errors == 1026  # the summary's count, not the two records printed
@@ -94,6 +95,7 @@ def test_memcheck_reads_the_planted_store_record_by_record(pd):
     assert report.refused == ""
 
 
+@pytest.mark.unit
 def test_memcheck_reads_the_manuals_and_the_old_location_formats(pd):
     manual = pd.read_memcheck(MANUAL)
     assert manual.errors == 1
@@ -104,6 +106,7 @@ def test_memcheck_reads_the_manuals_and_the_old_location_formats(pd):
         ("Invalid __global__ read", 2, "fused_moe_kernel", "fused_moe.py", 175)]
 
 
+@pytest.mark.unit
 def test_a_clean_run_is_zero_errors_and_no_summary_is_not_clean(pd):
     clean = pd.read_memcheck("========= COMPUTE-SANITIZER\nspecimen: launched\n"
                              "========= ERROR SUMMARY: 0 errors\n")
@@ -112,6 +115,7 @@ def test_a_clean_run_is_zero_errors_and_no_summary_is_not_clean(pd):
     assert cut.errors is None and len(cut.accesses) == 2
 
 
+@pytest.mark.unit
 def test_every_process_summary_counts(pd):
     """compute-sanitizer follows child processes and ends each with its own summary."""
     two = "========= ERROR SUMMARY: 0 errors\n" + PLANTED
@@ -119,6 +123,7 @@ def test_every_process_summary_counts(pd):
     assert pd.read_memcheck(MANUAL + MANUAL).errors == 2
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("log, why", [
     ("========= COMPUTE-SANITIZER\n========= Error: Device not supported\n", "Device not supported"),
     ("========= Error: Target application terminated before first instrumented API call\n",
@@ -130,6 +135,7 @@ def test_a_tool_that_could_not_run_is_refused_not_clean(pd, log, why):
     assert report.errors is None and report.refused == why
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("where, parsed", [
     ("fill_planted+0x1b0 in specimens.py:84", ("fill_planted", "specimens.py", 84)),
     ("fill_planted+0x1b0 in /home/u/code/profiling-debugging/specimens.py:84",
@@ -158,6 +164,7 @@ specimen: copied 67108864 floats: True
 """  # noqa: E501 - ncu's rows, as it prints them
 
 
+@pytest.mark.unit
 def test_ncu_csv_after_its_messages_in_base_units(pd):
     metrics = pd.read_ncu_csv(NCU)
     assert metrics["DRAM Throughput"] == (91.37, "")
@@ -167,11 +174,13 @@ def test_ncu_csv_after_its_messages_in_base_units(pd):
     assert metrics["DRAM Frequency"] == (2_619_000_000, "hz")  # a unit it does not scale is kept
 
 
+@pytest.mark.unit
 def test_ncu_without_a_table_reads_as_nothing(pd):
     refused = "==PROF== Connected to process 1\n==ERROR== ERR_NVGPUCTRPERM - The user does not have permission\n"
     assert pd.read_ncu_csv(refused) == {}
 
 
+@pytest.mark.unit
 def test_device_print_offsets_in_the_interpreters_and_a_gpus_format(pd):
     interpreter = "(0, 0, 0)  offs:  [0 1 2 3 4 5 6 7]\n(1, 0, 0)  offs:  [ 6  7  8  9 10 11 12 13]\n"
     gpu = "".join(f"pid (1, 0, 0) idx ({i:3}) offs: {6 + i}\n" for i in range(8))
@@ -181,6 +190,7 @@ def test_device_print_offsets_in_the_interpreters_and_a_gpus_format(pd):
     assert pd.printed_offsets(gpu, 2) == []
 
 
+@pytest.mark.unit
 def test_hatchet_leaves_of_one_kernel(pd):
     tree = [{"frame": {"name": "ROOT", "type": "function"}, "metrics": {"count": 0, "time (ns)": 0},
              "children": [
@@ -262,6 +272,7 @@ def fake_sanitizer(tmp_path, monkeypatch):
     return tool
 
 
+@pytest.mark.integration
 def test_the_memcheck_step_from_the_tool_to_its_checks(pd, fake_sanitizer, monkeypatch):
     monkeypatch.setenv("FAKE_AT", f"specimens.py:{pd.store_line(pd.fill_planted)}")
     lesson = Recorder()
@@ -271,6 +282,7 @@ def test_the_memcheck_step_from_the_tool_to_its_checks(pd, fake_sanitizer, monke
                                  "memcheck-clean-after-the-fix": True}
 
 
+@pytest.mark.integration
 def test_the_memcheck_step_fails_when_the_report_names_another_line(pd, fake_sanitizer, monkeypatch):
     monkeypatch.setenv("FAKE_AT", f"specimens.py:{pd.store_line(pd.fill_planted) - 1}")
     lesson = Recorder()
@@ -278,6 +290,7 @@ def test_the_memcheck_step_fails_when_the_report_names_another_line(pd, fake_san
     assert lesson.outcomes()["memcheck-finds-it-without-caching"] is False
 
 
+@pytest.mark.integration
 def test_a_tool_that_refuses_the_device_skips_the_step_with_its_words(pd, fake_sanitizer, monkeypatch):
     monkeypatch.setenv("FAKE_REFUSE", "1")
     monkeypatch.setenv("FAKE_AT", "specimens.py:1")
@@ -287,6 +300,7 @@ def test_a_tool_that_refuses_the_device_skips_the_step_with_its_words(pd, fake_s
     assert "Device not supported" in lesson.calls[0][2]
 
 
+@pytest.mark.unit
 def test_no_tool_or_a_run_under_a_sanitizer_skips(pd, monkeypatch, tmp_path):
     monkeypatch.setenv("COMPUTE_SANITIZER", str(tmp_path / "absent"))
     monkeypatch.setenv("PATH", str(tmp_path))
@@ -313,6 +327,7 @@ with open(log, "w") as f:
 NCU_TABLE = NCU.replace('"Mbyte","268.44"', '"byte","READ"')
 
 
+@pytest.mark.integration
 def test_the_nsight_compute_step_from_the_tool_to_its_measurement(pd, tmp_path, monkeypatch):
     tool = tmp_path / "ncu"
     tool.write_text(FAKE_NCU.format(python=sys.executable, csv=NCU_TABLE))
@@ -325,6 +340,7 @@ def test_the_nsight_compute_step_from_the_tool_to_its_measurement(pd, tmp_path, 
     assert ("measured", "copy-dram-throughput", 91.37) in lesson.calls
 
 
+@pytest.mark.unit
 def test_the_proton_step_reads_the_tree_its_child_wrote(pd, monkeypatch):
     tree = [{"frame": {"name": "ROOT", "type": "function"}, "metrics": {}, "children": [
         {"frame": {"name": "copy_kernel", "type": "function"},
@@ -347,6 +363,7 @@ def test_the_proton_step_reads_the_tree_its_child_wrote(pd, monkeypatch):
     assert lesson.calls[0][:2] == ("skip", "proton") and "libcupti" in lesson.calls[0][2]
 
 
+@pytest.mark.unit
 def test_the_assert_step_on_a_gpu_wants_each_assertion_to_fire_with_its_message(pd, monkeypatch):
     fired = pd.Child([], 1, "specimen: raised RuntimeError: CUDA error: device-side assert triggered\n",
                      "specimens.py:121: fill_device_assert: block: [3,0,0], thread: [104,0,0] "
@@ -366,3 +383,62 @@ def test_the_assert_step_on_a_gpu_wants_each_assertion_to_fire_with_its_message(
     lesson = Recorder()
     pd.asserts(lesson, "cuda")
     assert not lesson.outcomes()["gpu-device-assert-fires"]
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("interpret, child, passes", [
+    (False, ("specimen: launched\n", "", 0), True),
+    (True, ("specimen: launched\n", "", -11), True),
+    (True, ("", "Fatal Python error: Segmentation fault\n", -11), True),  # killed in the launch
+    (True, ("", "Traceback (most recent call last):\nIndexError: out of bounds\n", 1), False),
+    (True, ("", "Traceback (most recent call last):\n", -6), False),  # a Python error named it
+    (False, ("", "", -11), False),  # on a GPU the launch itself must return
+])
+def test_the_plain_tensor_store_is_silent_when_no_python_error_names_it(pd, interpret, child, passes):
+    """Under the interpreter the planted store may corrupt the child's heap and kill it during the launch; a
+    death by a signal with no traceback is still silence. A Python error, or a GPU child that never said
+    'launched', is not."""
+    stdout, stderr, code = child
+    ok, said = pd.store_was_silent(pd.Child(["store", "planted"], code, stdout, stderr), interpret)
+    assert ok is passes, said
+
+
+# -- the race checker's model (race_model.py), which the lesson and the exercises drive ------------------
+
+@pytest.fixture(scope="module")
+def race_model(pd):
+    return sys.modules["race_model"]
+
+
+@pytest.mark.unit
+def test_the_race_model_tells_the_bug_and_the_checkers_blind_spots(race_model):
+    ring, races = race_model.ring, race_model.races
+    assert races(ring(3, 12)) == []
+    bug = races(ring(3, 12, release_early=True))
+    assert len(bug) == 9 and all(b.tile == a.tile + 3 for a, b in bug)
+    assert races(ring(3, 12, sees_mbarriers=False))  # false races on the correct ring
+    assert races(ring(3, 12, release_early=True, sees_copies=False)) == []  # the real one unseen
+
+
+@pytest.mark.unit
+def test_a_second_arrival_does_not_hide_an_early_release(race_model):
+    """The empty barrier expects one arrival: the first completes the phase and lets the producer refill the
+    slot, so arriving again after the read does not order the read before the next copy."""
+    r = race_model.Ring(2)
+    for t in range(6):
+        race_model.producer(r, t)
+        r.wait_ready(t % 2, t)
+        r.arrive_empty(t % 2, t)
+        r.read(t % 2, t)
+        r.arrive_empty(t % 2, t)
+    assert race_model.races(r.events)
+
+
+@pytest.mark.unit
+def test_a_slot_never_released_is_a_deadlock(race_model):
+    r = race_model.Ring(2)
+    with pytest.raises(race_model.Deadlock, match="tile 0's slot was never released"):
+        for t in range(3):
+            race_model.producer(r, t)
+            r.wait_ready(t % 2, t)
+            r.read(t % 2, t)

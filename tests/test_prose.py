@@ -35,6 +35,7 @@ def recorded_methods(lesson) -> set[str]:
 
 # -- every lesson page ------------------------------------------------------------------------------
 
+@pytest.mark.unit
 def test_every_lesson_page_passes_the_prose_lint():
     problems = []
     for lesson in LESSONS:
@@ -43,6 +44,7 @@ def test_every_lesson_page_passes_the_prose_lint():
     assert not problems, "\n".join(str(p) for p in problems)
 
 
+@pytest.mark.unit
 def test_no_page_names_a_timing_method_its_evidence_does_not_record():
     """fp16-matmul, fp8-matmul, layer-norm and persistent-tma-matmul said do_bench while their records
     said CUDA-graph replay. A paragraph exempted from the timing rule (with its reason) is about another
@@ -63,6 +65,7 @@ def test_no_page_names_a_timing_method_its_evidence_does_not_record():
     assert not wrong, "\n".join(wrong)
 
 
+@pytest.mark.unit
 def test_the_timing_rule_would_have_caught_the_four_pages():
     text = """\
         The kernels and cuBLAS take turns: each of ten rounds times every function once
@@ -79,6 +82,7 @@ def test_the_timing_rule_would_have_caught_the_four_pages():
 
 # -- the rules, one by one --------------------------------------------------------------------------
 
+@pytest.mark.unit
 def test_history_is_reported_with_its_line_even_across_a_line_break():
     found = findings("""\
         # Title
@@ -97,6 +101,7 @@ def test_history_is_reported_with_its_line_even_across_a_line_break():
     ]
 
 
+@pytest.mark.unit
 def test_code_math_directives_and_front_matter_are_not_prose():
     assert findings("""\
         ---
@@ -117,6 +122,7 @@ def test_code_math_directives_and_front_matter_are_not_prose():
         """) == []
 
 
+@pytest.mark.unit
 def test_documents_the_reader_cannot_see():
     found = findings("""\
         The tolerance follows seed 004's rule and the course's length rule; NOTES.md has the numbers
@@ -131,6 +137,7 @@ def test_documents_the_reader_cannot_see():
     assert any(f.startswith("page.md:4: [unseen] 'the notebook': a notebook the page never introduces") for f in found)
 
 
+@pytest.mark.unit
 def test_the_issue_tracker_is_not_a_reference_for_readers():
     found = findings("""\
         The gate is lower than the issue's 0.9, and the backward was not attempted in this session.
@@ -140,6 +147,7 @@ def test_the_issue_tracker_is_not_a_reference_for_readers():
     assert "[unseen] 'this session' refers to the project's issue tracker" in found[1]
 
 
+@pytest.mark.unit
 def test_a_credits_line_introduces_the_notebook_once():
     text = """\
         **Credits.** The lesson starts from a cookbook notebook, which ...
@@ -151,6 +159,7 @@ def test_a_credits_line_introduces_the_notebook_once():
     assert findings(twice) == ["page.md:1: [unseen] more than one credits line: say it once"]
 
 
+@pytest.mark.unit
 def test_an_allowed_paragraph_needs_a_reason_and_covers_only_itself():
     allowed = """\
         <!-- prose-lint: allow timing: the autotuner's own timing is the subject -->
@@ -165,6 +174,7 @@ def test_an_allowed_paragraph_needs_a_reason_and_covers_only_itself():
     assert len(findings(no_reason)) == 3  # not a marker without its reason: every use is reported
 
 
+@pytest.mark.unit
 def test_a_glossary_term_needs_one_use_its_abbreviation_matches():
     only_code = "The tensor cores run `wgmma` here.\n"
     only_plural = "Two warpgroups share the tile.\n"  # with a glossary that has no plural form
@@ -186,6 +196,7 @@ REQUIRED = ["warp", "warpgroup", "SM", "TMA", "wgmma", "mma.sync", "L2", "HBM", 
             "persistent kernel", "split-K", "roofline", "bandwidth-bound"]
 
 
+@pytest.mark.unit
 def test_the_glossary_defines_the_course_terms_and_links_each_to_the_lesson_that_teaches_it():
     forms = {form: entry for entry in ENTRIES for form in entry.forms}
     assert not [t for t in REQUIRED if t not in forms], [t for t in REQUIRED if t not in forms]
@@ -197,6 +208,7 @@ def test_the_glossary_defines_the_course_terms_and_links_each_to_the_lesson_that
             f"{entry.term} is taught in {lesson.name}, whose page never uses it"
 
 
+@pytest.mark.unit
 def test_forms_of_a_term_share_its_definition():
     """`warps` and `warp` say the same; a plural defined differently would split the glossary entry."""
     forms = {form for entry in ENTRIES for form in entry.forms}
@@ -207,6 +219,7 @@ def test_forms_of_a_term_share_its_definition():
                 assert form not in heads, f"{form} is its own entry: give it {form[:-len(suffix)]}'s definition"
 
 
+@pytest.mark.unit
 def test_a_bad_abbreviations_file_is_reported_at_its_line(tmp_path):
     path = tmp_path / "abbreviations.md"
     path.write_text("*[warp]: 32 threads. Taught in: Vector add.\n\nA stray paragraph.\n")
@@ -220,6 +233,7 @@ def test_a_bad_abbreviations_file_is_reported_at_its_line(tmp_path):
         read(path)
 
 
+@pytest.mark.integration
 def test_the_glossary_page_and_the_hover_definitions_on_a_built_page(site_project):
     site = site_project
     (site.docs / "includes").mkdir()
@@ -259,6 +273,7 @@ def test_the_glossary_page_and_the_hover_definitions_on_a_built_page(site_projec
     assert 'href="../lessons/good/"' in glossary
 
 
+@pytest.mark.integration
 def test_the_glossary_names_a_lesson_that_does_not_exist(site_project):
     site = site_project
     (site.docs / "includes").mkdir()
@@ -269,6 +284,7 @@ def test_the_glossary_names_a_lesson_that_does_not_exist(site_project):
     assert "abbreviations.md:1: 'warp' is taught in 'Nowhere', which is no lesson" in build_output(result)
 
 
+@pytest.mark.unit
 def test_the_lint_runs_from_the_command_line(capsys):
     assert prose_lint.main([str(DOCS / "lessons" / "vector-add.md")]) == 0
     assert capsys.readouterr().out == ""

@@ -66,6 +66,7 @@ def imported(project) -> list[str]:
 
 # -- the GPU model a runner label names ---------------------------------------------------------
 
+@pytest.mark.unit
 @pytest.mark.parametrize("key, model, expected", [
     ("gpu-nvidia-h200", "h200", True),
     ("gpu-nvidia-h200", "NVIDIA H200", True),
@@ -80,6 +81,7 @@ def test_gpu_matches_words_of_the_label(key, model, expected):
     assert gpu_matches(key, model) is expected
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("kwargs, message", [
     ({"mode": "cpu"}, "interpreter, gpu or sanitize"),
     ({"gpu": "  "}, "GPU model"),
@@ -95,6 +97,7 @@ def test_expectations_are_checked(kwargs, message):
 
 # -- local work is unchanged ------------------------------------------------------------------
 
+@pytest.mark.integration
 def test_an_import_without_the_options_needs_no_attestation(good, tmp_path):
     """A bundle from a developer's own GPU imports as before: no gh is asked (none is on PATH)."""
     bundle = bundle_of(tmp_path / "mine.tar.gz", record(good, "gpu"), record(good, "interpreter"))
@@ -103,11 +106,13 @@ def test_an_import_without_the_options_needs_no_attestation(good, tmp_path):
     assert imported(good) == ["good/gpu-nvidia-h200.json", "good/interpreter.json"]
 
 
+@pytest.mark.integration
 def test_the_options_need_import(good):
     result = good.verify("--status", "--expect-mode", "gpu")
     assert result.returncode == 2 and "applies to --import" in result.stderr
 
 
+@pytest.mark.integration
 def test_a_malformed_signer_is_a_usage_error(good, tmp_path):
     bundle = bundle_of(tmp_path / "b.tar.gz", record(good, "interpreter"))
     result = good.verify("--import", str(bundle), "--require-attestation", "owner/repo")
@@ -117,6 +122,7 @@ def test_a_malformed_signer_is_a_usage_error(good, tmp_path):
 
 # -- records that do not fit the job ----------------------------------------------------------
 
+@pytest.mark.integration
 def test_an_interpreter_bundle_holding_a_gpu_record_is_refused(good, tmp_path):
     bundle = bundle_of(tmp_path / "interpreter-1-of-2.tar.gz", record(good, "interpreter"), record(good, "gpu"))
     result = good.verify("--import", str(bundle), "--expect-mode", "interpreter")
@@ -126,6 +132,7 @@ def test_an_interpreter_bundle_holding_a_gpu_record_is_refused(good, tmp_path):
     assert imported(good) == []  # not even the interpreter record
 
 
+@pytest.mark.integration
 def test_a_gpu_bundle_holding_an_interpreter_record_is_refused(good, tmp_path):
     bundle = bundle_of(tmp_path / "gpu.tar.gz", record(good, "interpreter"))
     result = good.verify("--import", str(bundle), "--expect-mode", "gpu", "--expect-gpu", "h200")
@@ -133,6 +140,7 @@ def test_a_gpu_bundle_holding_an_interpreter_record_is_refused(good, tmp_path):
     assert imported(good) == []
 
 
+@pytest.mark.integration
 def test_gpu_records_of_another_model_than_the_runner_label_are_refused(good, tmp_path):
     bundle = bundle_of(tmp_path / "gpu-h200-1-of-1.tar.gz", record(good, "gpu", device="NVIDIA A100-SXM4-80GB"))
     result = good.verify("--import", str(bundle), "--expect-mode", "gpu", "--expect-gpu", "h200")
@@ -145,6 +153,7 @@ def test_gpu_records_of_another_model_than_the_runner_label_are_refused(good, tm
     assert imported(good) == ["good/gpu-nvidia-a100-sxm4-80gb.json"]
 
 
+@pytest.mark.integration
 def test_one_bad_bundle_refuses_the_whole_import(good, tmp_path):
     fine = bundle_of(tmp_path / "a.tar.gz", record(good, "gpu"))
     other = bundle_of(tmp_path / "b.tar.gz", record(good, "gpu", device="NVIDIA H100 80GB HBM3"))
@@ -156,6 +165,7 @@ def test_one_bad_bundle_refuses_the_whole_import(good, tmp_path):
 
 # -- attestations -----------------------------------------------------------------------------
 
+@pytest.mark.integration
 def test_without_gh_an_attestation_cannot_be_checked_and_the_bundle_is_refused(good, tmp_path):
     bundle = bundle_of(tmp_path / "b.tar.gz", record(good, "interpreter"))
     result = good.verify("--import", str(bundle), "--require-attestation", SIGNER, PATH=str(tmp_path / "empty"))
@@ -163,6 +173,7 @@ def test_without_gh_an_attestation_cannot_be_checked_and_the_bundle_is_refused(g
     assert imported(good) == []
 
 
+@pytest.mark.integration
 def test_a_failed_verification_refuses_the_bundle(good, tmp_path):
     path, _log = fake_gh(tmp_path, rc=1)
     bundle = bundle_of(tmp_path / "b.tar.gz", record(good, "interpreter"))
@@ -172,6 +183,7 @@ def test_a_failed_verification_refuses_the_bundle(good, tmp_path):
     assert imported(good) == []
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("out", ["", "not json", "[]", '[{"verificationResult": {}}]', verified("on-the-moon")])
 def test_output_that_is_not_a_verification_refuses_the_bundle(good, tmp_path, out):
     path, _log = fake_gh(tmp_path, out=out)
@@ -181,6 +193,7 @@ def test_output_that_is_not_a_verification_refuses_the_bundle(good, tmp_path, ou
     assert imported(good) == []
 
 
+@pytest.mark.integration
 def test_an_attested_bundle_is_imported_and_gh_was_asked_the_right_question(good, tmp_path):
     path, log = fake_gh(tmp_path, out=verified("github-hosted"))
     bundle = bundle_of(tmp_path / "interpreter-1-of-1.tar.gz", record(good, "interpreter"))
@@ -196,6 +209,7 @@ def test_an_attested_bundle_is_imported_and_gh_was_asked_the_right_question(good
                      "--format", "json"]
 
 
+@pytest.mark.integration
 def test_gpu_records_attested_on_a_github_hosted_runner_are_refused(good, tmp_path):
     """Whatever the bundle is called and whatever the import expects: the certificate says no GPU."""
     path, _log = fake_gh(tmp_path, out=verified("github-hosted"))

@@ -19,6 +19,8 @@ from test_steps import expand, stepped
 from verified_triton.core.kit import Check, Step, Table
 from verified_triton.site import directives
 
+pytestmark = pytest.mark.unit
+
 
 def recorded(site_project, gpu_checks=("pass", "pass", "pass"), interp_checks=("pass", "pass")):
     """The stepped lesson with a GPU and an interpreter run: checks in the step `checks`, a table, benchmarks."""

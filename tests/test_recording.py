@@ -29,6 +29,7 @@ def lessons_named(*names: str) -> list:
     return [SimpleNamespace(name=n) for n in names]
 
 
+@pytest.mark.unit
 def test_a_shard_split_is_a_deterministic_partition():
     from verified_triton.record.plan import shard
 
@@ -50,6 +51,7 @@ def test_a_shard_split_is_a_deterministic_partition():
             assert [x.name for x in s] == sorted(x.name for x in s)
 
 
+@pytest.mark.unit
 def test_shards_are_balanced_by_recorded_wall_time():
     from verified_triton.record.plan import shard
 
@@ -67,6 +69,7 @@ def test_shards_are_balanced_by_recorded_wall_time():
         assert max(loads) - min(loads) <= max(walls.values())
 
 
+@pytest.mark.unit
 def test_a_lesson_never_recorded_counts_as_the_median():
     from verified_triton.record.plan import shard
 
@@ -78,6 +81,7 @@ def test_a_lesson_never_recorded_counts_as_the_median():
     assert {x.name for x in one} == {"c", "a"} and {x.name for x in two} == {"b", "new"}
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("text", ["3/2", "0/2", "x", "1/0", "1-2", "-1/2", "1/2/3"])
 def test_a_bad_shard_is_a_usage_error(project, text):
     from verified_triton.record.plan import parse_shard
@@ -100,6 +104,7 @@ def current_machine_record(lesson, mode: str, wall_s: float, **kw):
     return rec
 
 
+@pytest.mark.integration
 def test_shard_on_the_command_line(project):
     walls = {"alpha": 30.0, "beta": 10.0, "gamma": 10.0, "delta": 10.0}
     for order, name in enumerate(walls):
@@ -118,6 +123,7 @@ def test_shard_on_the_command_line(project):
     assert "shard 2/2: beta, gamma, delta" in again
 
 
+@pytest.mark.unit
 def test_recorded_wall_reads_the_evidence(project):
     from verified_triton.record.plan import recorded_wall
 
@@ -162,6 +168,7 @@ def overlaps(spans: list[tuple[float, float]]) -> bool:
     return any(b[0] < a[1] for a, b in zip(spans, spans[1:], strict=False))
 
 
+@pytest.mark.integration
 def test_one_lesson_per_gpu_at_a_time_and_a_failure_stops_nothing(project, tmp_path):
     names = [f"lesson-{c}" for c in "abcdef"]
     for order, name in enumerate(names):
@@ -190,6 +197,7 @@ def test_one_lesson_per_gpu_at_a_time_and_a_failure_stops_nothing(project, tmp_p
         assert any(line.startswith(name) and f"gpu GPU {gpu_of[name]}" in line for line in result.stdout.splitlines())
 
 
+@pytest.mark.integration
 def test_a_gpu_that_is_not_there_is_a_usage_error(project):
     project.add("good", "lesson = Lesson('good')\nsys.exit(lesson.finish())\n")
     for spec in ("2", "0,0", "x", ""):
@@ -199,6 +207,7 @@ def test_a_gpu_that_is_not_there_is_a_usage_error(project):
     assert project.files() == {}
 
 
+@pytest.mark.integration
 def test_gpus_0_records_what_a_plain_run_records(project, tmp_path):
     project.add("good", LOGGED)
     other = make_project(tmp_path / "other")
@@ -218,6 +227,7 @@ def test_gpus_0_records_what_a_plain_run_records(project, tmp_path):
     assert [r[3] for r in read_log(tmp_path / "log")] == ["-", "0"]
 
 
+@pytest.mark.unit
 def test_the_gpu_queue_in_process_never_doubles_up_and_survives_errors():
     """plan.execute with a stand-in for run_lesson: many lessons, three GPUs, one run that raises."""
     from verified_triton.record.machine import Gpu, Machine
@@ -250,6 +260,7 @@ def test_the_gpu_queue_in_process_never_doubles_up_and_survives_errors():
     assert failed[0].record is None and "verify could not record this run: disk full" in failed[0].skipped
 
 
+@pytest.mark.unit
 def test_several_gpus_start_the_longest_recorded_lessons_first():
     """LPT order: with a recorded wall time per lesson, the longest start first,
     an unrecorded lesson counts as the median, and the makespan shrinks."""
@@ -308,6 +319,7 @@ def old_speed_record(project: Project, ratio: float = 1.0, history: int = 1):
     return rec
 
 
+@pytest.mark.integration
 def test_history_is_carried_and_a_change_beyond_noise_is_printed(project):
     project.add("speed", SPEED)
     old_speed_record(project, 1.0, history=1)
@@ -322,6 +334,7 @@ def test_history_is_carried_and_a_change_beyond_noise_is_printed(project):
     assert history[-1].ratio == 1.0 and history[-1].ratio_high == pytest.approx(1.01)
 
 
+@pytest.mark.integration
 def test_a_move_within_noise_is_not_a_change(project):
     project.add("speed", SPEED)
     old_speed_record(project, 1.0)
@@ -331,6 +344,7 @@ def test_a_move_within_noise_is_not_a_change(project):
     assert len(project.record("speed", "gpu-nvidia-h200").history["speed"]) == 2
 
 
+@pytest.mark.integration
 def test_history_is_bounded(project):
     project.add("speed", SPEED)
     old_speed_record(project, 1.0, history=LIMITS.history)
@@ -341,6 +355,7 @@ def test_history_is_bounded(project):
     assert history[-1].started_utc == "2026-01-01T00:00:00Z"  # the record it replaced is the newest
 
 
+@pytest.mark.unit
 def test_carry_history_in_process():
     from verified_triton.judge.evidence import Environment, Record
     from verified_triton.record.changes import carry_history, changes
@@ -380,6 +395,7 @@ def two_lessons(project):
     return project
 
 
+@pytest.mark.integration
 def test_bundles_from_shards_merge(two_lessons, tmp_path):
     project = two_lessons
     a = bundle_of(tmp_path / "a.tar.gz", [fake_record(project.lesson("one"), "gpu")])
@@ -392,6 +408,7 @@ def test_bundles_from_shards_merge(two_lessons, tmp_path):
                                        "two/interpreter.json"]
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("order", ["older-first", "newer-first"])
 def test_a_conflict_keeps_the_newer_record_and_says_so(two_lessons, tmp_path, order):
     project = two_lessons
@@ -403,10 +420,11 @@ def test_a_conflict_keeps_the_newer_record_and_says_so(two_lessons, tmp_path, or
     assert result.returncode == 0, result.stderr
     assert "note: conflict: one/gpu-nvidia-h200" in result.stdout
     assert f"kept the newer, from {newer}" in result.stdout
-    assert "import: 1 records merged" in result.stdout
+    assert "import: 1 record merged" in result.stdout
     assert project.record("one", "gpu-nvidia-h200").started_utc == "2026-02-01T00:00:00Z"
 
 
+@pytest.mark.integration
 def test_a_record_here_that_is_newer_is_kept(two_lessons, tmp_path):
     project = two_lessons
     lesson = project.lesson("one")
@@ -421,6 +439,7 @@ def test_a_record_here_that_is_newer_is_kept(two_lessons, tmp_path):
     assert project.files() == before
 
 
+@pytest.mark.integration
 def test_each_bundle_is_all_or_nothing(two_lessons, tmp_path):
     project = two_lessons
     one, two = project.lesson("one"), project.lesson("two")
@@ -432,10 +451,11 @@ def test_each_bundle_is_all_or_nothing(two_lessons, tmp_path):
     assert result.returncode == 1
     assert "no lesson 'zzz' here; refused" in result.stderr
     assert f"{mixed}: nothing from this bundle was imported" in result.stderr
-    assert "import: 1 records merged, 2 refused" in result.stdout
+    assert "import: 1 record merged, 2 refused" in result.stdout
     assert sorted(project.files()) == ["two/gpu-nvidia-h200.json"]
 
 
+@pytest.mark.integration
 def test_import_prints_changes_and_carries_history(two_lessons, tmp_path):
     project = two_lessons
     lesson = project.lesson("one")

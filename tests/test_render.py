@@ -53,12 +53,14 @@ def lesson_with_checks(project, statuses: list[str]) -> directives.Page:
 
 # -- checks ------------------------------------------------------------------------------------
 
+@pytest.mark.unit
 def test_a_short_checks_table_is_shown_whole(project):
     md = checks(lesson_with_checks(project, ["pass"] * COLLAPSE_ROWS_OVER))
     assert "???" not in md
     assert md.count("\n| <code>check-") == COLLAPSE_ROWS_OVER
 
 
+@pytest.mark.unit
 def test_a_long_checks_table_folds_but_never_hides_a_failure(project):
     statuses = ["pass"] * 20
     statuses[7], statuses[15] = "fail", "skip"
@@ -71,6 +73,7 @@ def test_a_long_checks_table_folds_but_never_hides_a_failure(project):
     assert all(f"check-{i:02d}" in folded for i in range(20))
 
 
+@pytest.mark.unit
 def test_rows_past_the_limit_fold_then_are_cut():
     rows = [[str(i)] for i in range(LIMITS.rows_shown * 4 + 7)]
     md = bounded_rows(["n"], rows)
@@ -92,12 +95,14 @@ class SimpleRecord:
         self.benchmarks = benchmarks
 
 
+@pytest.mark.unit
 def test_ratios_show_two_decimals_and_their_interval():
     rec_bench = bench("b", 1.0002, 0.9871, 1.0123, unit="GB/s", threshold=0.95)
     row = record_rows(SimpleRecord([rec_bench]))[0]
     assert "**1.00×** <small>(0.99–1.01)</small>" in row
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("b, expect", [
     (bench("g", 1.1, 1.05, 1.2, threshold=1.0), "gate 1.00×: :material-check: met"),
     (bench("g", 0.99, 0.95, 1.03, threshold=1.0), "gate 1.00×: ≈ within noise"),
@@ -110,6 +115,7 @@ def test_each_verdict_is_shown_with_its_kind_of_target(b, expect):
     assert expect in record_rows(SimpleRecord([b]))[0][-1]
 
 
+@pytest.mark.unit
 def test_the_ratio_chart_escapes_labels_and_colours_by_verdict():
     met = bench("ok", 1.02, 1.0, 1.05, threshold=0.9)
     missed = bench("short", 0.8, 0.78, 0.82, threshold=0.6, stretch=0.9)
@@ -130,6 +136,7 @@ def fake_record_like(started: str):
     return R()
 
 
+@pytest.mark.unit
 def test_a_sparkline_shows_each_recording_with_its_interval():
     b = bench("b", 1.2, 1.1, 1.3)
     rec = fake_record_like("2026-03-01T00:00:00Z")
@@ -141,6 +148,7 @@ def test_a_sparkline_shows_each_recording_with_its_interval():
     assert "2026-01-01: 1.00× (0.90–1.10); 2026-02-01: 1.00× (0.90–1.10); 2026-03-01: 1.20× (1.10–1.30)" in svg
 
 
+@pytest.mark.unit
 def test_the_benchmark_table_shows_history_per_benchmark(project):
     project.add("good", PASSING)
     rec = fake_record(project.lesson("good"), "gpu", benchmarks=[bench("b", 1.2, 1.1, 1.3, threshold=1.0)])
@@ -154,6 +162,7 @@ def test_the_benchmark_table_shows_history_per_benchmark(project):
 
 # -- the directive registry ----------------------------------------------------------------------
 
+@pytest.mark.unit
 def test_every_module_of_the_package_registers_its_directives():
     modules = {m.name for m in pkgutil.iter_modules(directives.__path__)}
     registered = {d.render.__module__.rsplit(".", 1)[-1] for d in directives.REGISTRY.values()}
@@ -164,6 +173,7 @@ def test_every_module_of_the_package_registers_its_directives():
         assert re.fullmatch(r"[a-z][a-z-]*", d.name) and d.help and d.usage.startswith(f"::{d.name}")
 
 
+@pytest.mark.unit
 def test_an_unknown_directive_lists_the_registry(project):
     with pytest.raises(directives.DirectiveError) as info:
         directives.expand("snippets", "code/x.py kernel", page_of(project, None))
@@ -173,6 +183,7 @@ def test_an_unknown_directive_lists_the_registry(project):
         assert f"::{name}" in message
 
 
+@pytest.mark.unit
 def test_arguments_and_the_page_lesson_are_checked(project):
     page = page_of(project, None)
     with pytest.raises(directives.DirectiveError,
@@ -184,6 +195,7 @@ def test_arguments_and_the_page_lesson_are_checked(project):
         directives.expand("checks", "", page)
 
 
+@pytest.mark.unit
 def test_the_directives_directive_renders_every_registered_directive(project):
     table = directives.expand("directives", "", page_of(project, None))
     rows = [line for line in table.split("\n")[2:] if line.startswith("| ")]
@@ -192,6 +204,7 @@ def test_the_directives_directive_renders_every_registered_directive(project):
         assert any(row.startswith(f"| <code>{text('::' + d.name)}") for row in rows), d.name
 
 
+@pytest.mark.integration
 def test_a_new_directive_module_is_picked_up(tmp_path):
     """Adding a directive is adding one module: the registry, the error and the table all see it."""
     tools = tmp_path / "tools"

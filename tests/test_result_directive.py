@@ -16,6 +16,8 @@ from test_render import page_of
 from verified_triton.judge.evidence import write_record
 from verified_triton.site import directives
 
+pytestmark = pytest.mark.unit
+
 
 def _page(project, *benchmarks, **fields):
     project.add("good", PASSING)

@@ -122,6 +122,7 @@ SYNCCHECK = """\
 """
 
 
+@pytest.mark.unit
 def test_a_triton_kernels_memcheck_record_is_its_kernel_file_and_line():
     report = sanitizer_log.parse_log(TRITON_MEMCHECK)
     assert report.errors == 1 and report.has_summary and not report.unavailable
@@ -133,6 +134,7 @@ def test_a_triton_kernels_memcheck_record_is_its_kernel_file_and_line():
     assert rec.host_frames == ["repro.py:52"]
 
 
+@pytest.mark.unit
 def test_older_location_forms_hardware_exceptions_and_counts_with_separators():
     report = sanitizer_log.parse_log(OLD_FORMS)
     places = [(r.kind, r.locations[0].kernel, r.locations[0].file, r.locations[0].line) for r in report.records]
@@ -147,6 +149,7 @@ def test_older_location_forms_hardware_exceptions_and_counts_with_separators():
     assert report.errors == 1234 and report.not_printed == 1230
 
 
+@pytest.mark.unit
 def test_a_race_is_one_record_with_every_access_and_the_summary_counts_singular_forms():
     report = sanitizer_log.parse_log(RACECHECK)
     first, second = report.records
@@ -159,6 +162,7 @@ def test_a_race_is_one_record_with_every_access_and_the_summary_counts_singular_
     assert report.race == (2, 1, 1) and report.errors is None and report.has_summary
 
 
+@pytest.mark.unit
 def test_initcheck_and_synccheck_records():
     init = sanitizer_log.parse_log(INITCHECK)
     [rec] = init.records
@@ -169,6 +173,7 @@ def test_initcheck_and_synccheck_records():
     assert sync.errors == 1
 
 
+@pytest.mark.unit
 def test_the_tools_own_lines_are_notes_and_an_api_error_is_no_kernels_finding():
     report = sanitizer_log.parse_log(
         "========= COMPUTE-SANITIZER\n"
@@ -195,6 +200,7 @@ def run_captured(code: int | None = 0, timed_out: bool = False) -> Captured:
     return Captured(code, timed_out, "", "", 0, 0, 1.0)
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("log, state", [
     ("========= ERROR SUMMARY: 0 errors\n", "clean"),
     ("========= RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)\n", "clean"),
@@ -212,6 +218,7 @@ def test_a_tool_run_is_classified_failing_closed(log, state):
     assert sanitizer.classify_tool(sanitizer_log.parse_log(log), run_captured(None, True), 60, "")[0] == "timeout"
 
 
+@pytest.mark.unit
 def test_a_huge_log_is_read_bounded_and_its_summary_still_found(tmp_path):
     log = tmp_path / "memcheck.log"
     record = TRITON_MEMCHECK.split("========= ERROR SUMMARY")[0].replace("========= COMPUTE-SANITIZER\n", "")
@@ -228,6 +235,7 @@ def test_a_huge_log_is_read_bounded_and_its_summary_still_found(tmp_path):
     assert sanitizer_log.read_log(tmp_path / "none.log") == ("", 0, "")
 
 
+@pytest.mark.unit
 def test_the_command_line_has_the_options_a_bounded_complete_report_needs(tmp_path):
     memcheck = sanitizer_command.tool_options("memcheck", tmp_path / "m.log")
     race = sanitizer_command.tool_options("racecheck", tmp_path / "r.log")
@@ -262,6 +270,7 @@ def sanitized(monkeypatch, tmp_path):
     return kit.kit.Lesson("sanitized")
 
 
+@pytest.mark.unit
 def test_under_the_sanitizer_every_step_runs_once_untimed_and_nothing_is_measured(sanitized, tmp_path):
     calls = []
     assert sanitized.step("gpu-checks", needs_gpu="Gluon needs a GPU", smoke=False)  # smoke=False is the CPU's
@@ -281,6 +290,7 @@ def test_under_the_sanitizer_every_step_runs_once_untimed_and_nothing_is_measure
                                          "reason": "under compute-sanitizer: memory statistics count nothing"}]
 
 
+@pytest.mark.unit
 def test_outside_the_sanitizer_nothing_changes(monkeypatch, tmp_path):
     monkeypatch.delenv(kit.SANITIZE_ENV, raising=False)
     monkeypatch.delenv(kit.INTERPRET_ENV, raising=False)
@@ -308,6 +318,7 @@ def exchange_kernel(x_ptr):
 '''
 
 
+@pytest.mark.unit
 def test_a_declaration_names_lines_by_number_range_region_or_function(sanitized, tmp_path):
     folder = tmp_path / "code" / "racy"
     folder.mkdir(parents=True)
@@ -326,6 +337,7 @@ def test_a_declaration_names_lines_by_number_range_region_or_function(sanitized,
     assert len(sanitized.results.sanitizer_known) == 2
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("tool, kernel, where, why, message", [
     ("memcheck", "k", ["kernels.py:1"], "why", "only initcheck and racecheck"),
     ("racecheck", "not a name", ["kernels.py:1"], "why", "not a kernel name"),
@@ -393,6 +405,7 @@ def judged(lesson, *records, required: bool = True):
 MAIN = "code/racy/racy.py"
 
 
+@pytest.mark.unit
 def test_memcheck_errors_in_the_lessons_kernel_fail_it_naming_the_kernel_and_the_line(lesson):
     oob = finding("memory-access", loc(MAIN, 41, "store_kernel"), records=26,
                   message="Invalid __global__ write of size 4 bytes")
@@ -402,6 +415,7 @@ def test_memcheck_errors_in_the_lessons_kernel_fail_it_naming_the_kernel_and_the
     assert st.memory.line.startswith("memcheck: 26 errors in store_kernel; synccheck: 0 errors")
 
 
+@pytest.mark.unit
 def test_findings_in_library_kernels_are_counted_not_judged(lesson):
     cublas = finding("memory-access", loc("<site-packages>/torch/lib/libcublas.so", 0, "nvjet_sm90_gemm"), records=3)
     cudnn_race = finding("race", loc("", 0, "cudnn_sdpa_kernel", "Write"), loc("", 0, "cudnn_sdpa_kernel", "Read"))
@@ -411,6 +425,7 @@ def test_findings_in_library_kernels_are_counted_not_judged(lesson):
                               "initcheck: clean; racecheck: clean (+1 outside the lesson's kernels)")
 
 
+@pytest.mark.unit
 def test_a_declared_race_is_explained_and_the_lesson_verified(lesson):
     race = finding("race", loc(MAIN, 275, access="Write"), loc(MAIN, 332, access="Read"), hazards=25)
     st = judged(lesson, memory_record(lesson, tool_run("racecheck", race),
@@ -421,6 +436,7 @@ def test_a_declared_race_is_explained_and_the_lesson_verified(lesson):
     assert "found nothing unexplained in the lesson's kernels" in st.sentence
 
 
+@pytest.mark.unit
 def test_an_undeclared_finding_and_a_declaration_that_matches_nothing_keep_it_from_verified(lesson):
     race = finding("race", loc(MAIN, 275, access="Write"), loc(MAIN, 332, access="Read"), hazards=25)
     # The declaration covers only one of the two accesses: it matches nothing, and the race stays open.
@@ -436,6 +452,7 @@ def test_an_undeclared_finding_and_a_declaration_that_matches_nothing_keep_it_fr
     assert "initcheck reports Uninitialized __global__ memory read in tma_kernel" in st.sentence
 
 
+@pytest.mark.unit
 def test_a_declaration_of_another_kernel_or_tool_does_not_cover_a_finding(lesson):
     race = finding("race", loc(MAIN, 275, access="Write"), loc(MAIN, 276, access="Read"))
     for known in (declared([(MAIN, 270, 280)], kernel="other_kernel"), declared([(MAIN, 270, 280)], tool="initcheck")):
@@ -443,6 +460,7 @@ def test_a_declaration_of_another_kernel_or_tool_does_not_cover_a_finding(lesson
         assert st.status == PARTIAL and "neither fixed nor declared" in st.sentence
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("run, words", [
     (tool_run("racecheck", state="timeout", errors=0, reason="killed after the 60 s timeout"), "timed out"),
     (tool_run("initcheck", state="inconclusive", errors=0, reason="no summary line"), "no summary"),
@@ -456,11 +474,13 @@ def test_a_tool_that_did_not_see_everything_keeps_it_from_verified(lesson, run, 
     assert f"{run.tool}: {words}" in st.memory.line
 
 
+@pytest.mark.unit
 def test_the_lessons_own_run_failing_under_the_tool_leaves_the_check_incomplete(lesson):
     st = judged(lesson, memory_record(lesson, outcome="failed", exit_code=1, reason="check result"))
     assert st.status == PARTIAL and "under memcheck the lesson's run failed (check result)" in st.sentence
 
 
+@pytest.mark.unit
 def test_once_the_course_checks_memory_a_lesson_without_a_current_check_is_not_verified(lesson):
     assert judged(lesson, required=False).status == VERIFIED
     assert "Memory safety was not checked" in judged(lesson, required=False).sentence
@@ -474,6 +494,7 @@ def test_once_the_course_checks_memory_a_lesson_without_a_current_check_is_not_v
     assert st.stale == []  # the interpreter's and the GPU's records are another list
 
 
+@pytest.mark.unit
 def test_the_course_checks_memory_from_its_first_sanitize_record_on(project: Project, lesson):
     project.add("other", "lesson = Lesson('other')\nsys.exit(lesson.finish())\n", order=2)
     other = project.lesson("other")
@@ -487,6 +508,7 @@ def test_the_course_checks_memory_from_its_first_sanitize_record_on(project: Pro
     assert st.status == PARTIAL and "Memory safety not checked yet" in st.sentence
 
 
+@pytest.mark.unit
 def test_a_stale_memory_check_is_a_check_problem_naming_the_file(project: Project, lesson):
     for mode in ("interpreter", "gpu"):
         write_record(project.evidence, fake_record(lesson, mode))
@@ -502,6 +524,7 @@ def as_json(record) -> dict:
     return json.loads(record.to_json())
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("edit, message", [
     (lambda r: r.update(key="sanitize-gpu-nvidia-a100"), "names it 'sanitize-gpu-nvidia-h200'"),
     (lambda r: r.update(sanitizer=None), "a sanitize record holds its tools' runs"),
@@ -523,6 +546,7 @@ def test_a_sanitize_record_that_breaks_the_rules_is_refused(lesson, edit, messag
         record_from_json(raw, "bad.json")
 
 
+@pytest.mark.unit
 def test_a_gpu_record_holds_no_sanitizer_runs(lesson):
     raw = as_json(fake_record(lesson, "gpu"))
     raw["sanitizer"] = as_json(memory_record(lesson))["sanitizer"]
@@ -530,6 +554,7 @@ def test_a_gpu_record_holds_no_sanitizer_runs(lesson):
         record_from_json(raw, "gpu.json")
 
 
+@pytest.mark.unit
 def test_a_record_keeping_more_errors_than_it_counts_is_not_used(lesson):
     bad = memory_record(lesson, tool_run("memcheck", finding("memory-access", loc(MAIN, 3), records=9), errors=2))
     st = judged(lesson, bad)
@@ -543,6 +568,7 @@ def planted_line() -> int:
     return next(n for n, line in enumerate(lines, start=1) if "# the store past the end" in line)
 
 
+@pytest.mark.unit
 def test_the_controls_record_is_judged_failed_naming_its_kernel_and_the_planted_line():
     """The committed record of the control, recorded on an H200 under compute-sanitizer 2025.3.1 with the
     caching allocator off (experiments/sanitize_probe.sh): memcheck saw the stores past the end."""
@@ -605,6 +631,7 @@ def reports_dir(tmp_path: Path, **tools: str) -> Path:
     return folder
 
 
+@pytest.mark.integration
 def test_sanitize_mode_is_refused_without_a_gpu_or_without_the_tool(project: Project, lesson, fake_tool):
     no_gpu = project.verify("--mode", "sanitize", COMPUTE_SANITIZER=str(fake_tool))
     assert no_gpu.returncode == 2 and "--mode sanitize: no CUDA device found" in no_gpu.stderr
@@ -614,6 +641,7 @@ def test_sanitize_mode_is_refused_without_a_gpu_or_without_the_tool(project: Pro
     assert project.files() == {}
 
 
+@pytest.mark.integration
 def test_each_tool_runs_the_lesson_with_the_allocator_off_and_a_declared_race_is_explained(project: Project,
                                                                                            fake_tool, tmp_path):
     project.add("racy", RACY)
@@ -646,6 +674,7 @@ def test_each_tool_runs_the_lesson_with_the_allocator_off_and_a_declared_race_is
     assert st.memory.line.endswith("racecheck: 1 race (508 hazards), explained")
 
 
+@pytest.mark.integration
 def test_memcheck_errors_stop_the_other_tools_and_fail_the_run(project: Project, fake_tool, tmp_path):
     project.add("racy", RACY)
     report = ("========= Invalid __global__ write of size 4 bytes\n"
@@ -661,6 +690,7 @@ def test_memcheck_errors_stop_the_other_tools_and_fail_the_run(project: Project,
     assert st.status == FAILED and "exchange_kernel at code/racy/racy.py:" in st.sentence
 
 
+@pytest.mark.integration
 def test_a_gpu_the_tool_cannot_check_is_said_and_nothing_is_recorded(project: Project, fake_tool, tmp_path):
     project.add("racy", RACY)
     run = sanitize(project, fake_tool, reports_dir(tmp_path, memcheck="UNSUPPORTED\n"))
@@ -669,6 +699,7 @@ def test_a_gpu_the_tool_cannot_check_is_said_and_nothing_is_recorded(project: Pr
     assert project.files() == {}
 
 
+@pytest.mark.integration
 def test_sanitize_records_travel_in_bundles_and_a_new_finding_is_a_change(project: Project, fake_tool, tmp_path):
     project.add("racy", RACY)
     bundle = tmp_path / "san.tar.gz"
@@ -691,6 +722,7 @@ def test_sanitize_records_travel_in_bundles_and_a_new_finding_is_a_change(projec
         in wrong.stderr
 
 
+@pytest.mark.integration
 def test_check_and_publish_say_what_memory_check_is_missing_and_how_to_record_it(project: Project, lesson):
     project.add("other", "lesson = Lesson('other')\nsys.exit(lesson.finish())\n", order=2)
     for each in (lesson, project.lesson("other")):
@@ -706,6 +738,7 @@ def test_check_and_publish_say_what_memory_check_is_missing_and_how_to_record_it
             in publish.stderr)
 
 
+@pytest.mark.unit
 def test_the_lesson_toml_sanitize_table_picks_the_sizes_and_the_timeout(project: Project):
     project.add("sized", "lesson = Lesson('sized')\nsys.exit(lesson.finish())\n",
                 toml='[gpu]\ntimeout = 90\n\n[sanitize]\nsize = "gpu"\n')
@@ -726,6 +759,7 @@ def test_the_lesson_toml_sanitize_table_picks_the_sizes_and_the_timeout(project:
         project.lesson("bad")
 
 
+@pytest.mark.integration
 def test_a_gpu_or_interpreter_run_is_never_a_sanitizer_run_even_with_vt_sanitize_set(project: Project):
     project.add("good", """\
         lesson = Lesson("good")
@@ -740,6 +774,7 @@ def test_a_gpu_or_interpreter_run_is_never_a_sanitizer_run_even_with_vt_sanitize
 
 # -- the pages ------------------------------------------------------------------------------------
 
+@pytest.mark.unit
 def test_the_status_box_and_the_status_table_show_the_memory_check_escaped(project: Project, lesson):
     from verified_triton.site.directives import REGISTRY, Page, Site
 
@@ -764,6 +799,7 @@ def test_the_status_box_and_the_status_table_show_the_memory_check_escaped(proje
 REAL = os.environ.get("VT_REAL_COMPUTE_SANITIZER", "")
 
 
+@pytest.mark.unit
 @pytest.mark.skipif(not REAL, reason="no real compute-sanitizer: set VT_REAL_COMPUTE_SANITIZER to one (pip download "
                                      "nvidia-cuda-sanitizer-api==13.0.85 holds nvidia/cu13/bin/compute-sanitizer)")
 @pytest.mark.parametrize("tool", TOOLS)
@@ -808,6 +844,7 @@ CRASHED = ("========= Internal Sanitizer Error: The Sanitizer failed to handle a
            "========= RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)\n")
 
 
+@pytest.mark.integration
 def test_a_declared_reproducer_runs_under_its_tool_and_the_rule_holds_both_ways(project: Project, fake_tool,
                                                                                 tmp_path):
     """The recording runs the reproducer under the same tool as the lesson; while it fails the same way the tool
@@ -838,6 +875,7 @@ def test_a_declared_reproducer_runs_under_its_tool_and_the_rule_holds_both_ways(
                                     "matmul_kernel again" in st.sentence
 
 
+@pytest.mark.integration
 def test_one_racecheck_per_gpu_at_a_time_while_the_other_tools_share_it(project: Project, fake_tool, tmp_path):
     for order, name in enumerate(("one", "two", "three")):
         project.add(name, f"lesson = Lesson('{name}')\nsys.exit(lesson.finish())\n", order=order)
@@ -858,6 +896,7 @@ def test_one_racecheck_per_gpu_at_a_time_while_the_other_tools_share_it(project:
     assert overlapping("initcheck")  # the other tools may share the GPU (and did)
 
 
+@pytest.mark.integration
 def test_each_tool_has_its_own_time_limit(project: Project, fake_tool, tmp_path):
     project.add("slow", "lesson = Lesson('slow')\nsys.exit(lesson.finish())\n",
                 toml="[sanitize.timeouts]\nracecheck = 2\n")

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 from html.parser import HTMLParser
@@ -18,7 +17,7 @@ from urllib.parse import unquote, urlsplit
 
 import pytest
 
-from conftest import MKDOCS_ENV, Doc, repo_hooks
+from conftest import MKDOCS_ENV, Doc, SiteProject, make_site_project
 from page_metrics import caption_ranges, raw_latex_entries
 from verified_triton.core.lessons import discover
 from verified_triton.site import directives
@@ -29,34 +28,22 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 MKDOCS = [sys.executable, "-m", "mkdocs"]
-ENV = dict(os.environ, NO_MKDOCS_2_WARNING="1")
 
 
-def build(config: Path, site: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([*MKDOCS, "build", "--strict", "-f", str(config), "-d", str(site)],
-                          capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=300)
+@pytest.fixture
+def built_site(real_site) -> Path:
+    """The run's one build of the real site (conftest.py)."""
+    return real_site
 
 
-@pytest.fixture(scope="session")
-def built_site(tmp_path_factory) -> Path:
-    site = tmp_path_factory.mktemp("site")
-    result = build(ROOT / "mkdocs.yml", site)
-    assert result.returncode == 0, result.stdout + result.stderr
-    return site
-
-
-def page_config(tmp_path: Path, extra_page: str) -> Path:
-    """A copy of the docs with one more page, built with the real hook."""
-    docs = tmp_path / "docs"
-    shutil.copytree(ROOT / "docs", docs)
-    (docs / "extra.md").write_text(extra_page, encoding="utf-8")
-    config = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
-    config = config.replace("docs_dir: docs", f"docs_dir: {docs}")
-    config = repo_hooks(config)
-    config = re.sub(r"watch:\n(  - .*\n)+", "", config)
-    path = tmp_path / "mkdocs.yml"
-    path.write_text(config, encoding="utf-8")
-    return path
+def extra_page_project(tmp_path: Path, extra_page: str) -> SiteProject:
+    """A small course (one lesson, vector-add, with a `kernel` region) and one more page, built with the real
+    mkdocs.yml and hooks. The errors below are the hook's whatever the course's size; a copy of the real docs
+    cost a build of the whole site each (the real site itself is built once per run: `real_site`)."""
+    project = make_site_project(tmp_path / "project")
+    project.add_lesson("vector-add")
+    (project.docs / "extra.md").write_text(extra_page, encoding="utf-8")
+    return project
 
 
 def visible_text(html: str) -> str:
@@ -74,6 +61,7 @@ def visible_text(html: str) -> str:
     return "".join(parser.parts)
 
 
+@pytest.mark.integration
 def test_every_lesson_page_shows_its_kernel_region(built_site):
     for lesson in discover(ROOT / "code"):
         page = built_site / lesson.page.removesuffix(".md") / "index.html"
@@ -89,6 +77,7 @@ def test_every_lesson_page_shows_its_kernel_region(built_site):
             assert f"{rel}, line" in text, f"{lesson.page}: region {name} has no source title"
 
 
+@pytest.mark.integration
 def test_every_caption_names_the_lines_its_block_shows(built_site):
     """A snippet's caption ("code/x/y.py, lines 29-39") names exactly the first and last line numbers its block
     shows, on every page of the real site (issue 32 item 6: 95 of 247 named the region's markers' span)."""
@@ -105,6 +94,7 @@ def test_every_caption_names_the_lines_its_block_shows(built_site):
         "\n  ".join(wrong[:20])
 
 
+@pytest.mark.unit
 def test_caption_ranges_reads_what_a_block_shows():
     block = ('<span class="filename">code/a/b.py, lines 29-41</span><pre><span></span><code class="vt-lines" '
              'style="counter-reset:vt-line 28;--vt-digits:2"><span>x\n</span><span>y\n</span></code></pre>')
@@ -114,6 +104,7 @@ def test_caption_ranges_reads_what_a_block_shows():
     assert one.right
 
 
+@pytest.mark.integration
 def test_the_search_index_holds_maths_as_plain_text(built_site):
     """Issue 32 item 7: 104 of 302 entries held raw LaTeX (\\(2S^2D\\)); the page keeps KaTeX's source."""
     import json
@@ -126,6 +117,7 @@ def test_the_search_index_holds_maths_as_plain_text(built_site):
     assert '<span class="arithmatex">\\(O = \\mathrm{softmax}' in page, "the page lost its maths"
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("latex, plain", [
     ("2S^2D", "2S^2D"),
     ("\\mathtt{BLOCK\\_N} \\cdot 2", "BLOCK_N · 2"),
@@ -139,6 +131,7 @@ def test_maths_for_search_reads_as_typed(latex, plain):
     assert plain_math(latex) == plain
 
 
+@pytest.mark.unit
 def test_maths_in_code_is_left_as_it_is():
     from verified_triton.site.hooks import searchable
 
@@ -146,6 +139,7 @@ def test_maths_in_code_is_left_as_it_is():
     assert searchable(text) == '<p>Cost 2S^2D.</p><pre><code>re.compile(r"\\(x\\)")</code></pre> <code>\\[1\\]</code>'
 
 
+@pytest.mark.integration
 def test_vector_add_kernel_is_in_the_built_html(built_site):
     html = (built_site / "lessons" / "vector-add" / "index.html").read_text(encoding="utf-8")
     text = visible_text(html)
@@ -157,9 +151,10 @@ def test_vector_add_kernel_is_in_the_built_html(built_site):
         (ROOT / "code" / "vector-add" / "vector_add.py").read_bytes()
 
 
+@pytest.mark.integration
 def test_a_page_naming_a_missing_region_fails_the_build(tmp_path):
-    config = page_config(tmp_path, "# Extra\n\nText.\n\n::snippet code/vector-add/vector_add.py no-such-region\n")
-    result = build(config, tmp_path / "site")
+    result = extra_page_project(tmp_path, "# Extra\n\nText.\n\n::snippet code/vector-add/vector_add.py "
+                                          "no-such-region\n").build()
     assert result.returncode != 0
     output = result.stdout + result.stderr
     assert "extra.md:5" in output, output
@@ -167,23 +162,22 @@ def test_a_page_naming_a_missing_region_fails_the_build(tmp_path):
     assert "Traceback" not in output
 
 
+@pytest.mark.integration
 def test_a_page_naming_a_missing_file_fails_the_build(tmp_path):
-    config = page_config(tmp_path, "# Extra\n\n::snippet code/vector-add/nope.py kernel\n")
-    result = build(config, tmp_path / "site")
+    result = extra_page_project(tmp_path, "# Extra\n\n::snippet code/vector-add/nope.py kernel\n").build()
     assert result.returncode != 0
     assert "extra.md:3" in result.stdout + result.stderr
     assert "code/vector-add/nope.py: not found" in result.stdout + result.stderr
     assert "Traceback" not in result.stdout + result.stderr
 
 
+@pytest.mark.integration
 def test_unknown_directive_and_missing_lesson_fail_with_the_line(tmp_path):
-    config = page_config(tmp_path, "---\nlesson: no-such-lesson\n---\n# Extra\n\n::status\n")
-    result = build(config, tmp_path / "site")
+    result = extra_page_project(tmp_path, "---\nlesson: no-such-lesson\n---\n# Extra\n\n::status\n").build()
     assert result.returncode != 0
     assert "docs/extra.md: front matter names lesson 'no-such-lesson', but there is no code/no-such-lesson/" \
         in result.stdout + result.stderr
-    config = page_config(tmp_path / "b", "# Extra\n\n::snippets code/vector-add/vector_add.py kernel\n")
-    result = build(config, tmp_path / "b" / "site")
+    result = extra_page_project(tmp_path / "b", "# Extra\n\n::snippets code/vector-add/vector_add.py kernel\n").build()
     assert result.returncode != 0
     output = result.stdout + result.stderr
     assert "extra.md:3: unknown directive '::snippets' (known: " in output
@@ -199,6 +193,7 @@ def next_page(site: Path, page: str) -> Path | None:
     return (folder / found.group(1)).resolve() if found else None
 
 
+@pytest.mark.integration
 def test_the_lessons_section_of_the_navigation_comes_from_lesson_toml(built_site):
     config = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
     assert "  - Lessons: []" in config and "lessons/" not in config.split("\nnav:", 1)[1]
@@ -210,12 +205,14 @@ def test_the_lessons_section_of_the_navigation_comes_from_lesson_toml(built_site
     assert f'href="{lessons[0].page.removesuffix(".md")}/"' in html
 
 
+@pytest.mark.integration
 def test_the_authors_table_of_directives_lists_the_registry(built_site):
     text = visible_text((built_site / "writing-a-lesson" / "index.html").read_text(encoding="utf-8"))
     for d in directives.REGISTRY.values():
         assert d.usage in text and html_text(d.help) in text, d.name
 
 
+@pytest.mark.integration
 def test_the_limits_table_is_the_code(built_site):
     from verified_triton.core.limits import LIMITS
 
@@ -231,12 +228,13 @@ def html_text(value: str) -> str:
     return html.unescape(escaped(value))
 
 
+@pytest.mark.integration
 def test_directives_inside_code_fences_are_left_alone(tmp_path):
     page = "# Extra\n\n```markdown\n::snippet code/vector-add/vector_add.py no-such-region\n```\n"
-    config = page_config(tmp_path, page)
-    result = build(config, tmp_path / "site")
+    project = extra_page_project(tmp_path, page)
+    result = project.build()
     assert result.returncode == 0, result.stdout + result.stderr
-    html = (tmp_path / "site" / "extra" / "index.html").read_text(encoding="utf-8")
+    html = (project.site / "extra" / "index.html").read_text(encoding="utf-8")
     assert "no-such-region" in visible_text(html)
 
 
@@ -258,6 +256,7 @@ class Links(HTMLParser):
                 self.links.append((tag, attrs[key]))
 
 
+@pytest.mark.integration
 def test_every_internal_link_and_anchor_resolves(built_site):
     pages = {}
     for html in built_site.rglob("*.html"):
@@ -304,6 +303,7 @@ def _nav_and_footer(page_html: str) -> tuple[list[str], dict[str, str]]:
     return links, footer
 
 
+@pytest.mark.integration
 def test_a_dirty_rebuild_keeps_every_title_in_the_navigation_and_the_footer(site_project):
     """Before: after one page was saved under `mkdocs serve --dirty`, that page came back with the other
     lessons of its part titled "None" in the sidebar and "Next: None" in the footer, until a full rebuild:
@@ -344,6 +344,7 @@ def test_a_dirty_rebuild_keeps_every_title_in_the_navigation_and_the_footer(site
 
 # -- the licence (issue 32 item 8) ----------------------------------------------------------------------
 
+@pytest.mark.unit
 def test_the_repository_states_its_licences():
     code, docs = (ROOT / "LICENSE").read_text(encoding="utf-8"), (ROOT / "LICENSE-docs").read_text(encoding="utf-8")
     assert code.startswith("MIT License") and "Permission is hereby granted, free of charge" in code
@@ -353,6 +354,7 @@ def test_the_repository_states_its_licences():
     assert "MIT" in licence and "CC BY 4.0" in licence and "LICENSE-docs" in licence
 
 
+@pytest.mark.integration
 def test_every_page_says_the_licence_in_its_footer(built_site):
     pages = sorted(built_site.rglob("index.html"))
     assert len(pages) > 30
@@ -363,6 +365,7 @@ def test_every_page_says_the_licence_in_its_footer(built_site):
         assert "MIT" in said and "CC BY 4.0" in said, f"{page.relative_to(built_site)}: {said!r}"
 
 
+@pytest.mark.integration
 def test_every_zip_carries_the_licence_and_its_readme_says_so(built_site):
     import zipfile
 

@@ -39,6 +39,7 @@ def gpu_steps(lesson) -> dict[str, bool]:
     return steps
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("name", LESSONS)
 def test_every_lesson_runs_its_gpu_steps_on_the_cpu_and_measures_nothing(smoke_runs, name):
     run = smoke_runs[name]
@@ -72,6 +73,7 @@ def copy_of_vector_add(root):
     return root / "code" / "vector-add" / "lesson.py"
 
 
+@pytest.mark.e2e
 def test_a_typo_in_benchmark_code_fails_the_smoke_run_at_the_lessons_file_and_line(tmp_path):
     main = copy_of_vector_add(tmp_path)
     text = main.read_text(encoding="utf-8")
@@ -105,6 +107,7 @@ def fake_kit_lesson(project, name: str, body: str) -> None:
     project.add(name, SMOKED.format(name=name, body=body), files={})
 
 
+@pytest.mark.integration
 def test_verify_smoke_names_each_failure_at_its_line_and_records_nothing(project):
     fake_kit_lesson(project, "good", 'lesson.check("fine", True)')
     fake_kit_lesson(project, "bad", "lesson.check('fine', Tru)")
@@ -118,6 +121,7 @@ def test_verify_smoke_names_each_failure_at_its_line_and_records_nothing(project
     assert project.files() == before == {}  # a smoke run is no evidence
 
 
+@pytest.mark.integration
 def test_verify_never_records_a_smoke_run_even_with_vt_smoke_set(project):
     fake_kit_lesson(project, "good", 'lesson.check("fine", True)')
     result = project.verify("--mode", "interpreter", timeout=300, VT_SMOKE="1")
@@ -127,12 +131,14 @@ def test_verify_never_records_a_smoke_run_even_with_vt_smoke_set(project):
     assert "smoke run:" not in record.stdout
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("args", [["--smoke", "--check"], ["--smoke", "--force"], ["--smoke", "--compare"]])
 def test_smoke_is_a_job_of_its_own(project, args):
     result = project.verify(*args)
     assert result.returncode == 2 and "--smoke" in result.stderr
 
 
+@pytest.mark.unit
 def test_the_guide_says_how_to_run_a_smoke_run_and_how_a_lesson_takes_part():
     guide = (REPO / "docs" / "writing-a-lesson.md").read_text(encoding="utf-8")
     for phrase in ("verify.py --smoke", "lesson.size(gpu=", "smoke=False", "not_on_interpreter"):

@@ -8,6 +8,8 @@ from conftest import PASSING, bench, fake_record
 from verified_triton.judge.evidence import write_record
 from verified_triton.judge.status import FAILED, PARTIAL, STALE, STATUSES, UNVERIFIED, VERIFIED, Status, judge
 
+pytestmark = pytest.mark.unit
+
 OLD = "0" * 64  # the hash of some earlier source
 
 

@@ -35,6 +35,7 @@ def recording(tmp_path, monkeypatch):
 
 # -- the kit -----------------------------------------------------------------------------------
 
+@pytest.mark.unit
 def test_a_step_keeps_what_it_printed_and_owns_its_results(recording, capsys):
     stdout = sys.stdout
     lesson = Lesson("steps")
@@ -60,6 +61,7 @@ def test_a_step_keeps_what_it_printed_and_owns_its_results(recording, capsys):
     assert "before any step" in printed and "== first ==" in printed and "one" in printed  # still printed
 
 
+@pytest.mark.unit
 def test_a_gpu_step_is_recorded_but_not_run_under_the_interpreter(recording, monkeypatch):
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     lesson = Lesson("steps")
@@ -80,18 +82,21 @@ def test_a_gpu_step_is_recorded_but_not_run_under_the_interpreter(recording, mon
             pass
 
 
+@pytest.mark.unit
 def test_a_gpu_step_runs_on_a_gpu(recording):
     lesson = Lesson("steps")
     assert lesson.step("benchmark", needs_gpu="timings need a GPU")
     assert recording()["steps"][0]["not_run"] == ""
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("name", ["Check sizes", "", "a/b", "x" * 61, "-lead", "two--dashes"])
 def test_step_names_are_region_like(recording, name):
     with pytest.raises(ValueError, match="lower-case letters, digits and '-'"):
         Lesson("steps").step(name)
 
 
+@pytest.mark.unit
 def test_a_step_started_twice_is_refused_when_recording(recording):
     lesson = Lesson("steps")
     lesson.step("once")
@@ -99,6 +104,7 @@ def test_a_step_started_twice_is_refused_when_recording(recording):
         lesson.step("once")
 
 
+@pytest.mark.unit
 def test_a_steps_output_is_bounded_head_and_tail(recording):
     lesson = Lesson("steps")
     with lesson.step("loud"):
@@ -113,6 +119,7 @@ def test_a_steps_output_is_bounded_head_and_tail(recording):
         in step["stdout"]
 
 
+@pytest.mark.integration
 def test_verify_records_steps_and_the_record_reads_them_back(project):
     project.add("stepped", """\
         def main():
@@ -136,6 +143,7 @@ def test_verify_records_steps_and_the_record_reads_them_back(project):
     assert "== checks ==" in record.stdout  # the whole log names the steps too
 
 
+@pytest.mark.integration
 def test_the_run_summary_counts_the_steps_not_run_here(project):
     """Before: an interpreter run of fp16-matmul printed "0 skipped" although three steps were not run,
     in the kit's last line and in verify's summary (whose note was empty)."""
@@ -163,6 +171,7 @@ def test_the_run_summary_counts_the_steps_not_run_here(project):
     assert row.split()[2] == "passed" and row.endswith(said), row
 
 
+@pytest.mark.integration
 def test_old_records_without_steps_still_read_and_bad_step_names_are_refused(project):
     from verified_triton.judge.evidence import EvidenceError, read_record
 
@@ -210,6 +219,7 @@ if __name__ == "__main__":
 '''
 
 
+@pytest.mark.unit
 def test_steps_are_read_from_main_without_running_it():
     source = lesson_source.parse(SOURCE, "code/x/x.py")
     steps = source.steps
@@ -224,6 +234,7 @@ def test_steps_are_read_from_main_without_running_it():
     assert source.closure(steps.steps[0].mentions) == {2}  # check()
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("body, line, message", [
     ("    if lesson.interpret:\n        return lesson.finish()\n", 6, "returns before its end"),
     ("    for i in range(2):\n        with lesson.step('loop'):\n            pass\n", 6, "statement of main() itself"),
@@ -240,6 +251,7 @@ def test_a_main_the_notebook_cannot_run_step_by_step_is_an_error_at_its_line(bod
     assert f"code/x/x.py:{line}:" in str(exc.value) and message in str(exc.value)
 
 
+@pytest.mark.unit
 def test_a_main_without_steps_is_read_as_it_is():
     source = lesson_source.parse("def main():\n    return 0\n", "code/x/x.py")
     assert source.steps is None and source.main is not None
@@ -310,6 +322,7 @@ def expand(site_project, name: str, markdown: str) -> str:
     return directives.expand_page(markdown, page)
 
 
+@pytest.mark.unit
 def test_step_shows_each_records_output_of_that_step(site_project):
     from verified_triton.core.kit import Step
 
@@ -327,6 +340,7 @@ def test_step_shows_each_records_output_of_that_step(site_project):
     assert "12.5 ms" in timing and "Not run here: timings need a GPU." in timing
 
 
+@pytest.mark.unit
 def test_a_record_from_before_steps_says_so(site_project):
     stepped(site_project)
     site_project.write(site_project.make_record("stepped", mode="gpu", stdout="the whole log\n"))
@@ -334,6 +348,7 @@ def test_a_record_from_before_steps_says_so(site_project):
     assert "recorded before the kit kept its output step by step" in out and "the whole log" not in out
 
 
+@pytest.mark.unit
 def test_a_run_that_stopped_before_a_step_says_so(site_project):
     from verified_triton.core.kit import Step
 
@@ -348,6 +363,7 @@ def test_a_run_that_stopped_before_a_step_says_so(site_project):
     assert "recorded before the kit kept" not in out
 
 
+@pytest.mark.unit
 def test_the_step_that_raised_shows_the_exception_once(site_project):
     """Before: the step whose exception ended the run showed "(the step printed nothing)"."""
     from verified_triton.core.kit import Step
@@ -366,6 +382,7 @@ def test_the_step_that_raised_shows_the_exception_once(site_project):
     assert "printed before it" in out and out.count("ZeroDivisionError") == 1
 
 
+@pytest.mark.unit
 def test_a_passed_current_record_missing_the_step_is_an_error(site_project):
     from verified_triton.core.kit import Step
     from verified_triton.site import directives
@@ -376,6 +393,7 @@ def test_a_passed_current_record_missing_the_step_is_an_error(site_project):
         expand(site_project, "stepped", "::step timing")
 
 
+@pytest.mark.integration
 def test_a_step_main_does_not_have_fails_the_build_at_the_page_line(site_project):
     stepped(site_project, page=STEPPED_PAGE.replace("::step timing", "::step timings"))
     result = site_project.build()
@@ -386,6 +404,7 @@ def test_a_step_main_does_not_have_fails_the_build_at_the_page_line(site_project
     assert "Traceback" not in output
 
 
+@pytest.mark.integration
 def test_steps_render_on_the_built_page(site_project):
     from verified_triton.core.kit import Step
 

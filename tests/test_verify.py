@@ -137,6 +137,7 @@ def record_json(project: Project, name: str) -> dict:
     return json.loads(project.record_file(name).read_bytes().decode("utf-8"))
 
 
+@pytest.mark.integration
 def test_zoo_run_exit_code_and_summary(zoo):
     project, result = zoo
     assert result.returncode == 1, result.stderr  # some lessons failed
@@ -149,6 +150,7 @@ def test_zoo_run_exit_code_and_summary(zoo):
     assert "not run: no CUDA device on this machine" in result.stdout
 
 
+@pytest.mark.integration
 def test_passing_lesson(zoo):
     project, _ = zoo
     rec = project.record("good")
@@ -177,6 +179,7 @@ def test_passing_lesson(zoo):
     assert st.summary == "2 checks passed under the interpreter"
 
 
+@pytest.mark.integration
 def test_failing_check(zoo):
     project, _ = zoo
     rec = project.record("fails")
@@ -188,6 +191,7 @@ def test_failing_check(zoo):
     assert st.status == FAILED and "failed on 2" in st.sentence and "with exit 1: check wrong" in st.sentence
 
 
+@pytest.mark.integration
 def test_exception_is_a_failure_that_keeps_earlier_results(zoo):
     project, _ = zoo
     rec = project.record("raises")
@@ -197,6 +201,7 @@ def test_exception_is_a_failure_that_keeps_earlier_results(zoo):
     assert project.judge("raises").status == FAILED
 
 
+@pytest.mark.integration
 def test_killed_by_a_signal_is_a_crash(zoo):
     project, _ = zoo
     rec = project.record("killed")
@@ -207,6 +212,7 @@ def test_killed_by_a_signal_is_a_crash(zoo):
     assert st.status == FAILED and "crashed" in st.sentence and "SIGKILL" in st.sentence
 
 
+@pytest.mark.integration
 def test_huge_output_is_bounded_head_and_tail(zoo):
     project, _ = zoo
     rec = project.record("huge")
@@ -225,6 +231,7 @@ def test_huge_output_is_bounded_head_and_tail(zoo):
     assert project.record_file("huge").stat().st_size < 4 * STREAM_LIMIT
 
 
+@pytest.mark.integration
 def test_invalid_utf8_is_replaced_and_the_record_is_valid_json(zoo):
     project, _ = zoo
     raw = record_json(project, "not-utf8")  # strict UTF-8 decode and JSON parse
@@ -233,6 +240,7 @@ def test_invalid_utf8_is_replaced_and_the_record_is_valid_json(zoo):
     assert project.record("not-utf8").outcome == "passed"
 
 
+@pytest.mark.integration
 def test_markup_and_ansi_are_recorded_verbatim(zoo):
     project, _ = zoo
     raw = record_json(project, "markup")
@@ -242,6 +250,7 @@ def test_markup_and_ansi_are_recorded_verbatim(zoo):
     assert "\x1b" not in text  # but the JSON itself escapes control characters
 
 
+@pytest.mark.integration
 def test_decline_by_design(zoo):
     project, result = zoo
     rec = project.record("declines")
@@ -254,6 +263,7 @@ def test_decline_by_design(zoo):
     assert "declines [interpreter]: by-design" in result.stdout
 
 
+@pytest.mark.integration
 def test_expected_exit_declared_in_lesson_toml(zoo):
     project, _ = zoo
     assert project.lesson("expected-exit").modes["interpreter"].expected_exits == {
@@ -264,12 +274,14 @@ def test_expected_exit_declared_in_lesson_toml(zoo):
     assert project.judge("expected-exit").status != FAILED
 
 
+@pytest.mark.integration
 def test_exit_3_without_the_kit_is_not_by_design(zoo):
     project, _ = zoo
     rec = project.record("exit3-no-kit")
     assert (rec.outcome, rec.exit_code) == ("failed", 3)
 
 
+@pytest.mark.integration
 def test_exit_2_cannot_run_is_a_failure(zoo):
     project, _ = zoo
     rec = project.record("cannot-run")
@@ -277,6 +289,7 @@ def test_exit_2_cannot_run_is_a_failure(zoo):
     assert rec.reason == "the lesson could not run on this machine (no CUDA device found)"
 
 
+@pytest.mark.integration
 def test_a_lesson_that_never_uses_the_kit_fails_with_the_reason(zoo):
     project, _ = zoo
     rec = project.record("no-kit")
@@ -284,6 +297,7 @@ def test_a_lesson_that_never_uses_the_kit_fails_with_the_reason(zoo):
     assert "wrote no results" in rec.reason and rec.stdout == "I never create a Lesson\n"
 
 
+@pytest.mark.integration
 def test_exit_0_with_a_failed_check_is_a_failure(zoo):
     project, _ = zoo
     rec = project.record("liar")
@@ -291,6 +305,7 @@ def test_exit_0_with_a_failed_check_is_a_failure(zoo):
     assert "wrong" in rec.reason and "exit 0" in rec.reason
 
 
+@pytest.mark.integration
 def test_status_of_the_zoo_and_check(zoo):
     project, _ = zoo
     result = project.verify("--status")
@@ -304,6 +319,7 @@ def test_status_of_the_zoo_and_check(zoo):
         assert f"check: {name}: " in check.stderr
 
 
+@pytest.mark.integration
 def test_status_json_shape(zoo):
     project, _ = zoo
     result = project.verify("--status", "--json", "--lesson", "good", "--lesson", "fails")
@@ -329,6 +345,7 @@ def test_status_json_shape(zoo):
     assert data[1]["status"] == FAILED.label and data[1]["modes"]["interpreter"]["outcome"] == "failed"
 
 
+@pytest.mark.integration
 def test_unverified_without_evidence(project):
     project.add("fresh", PASSING)
     st = project.judge("fresh")
@@ -391,6 +408,7 @@ def _cleanup(pids: list[int]) -> None:
 needs_proc = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
 
 
+@pytest.mark.integration
 @needs_proc
 def test_timeout_kills_the_whole_process_group(project, tmp_path):
     project.add("hangs", HANGS, kit=False)
@@ -415,6 +433,7 @@ def test_timeout_kills_the_whole_process_group(project, tmp_path):
         _cleanup(pids)
 
 
+@pytest.mark.integration
 @needs_proc
 def test_timeout_from_lesson_toml(project, tmp_path):
     project.add("hangs", HANGS, kit=False, toml="[interpreter]\ntimeout = 1\n")
@@ -431,6 +450,7 @@ def test_timeout_from_lesson_toml(project, tmp_path):
         _cleanup(pids)
 
 
+@pytest.mark.integration
 @needs_proc
 def test_a_child_left_behind_is_killed_and_does_not_stall_verify(project, tmp_path):
     project.add("orphan", LEAVES_A_CHILD)
@@ -450,11 +470,12 @@ def test_a_child_left_behind_is_killed_and_does_not_stall_verify(project, tmp_pa
 
 # -- stale evidence -----------------------------------------------------------------------
 
+@pytest.mark.integration
 def test_editing_the_main_file_makes_the_evidence_stale(project):
     project.add("good", PASSING)
     assert project.verify().returncode == 0
     check = project.verify("--check")  # a current interpreter pass (PARTIALLY VERIFIED) is current
-    assert check.returncode == 0 and "all 1 lessons have current, usable evidence" in check.stdout
+    assert check.returncode == 0 and "the lesson has current, usable evidence" in check.stdout
     main = project.main_file("good")
     main.write_text(main.read_text() + "\n# an edit\n")
     st = project.judge("good")
@@ -467,6 +488,7 @@ def test_editing_the_main_file_makes_the_evidence_stale(project):
     assert "code/good/good.py" in result.stderr  # the file that changed
 
 
+@pytest.mark.integration
 def test_editing_a_local_import_makes_the_evidence_stale(project):
     project.add("good", PASSING)
     write_record(project.evidence, fake_record(project.lesson("good"), "gpu"))
@@ -482,6 +504,7 @@ def test_editing_a_local_import_makes_the_evidence_stale(project):
     assert "code/good/good.py" not in result.stderr  # only the file that changed is named
 
 
+@pytest.mark.integration
 def test_one_mode_current_and_the_other_stale_is_partial(project):
     project.add("good", PASSING)
     assert project.verify().returncode == 0
@@ -500,6 +523,7 @@ def test_one_mode_current_and_the_other_stale_is_partial(project):
     assert "code/good/good.py" in result.stderr
 
 
+@pytest.mark.integration
 def test_edit_that_is_not_a_source_file_does_not_make_it_stale(project):
     folder = project.add("good", PASSING)
     assert project.verify().returncode == 0
@@ -509,6 +533,7 @@ def test_edit_that_is_not_a_source_file_does_not_make_it_stale(project):
     assert "up to date" in result.stdout
 
 
+@pytest.mark.integration
 def test_an_edited_lesson_is_re_run(project):
     project.add("good", PASSING)
     project.verify()
@@ -524,6 +549,7 @@ def test_an_edited_lesson_is_re_run(project):
 
 # -- no-op runs ---------------------------------------------------------------------------
 
+@pytest.mark.integration
 def test_second_run_is_a_fast_no_op(project):
     project.add("good", PASSING)
     project.add("other", PASSING.replace('"good"', '"other"'), order=2)
@@ -541,6 +567,7 @@ def test_second_run_is_a_fast_no_op(project):
     assert elapsed < 3, f"a no-op verify took {elapsed:.2f} s"
 
 
+@pytest.mark.integration
 def test_force_re_runs(project):
     project.add("good", PASSING)
     project.verify()
@@ -551,6 +578,7 @@ def test_force_re_runs(project):
     assert project.record_file("good").stat().st_mtime_ns != before
 
 
+@pytest.mark.integration
 def test_a_corrupt_record_is_re_run_not_trusted(project):
     project.add("good", PASSING)
     project.verify()
@@ -562,6 +590,7 @@ def test_a_corrupt_record_is_re_run_not_trusted(project):
     assert project.record("good").outcome == "passed"
 
 
+@pytest.mark.integration
 def test_a_record_from_another_triton_is_re_run(project):
     project.add("good", PASSING)
     project.verify()
@@ -576,6 +605,7 @@ def test_a_record_from_another_triton_is_re_run(project):
 
 # -- GPU evidence on a machine without a GPU ----------------------------------------------------
 
+@pytest.mark.integration
 def test_cpu_run_keeps_gpu_evidence(project):
     project.add("good", PASSING)
     gpu = fake_record(project.lesson("good"), "gpu")
@@ -593,6 +623,7 @@ def test_cpu_run_keeps_gpu_evidence(project):
     assert project.verify("--check").returncode == 0
 
 
+@pytest.mark.integration
 def test_gpu_mode_on_cpu_runs_nothing_and_says_so(project, tmp_path):
     project.add("good", PASSING)
     result = project.verify("--mode", "gpu", "--bundle", str(tmp_path / "gpu.tar.gz"))
@@ -602,6 +633,7 @@ def test_gpu_mode_on_cpu_runs_nothing_and_says_so(project, tmp_path):
     assert not (project.evidence / "good").exists() and not (tmp_path / "gpu.tar.gz").exists()
 
 
+@pytest.mark.integration
 def test_unsupported_interpreter_mode_is_not_run(project):
     project.add("gpu-only", "sys.exit(1)\n", kit=False,
                 toml='[interpreter]\nsupported = false\nreason = "uses TMA descriptors"\n')
@@ -616,6 +648,7 @@ def test_unsupported_interpreter_mode_is_not_run(project):
 
 # -- bundles --------------------------------------------------------------------------
 
+@pytest.mark.integration
 def test_bundle_round_trip(project, tmp_path):
     project.add("good", PASSING)
     project.add("fails", FAILS_A_CHECK, order=2)
@@ -642,6 +675,7 @@ def test_bundle_round_trip(project, tmp_path):
     assert other.judge("good").status == PARTIAL
 
 
+@pytest.mark.integration
 def test_import_is_refused_when_the_source_differs(project, tmp_path):
     project.add("good", PASSING)
     bundle = tmp_path / "evidence.tar.gz"
@@ -658,6 +692,7 @@ def test_import_is_refused_when_the_source_differs(project, tmp_path):
     assert not other.record_file("good").exists()
 
 
+@pytest.mark.integration
 def test_import_refuses_unknown_lessons(project, tmp_path):
     project.add("good", PASSING)
     bundle = tmp_path / "evidence.tar.gz"
@@ -680,6 +715,7 @@ def _bundle_of(path: Path, members: dict[str, bytes]) -> None:
             tar.addfile(info, io.BytesIO(data))
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("mode, key", [("gpu", ".."), ("gpu", "."), ("gpu", "interpreter"),
                                        ("interpreter", "gpu-nvidia-h200"), ("gpu", "GPU-X")])
 def test_import_refuses_a_misnamed_key(project, tmp_path, mode, key):
@@ -697,6 +733,7 @@ def test_import_refuses_a_misnamed_key(project, tmp_path, mode, key):
     assert {p: p.read_bytes() for p in project.evidence.rglob("*") if p.is_file()} == keep
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("content", [b"not a tar file at all", b"", b"\x1f\x8b\x08 truncated gzip"])
 def test_import_of_an_unreadable_bundle_is_an_error_not_a_traceback(project, tmp_path, content):
     project.add("good", PASSING)
@@ -712,6 +749,7 @@ def test_import_of_an_unreadable_bundle_is_an_error_not_a_traceback(project, tmp
     assert project.files() == {}
 
 
+@pytest.mark.integration
 def test_import_refuses_a_record_of_a_newer_format(project, tmp_path):
     project.add("good", PASSING)
     raw = json.loads(fake_record(project.lesson("good"), "gpu").to_json())
@@ -725,6 +763,7 @@ def test_import_refuses_a_record_of_a_newer_format(project, tmp_path):
     assert project.verify("--status").returncode == 0  # nothing unreadable was written
 
 
+@pytest.mark.integration
 def test_import_reports_an_unreadable_record(project, tmp_path):
     project.add("good", PASSING)
     bundle = tmp_path / "bad.tar.gz"
@@ -745,6 +784,7 @@ FLAG = """\
 """
 
 
+@pytest.mark.integration
 def test_compare_agrees_then_disagrees(project):
     folder = project.add("flag", FLAG, files={"flag.txt": "ok\n"})
     assert project.verify().returncode == 0
@@ -760,6 +800,7 @@ def test_compare_agrees_then_disagrees(project):
     assert project.record_file("flag").read_bytes() == committed  # compare never writes evidence
 
 
+@pytest.mark.integration
 def test_compare_without_a_record(project):
     project.add("good", PASSING)
     result = project.verify("--compare")
@@ -768,6 +809,7 @@ def test_compare_without_a_record(project):
     assert not project.record_file("good").exists()
 
 
+@pytest.mark.integration
 def test_lesson_selection(project):
     project.add("good", PASSING)
     project.add("fails", FAILS_A_CHECK, order=2)
@@ -791,6 +833,7 @@ SLEEPS = """\
 """
 
 
+@pytest.mark.integration
 def test_jobs_run_lessons_concurrently(project, tmp_path):
     stamps = tmp_path / "stamps"
     stamps.mkdir()
@@ -808,6 +851,7 @@ def test_jobs_run_lessons_concurrently(project, tmp_path):
 
 # -- lesson declaration errors -----------------------------------------------------------
 
+@pytest.mark.integration
 @pytest.mark.parametrize("toml, expect", [
     ('title = "x"\nmain = "x.py"\n', "missing field 'page'"),
     ('title = "x"\nmain = "nope.py"\npage = "p.md"\n', "main = 'nope.py' is not a .py file"),
@@ -827,6 +871,7 @@ def test_bad_lesson_toml_is_an_error_naming_it(project, toml, expect):
         assert "Traceback" not in result.stderr
 
 
+@pytest.mark.integration
 def test_syntax_error_in_a_lesson_names_file_and_line(project):
     folder = project.add("broken", "x = (\n", kit=False)
     assert project.verify("--status").returncode == 0  # found without parsing: the run reports it
@@ -841,6 +886,7 @@ def test_syntax_error_in_a_lesson_names_file_and_line(project):
 
 # -- pieces, called directly ------------------------------------------------------------
 
+@pytest.mark.unit
 def test_bounded_reader_keeps_head_and_tail():
     import threading
 
@@ -868,6 +914,7 @@ def test_bounded_reader_keeps_head_and_tail():
     assert tail == data[-250:].decode("utf-8", errors="replace")
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("data, expect", [
     (b"short\n", "short\n"),
     (b"x" * 1000, "x" * 1000),
@@ -889,6 +936,7 @@ def _captured(code, timed_out=False, stderr=""):
     return Captured(code, timed_out, "", stderr, 0, 0, 1.0)
 
 
+@pytest.mark.unit
 def test_classify_outcomes(project):
     from verified_triton.core import kit
     from verified_triton.record.runner import classify
@@ -913,6 +961,7 @@ def test_classify_outcomes(project):
     assert classify(lesson, "interpreter", _captured(3), 10, declined, "") == ("by-design", "a gate")
 
 
+@pytest.mark.integration
 def test_run_lesson_round_trips_a_record_in_process(project):
     from verified_triton.record.machine import this_machine
     from verified_triton.record.runner import run_lesson
@@ -924,6 +973,7 @@ def test_run_lesson_round_trips_a_record_in_process(project):
     assert result.changes == () and result.skipped == ""
 
 
+@pytest.mark.integration
 def test_malformed_results_from_a_lesson_fail_its_run_not_verify(project):
     """A lesson that writes nonsense where the kit's results go: a failed record with the reason, no traceback."""
     project.add("garbage", """\

@@ -806,12 +806,14 @@ def workflows() -> dict[str, dict]:
     return found
 
 
+@pytest.mark.unit
 def test_actionlint_accepts_every_workflow():
     files = sorted([*WORKFLOWS.glob("*.yml"), *WORKFLOWS.glob("*.yaml")])
     result = run_actionlint(files)
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+@pytest.mark.unit
 def test_actionlint_rejects_a_broken_copy(tmp_path):
     """actionlint really checks: a copy whose publish job needs a job that does not exist fails."""
     files = sorted([*WORKFLOWS.glob("*.yml"), *WORKFLOWS.glob("*.yaml")])
@@ -827,22 +829,27 @@ def test_actionlint_rejects_a_broken_copy(tmp_path):
     assert result.returncode != 0 and "no-such-job" in result.stdout, result.stdout + result.stderr
 
 
+@pytest.mark.unit
 def test_every_workflow_is_well_formed(workflows):
     assert [p for fname, wf in workflows.items() for p in generic_problems(fname, wf)] == []
 
 
+@pytest.mark.unit
 def test_the_tests_run_on_every_push_and_pull_request(workflows):
     assert stage_test_problems(workflows) == []
 
 
+@pytest.mark.unit
 def test_shards_are_recorded_on_gpu_runners_and_the_interpreter(workflows):
     assert record_problems(workflows) == []
 
 
+@pytest.mark.unit
 def test_publish_imports_checks_builds_then_deploys(workflows):
     assert publish_problems(workflows) == []
 
 
+@pytest.mark.unit
 def test_permissions_are_minimal_and_artifacts_short_lived(workflows):
     assert permission_problems(workflows) == []
 
@@ -853,12 +860,14 @@ def workflow_texts(folder: Path = WORKFLOWS) -> dict[str, str]:
     return {p.name: p.read_text() for p in sorted([*folder.glob("*.yml"), *folder.glob("*.yaml")])}
 
 
+@pytest.mark.unit
 def test_1_every_action_and_image_is_pinned(workflows):
     assert [p for fname, wf in workflows.items() for p in generic_problems(fname, wf) if "pinned" in p] == []
     assert image_problems(workflows) == []
     assert pin_comment_problems(workflow_texts()) == []
 
 
+@pytest.mark.unit
 def test_1_a_pin_without_its_release_is_rejected():
     texts = workflow_texts()
     first = next(line for line in texts["record.yml"].splitlines() if "uses: actions/" in line)
@@ -866,6 +875,7 @@ def test_1_a_pin_without_its_release_is_rejected():
     assert any("does not name its release" in p for p in pin_comment_problems(texts))
 
 
+@pytest.mark.unit
 def test_1_dependabot_keeps_actions_and_python_pins_current():
     config = yaml.safe_load(DEPENDABOT.read_text())
     assert dependabot_problems(config) == []
@@ -875,10 +885,12 @@ def test_1_dependabot_keeps_actions_and_python_pins_current():
     assert dependabot_problems(None) == [".github/dependabot.yml: missing or not a mapping"]
 
 
+@pytest.mark.unit
 def test_2_no_token_is_left_behind(workflows):
     assert token_problems(workflows) == []
 
 
+@pytest.mark.unit
 def test_3_jobs_that_can_write_install_only_hashed_pins(workflows):
     assert install_problems(workflows) == []
     assert (ROOT / LOCK).is_file()  # tests/test_lock.py checks it against pyproject.toml
@@ -886,6 +898,7 @@ def test_3_jobs_that_can_write_install_only_hashed_pins(workflows):
     assert sorted(writers) == ["evidence-pr", "matrix-pr", "publish"]  # the rule looked at the jobs that matter
 
 
+@pytest.mark.unit
 def test_3_privileged_jobs_install_only_from_hashed_locks(workflows):
     assert privileged_install_problems(workflows) == []
     installing = [n for _f, wf, n, j in all_jobs(workflows) if privileged(j)
@@ -893,11 +906,13 @@ def test_3_privileged_jobs_install_only_from_hashed_locks(workflows):
     assert "record-gpu" in installing  # the rule looked at a privileged job that installs (its hashed baselines)
 
 
+@pytest.mark.unit
 def test_4_pull_requests_never_reach_a_self_hosted_runner(workflows):
     assert pull_request_problems(workflows) == []
     assert [f for f, wf in workflows.items() if set(triggers(wf)) & set(PULL_REQUEST_EVENTS)] == ["test.yml"]
 
 
+@pytest.mark.unit
 def test_5_bundles_are_attested_uniquely_named_and_verified(workflows):
     assert attestation_problems(workflows) == []
     assert artifact_problems(workflows) == []
@@ -917,11 +932,13 @@ def zizmor(folder: Path) -> list[dict]:
     return json.loads(result.stdout or "[]")
 
 
+@pytest.mark.integration
 def test_9_zizmor_finds_nothing_of_medium_or_high_severity():
     findings = zizmor(ROOT / ".github")
     assert [(f["ident"], f["determinations"]["severity"], f["desc"]) for f in findings] == []
 
 
+@pytest.mark.integration
 def test_9_zizmor_really_checks_a_mutated_copy(tmp_path):
     """A copy whose checkout floats on a tag again: zizmor reports it (high)."""
     folder = tmp_path / ".github" / "workflows"
@@ -935,6 +952,7 @@ def test_9_zizmor_really_checks_a_mutated_copy(tmp_path):
 
 # -- the page that explains it ----------------------------------------------------------------------
 
+@pytest.mark.unit
 def test_7_the_verification_page_gives_the_trust_model_and_the_runner_setup():
     page = (ROOT / "docs" / "verification.md").read_text()
     section = page[page.index("## Trust model"):]
@@ -946,6 +964,7 @@ def test_7_the_verification_page_gives_the_trust_model_and_the_runner_setup():
         assert words.lower() in section.lower(), f"the trust model does not mention {words!r}"
 
 
+@pytest.mark.unit
 def test_no_workflow_plans_on_its_own(workflows):
     """One planner: the plan job and publish call record/plan.py (through tools/ci_plan.py); no step carries a
     program of its own (`shell: python`), where a second planner would start again."""
@@ -973,6 +992,7 @@ def plan(workflows: dict[str, dict], tmp_path: Path, runners: str, shards: str,
     return result.returncode, {k: json.loads(v) for k, v in outputs.items()}, result.stdout + result.stderr
 
 
+@pytest.mark.integration
 def test_the_planner_makes_one_job_per_label_set_and_shard(workflows, tmp_path):
     rc, out, log = plan(workflows, tmp_path, '[["self-hosted","gpu","h200"],["self-hosted","gpu","A100 80GB"]]', "3")
     assert rc == 0, log
@@ -983,6 +1003,7 @@ def test_the_planner_makes_one_job_per_label_set_and_shard(workflows, tmp_path):
     assert out["bundles"] == 15  # what publish expects to download: each GPU job's two, each interpreter job's one
 
 
+@pytest.mark.integration
 def test_a_runner_set_may_name_its_triton_and_the_input_sets_the_rest(workflows, tmp_path):
     runners = '[["self-hosted","gpu","h200"], {"labels": ["self-hosted","gpu","b200"], "triton": "3.7.1"}]'
     rc, out, log = plan(workflows, tmp_path, runners, "1")
@@ -993,6 +1014,7 @@ def test_a_runner_set_may_name_its_triton_and_the_input_sets_the_rest(workflows,
     assert [(j["name"], j["triton"]) for j in out["gpu"]] == [("h200", "3.6.0"), ("b200", "3.7.1")]
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("runners, triton", [
     ('[{"labels": ["self-hosted","gpu","b200"], "triton": "3.7"}]', ""),
     ('[{"labels": ["self-hosted","gpu","b200"], "triton": "3.7.1; curl x | sh"}]', ""),
@@ -1005,6 +1027,7 @@ def test_the_planner_refuses_a_bad_triton(workflows, tmp_path, runners, triton):
     assert rc != 0 and "::error::" in log and not out, log
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("runners, shards", [
     ('[["self-hosted","gpu","h200"]]', "0"),
     ('[["self-hosted","gpu","h200"]]', "two"),
@@ -1464,6 +1487,7 @@ SUPPLY_CHAIN = [
 ]
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("mutate, expected", [
     (drop_check, "no step for verify.py --check --publish"),
     (publish_gate_without_publish, "no step for verify.py --check --publish"),
@@ -1503,6 +1527,7 @@ def test_a_mutated_copy_is_rejected(workflows, tmp_path, mutate, expected):
     assert any(expected in p for p in problems), problems
 
 
+@pytest.mark.unit
 def test_a_copy_without_the_check_step_in_its_text_is_rejected(tmp_path):
     """The same, by editing the YAML text: delete the step that runs `verify.py --check`."""
     folder = tmp_path / "workflows"
@@ -1520,10 +1545,12 @@ def test_a_copy_without_the_check_step_in_its_text_is_rejected(tmp_path):
     assert any("no step for verify.py --check --publish" in p for p in problems), problems
 
 
+@pytest.mark.unit
 def test_the_real_workflows_pass_every_rule(workflows):
     assert problems_of(workflows) == []
 
 
+@pytest.mark.unit
 def test_the_one_gate_is_the_readmes_and_verifys(workflows):
     """Issue 47: the job that deploys, README's publish gate and `verify.py --check --publish` are one command.
     README names the gate and says the publish job runs it; the deploying job runs exactly it (no --lesson, no
@@ -1542,6 +1569,7 @@ def test_the_one_gate_is_the_readmes_and_verifys(workflows):
     assert re.search(r"--check --publish\n.*\n.*what the publish job runs", EPILOG)
 
 
+@pytest.mark.integration
 def test_publish_finds_exactly_the_bundles_the_planner_planned(workflows, tmp_path):
     """The publish step's command, as GitHub runs it, against folders of artifacts: the planned ones pass; a
     missing, extra or doubled bundle is refused with a workflow error."""

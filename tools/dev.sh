@@ -7,20 +7,60 @@
 #   bash tools/dev.sh author [CMD...]  the author's: the site's + torch (CPU build), Triton, numpy, matplotlib,
 #                                      ruff (no browser); runs CMD with .venv/bin first on PATH, e.g.
 #                                      bash tools/dev.sh author python tools/verify.py --lesson row-sum
-#   bash tools/dev.sh test             the tests': the author's + pytest, Playwright, nbclient; runs ruff,
-#                                      verify --check and --compare, and pytest (site build and browser)
+#   bash tools/dev.sh test             the tests': the author's + pytest, pytest-xdist, Playwright, nbclient;
+#                                      runs ruff, import-linter, verify --check, then pytest over every tier in
+#                                      parallel (unit, integration, e2e: tests/tiers.py): the site built once,
+#                                      every lesson's zip run and compared with its record (verify --compare's
+#                                      check), notebooks, smoke runs, Chromium. README's and CI's run
+#   bash tools/dev.sh test fast [ARGS] the same checks, then the unit and integration tiers in parallel: no
+#                                      browser, no notebook kernel, no lesson run whole, no npm (the daily loop)
+#   bash tools/dev.sh test ARGS...     pytest with ARGS alone, none of the checks before it, e.g.
+#                                      bash tools/dev.sh test tests/test_kit.py -k finish   (add -n auto for xdist)
+# Before the commands: python3 >= 3.11 with venv; npm and Chromium for the full test run (README.md).
+# Without an NVIDIA GPU, the author's and tests' installs take torch's CPU build (PIP_EXTRA_INDEX_URL, below).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export NO_MKDOCS_2_WARNING=1
 
+# What each extra brings, said while it installs (the first install takes minutes, and pip is quiet).
+what() {
+    case "$1" in
+        site) echo "MkDocs, Material, pymdown-extensions, nbformat (no torch); about a minute" ;;
+        author) echo "the site's + torch, Triton, numpy, matplotlib, ruff; about 2.5 GB, a few minutes" ;;
+        dev) echo "the author's + pytest, pytest-xdist, Playwright, nbclient; a few minutes more" ;;
+    esac
+}
+
+has_nvidia_gpu() {
+    command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q "^GPU "
+}
+
+# On a machine without an NVIDIA GPU, pip would still take torch's multi-GB CUDA build from PyPI: point it at
+# torch's CPU index, the build CI uses (2.13.0+cpu satisfies ==2.13.0), unless the user chose an index.
+cpu_torch() {
+    if [ -n "${PIP_EXTRA_INDEX_URL+set}" ] || [ -n "${PIP_INDEX_URL+set}" ] || has_nvidia_gpu; then
+        return
+    fi
+    export PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu
+    echo "== no NVIDIA GPU here: torch's CPU build (PIP_EXTRA_INDEX_URL=$PIP_EXTRA_INDEX_URL; set it to choose another)"
+}
+
 setup() {  # $1: the extra to install
     local stamp=".venv/.installed-$1"
     if [ ! -x .venv/bin/python ]; then
+        if ! python3 -c 'import sys, venv; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+            echo "dev.sh: needs python3 >= 3.11 with its venv module (Debian/Ubuntu: apt-get install python3-venv);" \
+                 "found: $(python3 --version 2>&1 || echo 'no python3')" >&2
+            exit 1
+        fi
         echo "== creating .venv"
         python3 -m venv .venv
     fi
     if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
-        echo "== installing .[$1] into .venv"
+        if [ "$1" != site ]; then
+            cpu_torch
+        fi
+        echo "== installing .[$1] into .venv: $(what "$1")"
         .venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".[$1]"
         touch "$stamp"
     fi
@@ -29,18 +69,31 @@ setup() {  # $1: the extra to install
 # axe-core for the accessibility tests (tests/test_browser.py), pinned by version here and by sha256 in
 # tests/reader_metrics.py: unpacked from the npm registry's package into the git-ignored .cache/.
 AXE_VERSION=4.14.1
+AXE_DIR=.cache/axe-core
+have_axe() {
+    [ -f "$AXE_DIR/axe.min.js" ] && grep -q "axe v$AXE_VERSION" "$AXE_DIR/axe.min.js"
+}
 fetch_axe() {
-    local dir=.cache/axe-core
-    if [ -f "$dir/axe.min.js" ] && grep -q "axe v$AXE_VERSION" "$dir/axe.min.js"; then
+    if have_axe; then
         return
     fi
-    echo "== unpacking axe-core $AXE_VERSION into $dir"
+    echo "== unpacking axe-core $AXE_VERSION into $AXE_DIR"
     local tmp
     tmp=$(mktemp -d)
     (cd "$tmp" && npm pack --silent "axe-core@$AXE_VERSION" >/dev/null)
-    mkdir -p "$dir"
-    tar -xzf "$tmp/axe-core-$AXE_VERSION.tgz" -C "$dir" --strip-components=1 package/axe.min.js package/LICENSE
+    mkdir -p "$AXE_DIR"
+    tar -xzf "$tmp/axe-core-$AXE_VERSION.tgz" -C "$AXE_DIR" --strip-components=1 package/axe.min.js package/LICENSE
     rm -rf "$tmp"
+}
+# The full test run needs npm for axe-core (unless it is unpacked already): said before anything is installed.
+need_npm() {
+    if have_axe || command -v npm >/dev/null 2>&1; then
+        return
+    fi
+    echo "dev.sh test: npm is not installed. The accessibility tests need axe-core $AXE_VERSION, which npm" \
+         "unpacks into $AXE_DIR. Install npm (Debian/Ubuntu: apt-get install npm; or Node.js from" \
+         "https://nodejs.org), or run the tests that need no browser: bash tools/dev.sh test fast" >&2
+    exit 1
 }
 
 case "${1:-}" in
@@ -49,6 +102,12 @@ case "${1:-}" in
         # --dirty: after the first build, re-render only what an edit changed (tools/incremental.py);
         # warnings are shown, not fatal, while writing (the test command builds with --strict).
         # A page that fails to build shows its error in the browser until the next good build (tools/overlay.py).
+        # The first build is minutes of silence from MkDocs: say what it is doing first.
+        pages=$(find docs -name "*.md" -not -path "docs/includes/*" | wc -l)
+        lessons=$(find code -mindepth 2 -maxdepth 2 -name lesson.toml | wc -l)
+        echo "== building the site: $((pages)) pages, $((lessons)) of them lessons, each with its sources, zip and"
+        echo "   notebook; the first build takes a few minutes, then http://127.0.0.1:8000 serves it and an"
+        echo "   edit shows in seconds"
         exec .venv/bin/mkdocs serve --dirty --no-strict "${@:2}"
         ;;
     build)
@@ -85,21 +144,33 @@ EOF
 EOF
         ;;
     test)
+        # Which run: `test` the full one (README and CI), `test fast` the daily loop, `test ARGS...` pytest
+        # with those arguments alone (e.g. one file), none of the checks before it.
+        run=args
+        if [ $# -eq 1 ]; then run=full; elif [ "$2" = fast ]; then run=fast; fi
+        if [ "$run" = full ]; then need_npm; fi
         setup dev
-        fetch_axe
+        if [ "$run" = args ]; then
+            if ! have_axe && command -v npm >/dev/null 2>&1; then fetch_axe; fi  # for a browser test asked by name
+            exec .venv/bin/python -m pytest "${@:2}"
+        fi
         echo "== ruff"
         .venv/bin/ruff check .
         echo "== the wings of tools/verified_triton (import-linter, pyproject.toml's [tool.importlinter])"
         PYTHONPATH=tools .venv/bin/lint-imports --no-cache | sed -n '/^Contracts:/p;/BROKEN/,$p'
         echo "== evidence is current for every lesson (tools/verify.py --check)"
         .venv/bin/python tools/verify.py --check
-        echo "== fresh interpreter runs agree with the committed evidence (tools/verify.py --compare)"
-        .venv/bin/python tools/verify.py --compare
-        echo "== pytest"
-        .venv/bin/python -m pytest "${@:2}"
+        if [ "$run" = fast ]; then
+            echo "== pytest: the unit and integration tiers, in parallel (no browser, no notebook, no lesson run whole)"
+            exec .venv/bin/python -m pytest -n auto -m "not e2e" "${@:3}"
+        fi
+        fetch_axe
+        echo "== pytest: every tier, in parallel (e2e: every lesson's zip run fresh and compared with its record, as"
+        echo "   verify --compare does, its notebook and smoke run, and the pages in Chromium)"
+        exec .venv/bin/python -m pytest -n auto --durations=15
         ;;
     *)
-        echo "usage: bash tools/dev.sh serve | build [MKDOCS ARGS...] | author [CMD...] | test [PYTEST ARGS...]" >&2
+        echo "usage: bash tools/dev.sh serve | build [MKDOCS ARGS...] | author [CMD...] | test [fast | PYTEST ARGS...]" >&2
         echo "  serve, build: the site (no torch); author: + torch, Triton (run and verify lessons); test: + the tests" >&2
         exit 2
         ;;

@@ -34,32 +34,28 @@ sum over queries, dQ over keys.
 The dK/dV kernel streams its tiles through TMA tensor descriptors, one
 warpgroup per block of 64 keys.
 
-The lesson runs both, checks both, and times both against PyTorch's
+lesson.py checks both and times both against PyTorch's
 scaled_dot_product_attention backward.
 
 This file carries its own compact forward pass (the fused attention
-lesson's kernel, which now also stores L), so the lesson runs alone.
+lesson's kernel, which now also stores L), so it runs alone.
 
 Run it:
     TRITON_INTERPRET=1 python attention_backward.py   # any machine: checks on the CPU
-    python attention_backward.py                      # a GPU: checks and TFLOP/s
+    python attention_backward.py                      # a Hopper GPU: checks, one timing
+
+Beside it: exercises.py (check your own Delta and dK/dV step) and lesson.py
+(the run the course records: every check, the benchmark against SDPA's
+backward, what the compiler made of each kernel).
 """
 
 import math
-import re
-import statistics
-import sys
-from pathlib import Path
+import os
 
 import torch
 import triton
 import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
-
-# lessonkit.py sits beside this file in a download, one folder up in the repository.
-HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE), str(HERE.parent)]
-from lessonkit import Lesson, bench_interleaved  # noqa: E402
 
 LOG2E = 1.4426950408889634  # log2(e): exp(x) = exp2(x * log2(e))
 
@@ -361,7 +357,9 @@ def configs_for(D: int, causal: bool, device: str) -> dict:
     return INTERPRETER if device == "cpu" else GPU[(D, causal)]
 
 
-COMPILED = {}  # (kernel name, its constexprs) -> the compiled kernel, for the PTX
+# (kernel name, its constexprs) -> (the compiled kernel, its launch configuration),
+# kept from each launch for lesson.py's table of what the compiler made.
+COMPILED = {}
 
 
 def _launch(kernel, grid, *args, cfg, **consts):
@@ -492,98 +490,6 @@ def make_inputs(B, H, S, D, device, seed):
     return q, k, v, do
 
 
-def check_case(lesson, B, H, S, D, causal, device, seed, methods=METHODS):
-    q, k, v, do = make_inputs(B, H, S, D, device, seed)
-    sm_scale = 1.0 / math.sqrt(D)
-    cfg = configs_for(D, causal, device)
-    o, lse = attention_forward(q, k, v, causal, sm_scale, cfg)
-    want_o, *want = reference_grads(q, k, v, do, causal, sm_scale)
-    name = f"{'causal' if causal else 'full'}-b{B}-h{H}-s{S}-d{D}"
-    why = f"fp64 autograd reference; atol = {TOL:g} * max|ref|"
-    lesson.close(f"{name}-o", o, want_o, TOL, TOL * float(want_o.abs().max()), why)
-    for method in methods:
-        # Poison: a gradient row the kernels never write cannot pass.
-        out = tuple(torch.full_like(q, float("nan")) for _ in range(3))
-        grads = attention_backward(do, q, k, v, o, lse, causal, sm_scale, cfg,
-                                   method, out=out)
-        for label, got, ref in zip(("dq", "dk", "dv"), grads, want, strict=True):
-            atol = TOL * float(ref.abs().max())
-            lesson.close(f"{name}-{method}-{label}", got, ref, TOL, atol, why)
-
-
-# snippet: checks
-# (B, H, S, D) of the checks: both head dimensions, each run causal and full
-# with both ways of computing dQ, and sequence lengths that are no multiple
-# of any block (nor of 16), so every tail mask does work. B * H > 1: a row
-# read from the wrong head would show.
-CHECK_CASES = {
-    "interpreter": [(1, 2, 40, 64), (1, 2, 37, 128)],
-    "gpu": [(1, 2, 1000, 64), (2, 2, 1000, 128), (1, 2, 256, 128)],
-}
-# end snippet
-
-
-def check_correctness(lesson: Lesson, device: str) -> None:
-    lesson.not_on_interpreter(
-        "dQ added by TMA reduce (the atomic method's GPU path)",
-        "Triton's interpreter has no tensor-descriptor atomic_add; under it the "
-        "atomic method adds dQ with the threads' own atomic adds (DQ_BY=\"threads\")",
-    )
-    seed = 0
-    for B, H, S, D in CHECK_CASES["interpreter" if lesson.interpret else "gpu"]:
-        for causal in (False, True):
-            check_case(lesson, B, H, S, D, causal, device, seed, METHODS)
-            seed += 1
-
-
-def try_this(lesson: Lesson, device: str) -> None:
-    # snippet: solution-delta
-    # Exercise: Delta two ways, in float64. rowsum(P * dP) needs the S x S
-    # matrices; rowsum(dO * O) needs one row of O and of dO.
-    B, H, S, D = 1, 1, 24, 16
-    q, k, v, do = (t.double() for t in make_inputs(B, H, S, D, device, 100))
-    p = torch.softmax((q @ k.transpose(-1, -2)) / math.sqrt(D), dim=-1)
-    o, dp = p @ v, do @ v.transpose(-1, -2)
-    ok = torch.allclose((p * dp).sum(-1), (do * o).sum(-1), rtol=1e-12, atol=1e-12)
-    # end snippet
-    lesson.check("exercise-delta", ok, "rowsum(P*dP) == rowsum(dO*O) in float64")
-
-    # snippet: solution-scale
-    # Exercise: a scale that is not 1/sqrt(D). It enters exp2 through
-    # qk_scale and dQ, dK through sm_scale; autograd checks both.
-    q, k, v, do = make_inputs(1, 1, 40, 64, device, 101)
-    q, k, v = (t.requires_grad_() for t in (q, k, v))
-    attention(q, k, v, causal=True, sm_scale=0.3).backward(do)
-    _, *want = reference_grads(q, k, v, do, True, 0.3)
-    # end snippet
-    for label, t, ref in zip(("dq", "dk", "dv"), (q, k, v), want, strict=True):
-        lesson.close(f"exercise-scale-{label}", t.grad, ref, TOL,
-                     TOL * float(ref.abs().max()), "sm_scale = 0.3, causal, S = 40")
-
-    # snippet: solution-deterministic
-    # Exercise: the same backward twice. Two kernels add every dQ in a fixed
-    # order: the same bits every run. Atomic adds land in whatever order the
-    # programs reach them, and FP32 addition is not associative.
-    D = 64 if device == "cpu" else 128
-    S = 40 if device == "cpu" else 1000
-    q, k, v, do = make_inputs(1, 2, S, D, device, 102)
-    cfg, scale = configs_for(D, False, device), 1.0 / math.sqrt(D)
-    o, lse = attention_forward(q, k, v, False, scale, cfg)
-    runs = {m: [attention_backward(do, q, k, v, o, lse, False, scale, cfg, m)[0]
-                for _ in range(2)] for m in METHODS}
-    same = {m: torch.equal(*runs[m]) for m in METHODS}
-    # end snippet
-    atomic = "the same bits" if same["atomic"] else "different bits"
-    lesson.check("exercise-deterministic", same["two-kernel"],
-                 f"two runs, two-kernel dQ: the same bits; atomic dQ: {atomic}",
-                 why="two kernels must repeat dQ bit for bit; the atomic method "
-                 "need not, and the message says what it did")
-
-
-# -- On the GPU -----------------------------------------------------------------
-
-B_, H_, S_ = 4, 16, 4096  # the benchmark shape
-
 
 # snippet: flops
 def backward_flops(B, H, S, D, causal):
@@ -599,188 +505,42 @@ def backward_flops(B, H, S, D, causal):
 # end snippet
 
 
-def sdpa_backend(q, k, v, causal) -> str:
-    """Which kernel torch SDPA dispatches to here (a private torch call)."""
-    try:
-        choice = torch._fused_sdp_choice(q, k, v, is_causal=causal)
-        return torch.nn.attention.SDPBackend(choice).name
-    except Exception as err:  # noqa: BLE001 (a private API: any failure is a no)
-        return f"unknown ({type(err).__name__})"
-
-
-# snippet: benchmark
-def bench_inputs(shape, device, D, causal, methods):
-    """q, k, v, dO of `shape` (B, H, S), and a backward closure per method
-    (ours through autograd, as SDPA's), sharing the same inputs. The forward
-    runs once, here, outside the timing: only the backward is timed."""
-    B, H, S = shape
-    q, k, v, do = make_inputs(B, H, S, D, device, 1234 + D)
-    q, k, v = (t.requires_grad_() for t in (q, k, v))
-    sdpa = torch.nn.functional.scaled_dot_product_attention
-    # Autograd runs each backward op on the stream its forward op ran on, and
-    # a CUDA graph cannot capture work on the legacy default stream: the
-    # forwards run on a stream of their own, so the backwards can be timed
-    # as graph replays.
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())  # the inputs are ready first
-    with torch.cuda.stream(side):
-        outs = {"sdpa": sdpa(q, k, v, is_causal=causal)}
-        for name, (method, cfg) in methods.items():
-            outs[name] = attention(q, k, v, causal, cfg=cfg, method=method)
-    torch.cuda.current_stream().wait_stream(side)
-    fns = {name: (lambda o=o: torch.autograd.grad(o, (q, k, v), do, retain_graph=True))
-           for name, o in outs.items()}
-    return (q, k, v, do), fns
+# snippet: self-check
+def self_check() -> None:
+    """Both methods and the autograd wrapper against float64 autograd, causal and
+    not, on a length no block divides; on a GPU, one timing at a training shape."""
+    on_gpu = torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1"
+    device = "cuda" if on_gpu else "cpu"
+    B, H, S, D = (2, 2, 1000, 128) if on_gpu else (1, 2, 40, 64)
+    q, k, v, do = make_inputs(B, H, S, D, device, seed=0)
+    scale = 1.0 / math.sqrt(D)
+    for causal in (False, True):
+        cfg = configs_for(D, causal, device)
+        _, *want = reference_grads(q, k, v, do, causal, scale)
+        o, lse = attention_forward(q, k, v, causal, scale, cfg)
+        runs = {m: attention_backward(do, q, k, v, o, lse, causal, scale, cfg, m)
+                for m in METHODS}
+        leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+        attention(*leaves, causal).backward(do)  # loss.backward() in a model
+        runs["autograd"] = [t.grad for t in leaves]
+        for grads in runs.values():
+            for got, ref in zip(grads, want, strict=True):
+                torch.testing.assert_close(got.double(), ref, rtol=TOL,
+                                           atol=TOL * float(ref.abs().max()))
+    print(f"dQ, dK, dV by {', '.join(METHODS)} and through autograd match float64 "
+          f"autograd on {(B, H, S, D)}, causal and not")
+    if on_gpu:
+        q, k, v, do = make_inputs(4, 16, 4096, 128, device, seed=1)
+        cfg = configs_for(128, False, device)
+        o, lse = attention_forward(q, k, v, False, scale, cfg)
+        ms = triton.testing.do_bench(
+            lambda: attention_backward(do, q, k, v, o, lse, False, scale, cfg))
+        print(f"backward (atomic dQ), B4 H16 S4096 D128: {ms:.3f} ms, "
+              f"{backward_flops(4, 16, 4096, 128, False) / ms / 1e9:.0f} TFLOP/s")
 
 
 # end snippet
 
 
-def show_compiled_code(lesson: Lesson) -> None:
-    """Registers, spills, shared memory and instructions of each kernel, as
-    compiled for the benchmark (the non-causal instances)."""
-    rows = []
-    for (name, *consts), (compiled, cfg) in sorted(COMPILED.items()):
-        consts = dict(consts)
-        if consts.get("CAUSAL"):
-            continue
-        if name == "attn_bwd_dkdv_kernel":
-            name += " (two-kernel)" if consts["DQ_BY"] == "none" else " (atomic dQ)"
-        ptx = compiled.asm["ptx"]
-        rows.append([
-            name, consts["HEAD_DIM"], "{}x{}, {} warps, {} stages".format(*cfg),
-            getattr(compiled, "n_regs", None), getattr(compiled, "n_spills", None),
-            round(compiled.metadata.shared / 1024, 1),
-            len(re.findall(r"wgmma\.mma_async", ptx)),
-            len(re.findall(r"cp\.async\.c[ag]\.shared\.global", ptx)),
-            len(re.findall(r"cp\.async\.bulk\.tensor", ptx)),
-            len(re.findall(r"cp\.reduce\.async\.bulk\.tensor", ptx)),
-        ])
-    lesson.table(
-        "compiled",
-        ["kernel", "D", "BLOCK_MxBLOCK_N", "registers / thread", "spilled registers",
-         "shared memory KiB", "wgmma", "cp.async", "TMA copies", "TMA reduce-adds"],
-        rows,
-        "What Triton compiled for each kernel the benchmark ran (non-causal "
-        "instances); instruction counts are static (in the PTX), not executions.",
-    )
-
-
-def benchmark(lesson: Lesson, device: str) -> None:
-    rows, bars = [], {}
-    for D in (128, 64):
-        for causal in (False, True):
-            kind = "causal" if causal else "full"
-            methods = {m: (m, GPU[(D, causal)]) for m in ("atomic", "two-kernel")}
-            compare = (D, causal) == (128, False)
-            if compare:  # 5 matmuls per block pair against 7, the adds hidden
-                lesson.predict("atomic-vs-two-kernel-full-d128", 7 / 5,
-                               "matmuls per (key block, query block): 7 for two "
-                               "kernels, 5 for the atomic method, whose adds stay "
-                               "hidden", 0.15, quantity="value", unit="×")
-            # B=4, H=16, S=4096, fp16: ours against torch SDPA's backward, both
-            # through autograd on the same q, k, v and dO, taking turns.
-            shape = lesson.size(gpu=(B_, H_, S_), smoke=(1, 2, 128))
-            (q, k, v, do), fns = bench_inputs(shape, device, D, causal, methods)
-            flop = backward_flops(B_, H_, S_, D, causal)
-            ms = bench_interleaved(fns, rounds=10)
-            if compare:
-                lesson.measured("atomic-vs-two-kernel-full-d128", statistics.median(
-                    t / a for t, a in zip(ms["two-kernel"], ms["atomic"], strict=True)))
-            backend = sdpa_backend(q, k, v, causal)
-            check_bench_shape(lesson, D, causal, q, k, v, do, fns)
-            best = min(methods, key=ms.median)
-            for name in ("sdpa", *methods):
-                tf = flop / ms.median(name) * 1e-9
-                label = f"torch SDPA ({backend})" if name == "sdpa" else name
-                speedup = ms.median("sdpa") / ms.median(name)
-                rows.append([f"D={D}", kind, label, ms.median(name), tf, speedup])
-                bars[(D, kind, name)] = tf
-            # The gate guards against a regression; the course's goal of
-            # 0.7x SDPA is the stretch, reported as met or not, never gating.
-            lesson.benchmark(
-                f"backward-{kind}-b{B_}-h{H_}-s{S_}-d{D}-vs-sdpa",
-                f"backward vs torch SDPA backward, {kind}, D={D}",
-                ms, best, "sdpa", unit="TFLOP/s", work=flop,
-                baseline_name=f"torch SDPA backward ({backend})",
-                threshold=0.6, stretch=0.7,
-                note=f"B={B_}, H={H_}, S={S_}, fp16; the faster of "
-                     f"{', '.join(methods)}: {best}; FLOPs = 2.5x the forward's",
-            )
-            del q, k, v, do, fns
-    lesson.table("backward", ["head dim", "mask", "kernel", "ms", "TFLOP/s",
-                              "vs SDPA"], rows,
-                 f"Backward pass only, B={B_}, H={H_}, S={S_}, fp16; medians of 10 "
-                 "rounds taking turns; TFLOP/s credit 2.5x the forward's FLOPs.")
-    plot(lesson, bars)
-
-
-def check_bench_shape(lesson, D, causal, q, k, v, do, fns):
-    """What is timed must be right: every gradient against SDPA's (fp16, so
-    twice the tolerance), and two heads against float64 autograd."""
-    sdpa_grads = fns["sdpa"]()
-    kind = "causal" if causal else "full"
-    _, *want = reference_grads(q[:1, :2], k[:1, :2], v[:1, :2], do[:1, :2], causal,
-                               1.0 / math.sqrt(D))
-    for name, fn in fns.items():
-        if name == "sdpa":
-            continue
-        grads = fn()
-        for label, got, ref, ref64 in zip(("dq", "dk", "dv"), grads, sdpa_grads, want,
-                                          strict=True):
-            scale = float(ref.abs().max())
-            lesson.close(f"bench-{kind}-d{D}-{name}-{label}-vs-sdpa", got, ref,
-                         2 * TOL, 2 * TOL * scale, "both fp16: twice the bound")
-            scale = float(ref64.abs().max())
-            lesson.close(f"bench-{kind}-d{D}-{name}-{label}-vs-fp64", got[:1, :2],
-                         ref64, TOL, TOL * scale, "batch 0, heads 0-1, fp64 autograd")
-
-
-def plot(lesson: Lesson, bars: dict) -> None:
-    cases = [(D, kind) for D in (64, 128) for kind in ("full", "causal")]
-    names = [("sdpa", "torch SDPA"), ("atomic", "atomic dQ"),
-             ("two-kernel", "two kernels")]
-
-    def draw(fig):
-        ax = fig.subplots()
-        width = 0.27
-        for i, (name, label) in enumerate(names):
-            have = [(j, c) for j, c in enumerate(cases) if (*c, name) in bars]
-            ax.bar([j + (i - 1) * width for j, _ in have],
-                   [bars[(*c, name)] for _, c in have], width, label=label)
-        ax.set_xticks(range(len(cases)), [f"D={D}\n{kind}" for D, kind in cases])
-        ax.set_ylabel("TFLOP/s")
-        ax.set_title(f"Attention backward, B={B_}, H={H_}, S={S_}, fp16")
-        fig.legend(loc="outside lower center", ncols=3)
-
-    lesson.plot("backward-tflops", "Backward TFLOP/s of each method next to torch "
-                "SDPA's backward, same run (FLOPs counted as 2.5 times the "
-                "forward's)", draw, size=(7.0, 4.6))
-
-
-def main() -> int:
-    lesson = Lesson("attention-backward")
-    device = lesson.device()
-    if not lesson.interpret:
-        # Autograd runs CUDA backward ops on a thread of its own, where the
-        # first cuBLAS call finds no CUDA context current and PyTorch makes
-        # the device's primary context current, with a warning. Counted.
-        lesson.expect_warning(
-            "there was no current CUDA context",
-            "autograd's backward thread starts without a current CUDA context; "
-            "PyTorch makes the primary context, the one all other work uses, "
-            "current there: harmless")
-    if lesson.step("compiled-code", needs_gpu="the interpreter compiles nothing",
-                   smoke=False):
-        show_compiled_code(lesson)
-    with lesson.step("correctness"):
-        check_correctness(lesson, device)
-    if lesson.step("benchmark", needs_gpu="timings need a GPU"):
-        benchmark(lesson, device)
-    with lesson.step("exercises"):
-        try_this(lesson, device)
-    return lesson.finish()
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    self_check()

@@ -1,576 +1,548 @@
-"""Gluon: a warp-specialized attention backward on Hopper.
+"""Gluon: a warp-specialized attention backward for Hopper, the kernels: dQ, dK, dV.
 
-The attention-backward lesson computes dQ, dK and dV in `tl`; on the H200
-it stays behind the backward of SDPA's cuDNN kernel. This lesson
-writes the same algorithm with the gluon-attention lesson's schedule: a
-producer warp streams tiles through TMA into a ring of mbarrier-guarded
-stages, and two consumer warpgroups share every stage.
+dQ, dK, dV of O = softmax(Q K^T * sm_scale [+ causal mask]) V for fp16
+(B, H, S, D), D in (64, 128), S % 128 == 0, contiguous, written against
+Triton 3.6's Gluon API. The conventions are the attention-backward lesson's
+(its `tl` forward writes L, its preprocess computes Delta): L is the
+forward's log-sum-exp per query row in base 2 of the scaled scores,
+qk_scale = sm_scale * log2(e), P^T = exp2(K Q^T * qk_scale - L),
+Delta = rowsum(dO * O).
 
-* dK/dV: one program per 128 keys holds K, V and both accumulators on chip
-  and walks the query blocks. Each consumer warpgroup owns 64 keys, so the
-  tiles are transposed (keys along rows): S^T = K Q^T, P^T = exp2(S^T - L),
-  dS^T = P^T * (dP^T - Delta), dV += P^T dO, dK += dS^T Q, with P^T and dS^T
-  fed to the tensor cores from registers.
-* dQ: one program per 128 queries, the forward's shape, recomputes S and dP
-  and accumulates dQ += dS K. Every gradient is written once, in a fixed
-  order: no atomics, the same bits on every run.
+Two warp-specialized kernels, each gradient written once, in a fixed order:
 
-The interpreter cannot run Gluon. Its run checks the kernels' arithmetic, in
-their order of blocks and roundings, in float64 against autograd, and which
-(query block, key block) tiles each kernel visits; then it stops by design.
-The GPU run checks the kernels against float64 autograd and times them
-against SDPA's backward (cuDNN) and the tl lesson's in one run.
+* dK/dV (`dkdv_kernel`): one program per (block of 128 keys, batch * head).
+  A producer warp loads the block's K and V once, then the Q and dO tiles
+  of each query block into a ring of STAGES slots. Two consumer warpgroups
+  each own 64 of the 128 keys (wgmma's M is 64 per warpgroup) and walk the
+  same query blocks.
+* dQ (`dq_kernel`): one program per (block of 128 queries, batch * head),
+  the forward's shape: Q and dO resident, a K/V ring.
+
+Barriers (both kernels): `ready` (count 1) completes when the producer's
+expected bytes have landed; `empty` (count 2) when both consumer warpgroups
+have arrived. Load c uses slot c % STAGES in lap c // STAGES; the consumer
+waits `ready` with parity lap & 1, the producer `empty` with (lap & 1) ^ 1,
+which a fresh barrier passes at once.
 
 Run it:
-    TRITON_INTERPRET=1 python gluon_attention_backward.py   # any machine: models
-    python gluon_attention_backward.py                      # Hopper, Triton 3.6
+    python gluon_attention_backward.py   # a Hopper GPU: checked against float64
+
+Gluon has no interpreter. Beside it: backward_model.py runs the kernels'
+walks, arithmetic and rings on any CPU; exercises.py poses exercises on them;
+lesson.py is the run the course records.
 """
 
 import math
+import os
 import sys
 from pathlib import Path
 
 import torch
-
-# lessonkit.py, the attention-backward lesson's module (lesson.toml's `uses`:
-# its forward writes L, its preprocess computes Delta, its tl backward is the
-# baseline) and gluon-basics' partition_state.py and sass_facts.py sit beside
-# this file in a download; in the repository, one folder up and in their
-# lessons' folders.
-HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE), str(HERE.parent), str(HERE.parent / "attention-backward"),
-                str(HERE.parent / "gluon-basics")]
-import attention_backward as tlb  # noqa: E402
-import partition_state  # noqa: E402
-import sass_facts  # noqa: E402
-
-from lessonkit import Lesson, bench_interleaved, median_interval  # noqa: E402
-
-DECLINE = (
-    "Gluon kernels do not run under TRITON_INTERPRET (Gluon compiles straight to "
-    "GPU code and has no interpreter); the float64 model of the kernels' "
-    "arithmetic and the tiles they visit ran above, the kernels run on the GPU only"
+import triton
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import (
+    fence_async_shared,
+    mbarrier,
+    tma,
+    warpgroup_mma,
+    warpgroup_mma_wait,
 )
+from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
 LOG2E = 1.4426950408889634
-WG_ROWS, BLOCK_ROWS = 64, 128  # rows a consumer warpgroup owns, a program owns
-# The streamed block per head dimension, (dK/dV's query block, dQ's key block):
-# the kernels' CONFIGS, which the GPU run checks these against.
-STREAMED = {64: (128, 128), 128: (64, 64)}
-B, H, S = 4, 32, 4096  # the benchmark shape: gluon-attention's forward
-CASES = [("full", 128, False), ("causal", 128, True), ("full", 64, False),
-         ("causal", 64, True)]
-TOL = tlb.TOL  # of max|ref| per gradient: the tl lesson's bound and reasoning
+WG_ROWS = gl.constexpr(64)  # rows per consumer warpgroup: wgmma's M
+BLOCK_ROWS = 128  # rows per program in both kernels: two consumer warpgroups
+
+# Per head dimension: the query block the dK/dV kernel streams (block_m) and
+# the key block the dQ kernel streams (block_n). At D = 128 a dK/dV consumer
+# already holds two 64 x 128 FP32 accumulators (128 registers a thread), so
+# its streamed block is 64 rows.
+CONFIGS = {
+    64: {"block_m": 128, "block_n": 128, "stages": 2},
+    128: {"block_m": 64, "block_n": 64, "stages": 2},
+}
 
 
-# -- The kernels' arithmetic, in float64 ------------------------------------
+# -- dK and dV ---------------------------------------------------------------
 
 
-# snippet: visits
-def query_blocks(n0: int, seq_len: int, block_m: int, causal: bool) -> range:
-    """The dK/dV kernel's _query_blocks: the query blocks that key block n0
-    meets (causal: those at or after its first key)."""
-    return range(n0 if causal else 0, seq_len, block_m)
+@gluon.jit
+def _query_blocks(n0, seq_len, BLOCK_M: gl.constexpr, CAUSAL: gl.constexpr):
+    # The query blocks a key block meets: causal, those at or after its first key.
+    if CAUSAL:
+        lo = n0
+    else:
+        lo = 0
+    return lo, (seq_len - lo) // BLOCK_M
 
 
-def key_blocks(m0: int, seq_len: int, block_n: int, causal: bool) -> range:
-    """The dQ kernel's _key_blocks: the key blocks that query block m0 meets
-    (causal: up to the one holding its last row)."""
-    end = -(-(m0 + BLOCK_ROWS) // block_n) * block_n if causal else seq_len
-    return range(0, end, block_n)
+# snippet: dkdv-producer
+@gluon.jit
+def _dkdv_producer(descs, resident, ring, seq_len, CAUSAL: gl.constexpr):
+    # One warp: K and V of this key block once (both warpgroups' halves, one
+    # barrier), then Q and dO of every query block into the ring, each on its
+    # own barrier, so that S^T = K Q^T can start before dO has landed. L rides
+    # with Q and Delta with dO: the consumers read them from shared memory
+    # when they need them instead of holding them in registers.
+    q_desc, do_desc, k_desc, v_desc, l_desc, delta_desc = descs
+    k_smem, v_smem, kv_bar = resident
+    q_bufs, do_bufs, l_bufs, delta_bufs, q_ready, q_empty, do_ready, do_empty = ring
+    BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
+    STAGES: gl.constexpr = q_bufs.type.shape[0]
+    n0 = gl.program_id(0) * (2 * WG_ROWS)
+    row0 = gl.program_id(1) * seq_len  # this (batch, head)'s first row
+    kv_bytes: gl.constexpr = 2 * k_desc.block_type.nbytes + 2 * v_desc.block_type.nbytes
+    mbarrier.expect(kv_bar, kv_bytes)
+    for w in gl.static_range(2):
+        row = row0 + n0 + w * WG_ROWS
+        tma.async_copy_global_to_shared(k_desc, [row, 0], kv_bar, k_smem.index(w))
+        tma.async_copy_global_to_shared(v_desc, [row, 0], kv_bar, v_smem.index(w))
+    lo, n_q = _query_blocks(n0, seq_len, BLOCK_M, CAUSAL)
+    for j in range(n_q):
+        s = j % STAGES
+        lap = (j // STAGES) & 1
+        m0 = lo + j * BLOCK_M
+        # Lap 0 waits parity 1 on a fresh barrier: passes at once.
+        mbarrier.wait(q_empty.index(s), lap ^ 1)
+        bar = q_ready.index(s)
+        mbarrier.expect(bar, q_desc.block_type.nbytes + l_desc.block_type.nbytes)
+        tma.async_copy_global_to_shared(q_desc, [row0 + m0, 0], bar, q_bufs.index(s))
+        tma.async_copy_global_to_shared(l_desc, [row0 + m0], bar, l_bufs.index(s))
+        mbarrier.wait(do_empty.index(s), lap ^ 1)
+        bar = do_ready.index(s)
+        mbarrier.expect(bar, do_desc.block_type.nbytes + delta_desc.block_type.nbytes)
+        tma.async_copy_global_to_shared(do_desc, [row0 + m0, 0], bar, do_bufs.index(s))
+        tma.async_copy_global_to_shared(
+            delta_desc, [row0 + m0], bar, delta_bufs.index(s))
 
 
 # end snippet
 
 
-# snippet: backward-model
-def backward_model(q, k, v, do, causal, block_m, block_n, rounded=torch.float64,
-                   use_delta=True):
-    """dQ, dK, dV of one head, block by block in the kernels' order.
+# snippet: dkdv-consumer
+@gluon.jit
+def _dkdv_consumer(io, ring, seq_len, sm_scale, qk_scale, WG: gl.constexpr,
+                   CAUSAL: gl.constexpr):
+    dk_desc, dv_desc, k_smem, v_smem, kv_bar = io
+    q_bufs, do_bufs, l_bufs, delta_bufs, q_ready, q_empty, do_ready, do_empty = ring
+    STAGES: gl.constexpr = q_bufs.type.shape[0]
+    BLOCK_M: gl.constexpr = q_bufs.type.shape[1]
+    HEAD_DIM: gl.constexpr = q_bufs.type.shape[2]
+    # Transposed tiles: keys along rows (64 per warpgroup), queries along
+    # columns. S^T and dP^T are 64 x BLOCK_M, dK and dV 64 x D; a partition's
+    # layouts count its own 4 warps.
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_M, 16])
+    o_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, HEAD_DIM, 16])
+    # P^T and dS^T enter their products from registers, two fp16 a register.
+    a_layout: gl.constexpr = gl.DotOperandLayout(
+        operand_index=0, parent=o_layout, k_width=2)
+    key_l: gl.constexpr = gl.SliceLayout(1, s_layout)  # a value per key row
+    query_l: gl.constexpr = gl.SliceLayout(0, s_layout)  # per query column
+    f16: gl.constexpr = q_bufs.dtype
 
-    L and Delta are the forward's statistics per query row. The dK/dV
-    program of keys [n0, n0 + 128) runs two warpgroups of 64 keys; each
-    walks the query blocks, with P^T and dS^T rounded to `rounded` before
-    their products, as the kernel feeds them to wgmma in fp16. The dQ
-    program of queries [m0, m0 + 128) walks the key blocks; its dS is
-    rounded too. A mask is applied only where a block reaches past the
-    diagonal, as in the kernels.
+    n0 = gl.program_id(0) * (2 * WG_ROWS)
+    bh = gl.program_id(1)
+    row0 = bh * seq_len
+    key0 = n0 + WG * WG_ROWS  # this warpgroup's first key
+    offs_n = key0 + gl.arange(0, WG_ROWS, layout=key_l)
+    k = k_smem.index(WG)
+    v = v_smem.index(WG)
+    s_zero = gl.zeros([WG_ROWS, BLOCK_M], gl.float32, layout=s_layout)
+    dk = gl.zeros([WG_ROWS, HEAD_DIM], gl.float32, layout=o_layout)
+    dv = gl.zeros([WG_ROWS, HEAD_DIM], gl.float32, layout=o_layout)
+    lo, n_q = _query_blocks(n0, seq_len, BLOCK_M, CAUSAL)
+    mbarrier.wait(kv_bar, 0)
+    for j in range(n_q):
+        s = j % STAGES
+        ph = (j // STAGES) & 1
+        m0 = lo + j * BLOCK_M
+        q = q_bufs.index(s)
+        do = do_bufs.index(s)
+        mbarrier.wait(q_ready.index(s), ph)
+        qT = q.permute((1, 0))
+        st_tok = warpgroup_mma(k, qT, s_zero, use_acc=False, is_async=True)
+        mbarrier.wait(do_ready.index(s), ph)
+        # dP^T needs no P: issued now, it may run under the exponentials below
+        # (ptxas lets it through all of them only in the causal kernels: the
+        # lesson's compiled table counts them in the SASS).
+        doT = do.permute((1, 0))
+        dp_tok = warpgroup_mma(v, doT, s_zero, use_acc=False, is_async=True)
+        sT = warpgroup_mma_wait(1, deps=(st_tok,))  # S^T done; dP^T may run on
+        # L along the columns: each thread holds the values of its own columns.
+        lse = l_bufs.index(s).load(query_l)
+        pT = gl.exp2(sT * qk_scale - lse[None, :])
+        if CAUSAL:
+            # Only a block with a query before this warpgroup's last key needs it.
+            if m0 < key0 + WG_ROWS:
+                offs_m = m0 + gl.arange(0, BLOCK_M, layout=query_l)
+                pT = gl.where(offs_m[None, :] >= offs_n[:, None], pT, 0.0)
+        # P^T is kept in fp16 only (dS^T below reads it too: one rounding of
+        # 2^-11, as dS^T's own): an FP32 copy would cost BLOCK_M / 2 registers
+        # and spill. The conversion to the operand layout moves no data.
+        p16 = pT.to(f16)
+        dpT = warpgroup_mma_wait(0, deps=(dp_tok,))
+        delta = delta_bufs.index(s).load(query_l)
+        dsT = p16.to(gl.float32) * (dpT - delta[None, :])
+        # Both register-operand products are issued only now: PTX leaves
+        # reading a wgmma's A registers while it runs undefined, and dS^T
+        # reads P^T. The other warpgroup keeps the tensor cores busy meanwhile.
+        pT16 = gl.convert_layout(p16, a_layout)
+        ds16 = gl.convert_layout(dsT.to(f16), a_layout)
+        dv_tok = warpgroup_mma(pT16, do, dv, is_async=True)
+        dk_tok = warpgroup_mma(ds16, q, dk, is_async=True)
+        # The register operands are named too, so that nothing reuses their
+        # registers before the products that read them have retired.
+        dv, dk, pT16, ds16 = warpgroup_mma_wait(
+            0, deps=(dv_tok, dk_tok, pT16, ds16))
+        mbarrier.arrive(do_empty.index(s), count=1)
+        mbarrier.arrive(q_empty.index(s), count=1)
+    # This warpgroup's K and V tiles are dead (only it read them, and its last
+    # products have retired): they stage dK and dV for the TMA stores. The
+    # softmax saw scale * q.k, so dK carries the scale once.
+    k.store((dk * sm_scale).to(f16))
+    v.store(dv.to(f16))
+    fence_async_shared()  # the register stores before the TMA engine reads them
+    tma.async_copy_shared_to_global(dk_desc, [row0 + key0, 0], k)
+    tma.async_copy_shared_to_global(dv_desc, [row0 + key0, 0], v)
+    tma.store_wait(0)
+
+
+# end snippet
+
+
+# snippet: dkdv-kernel
+@gluon.jit
+def dkdv_kernel(q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc,
+                l_desc, delta_desc, seq_len, sm_scale, qk_scale,
+                CAUSAL: gl.constexpr, STAGES: gl.constexpr,
+                CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr):
+    BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
+    D: gl.constexpr = q_desc.block_type.shape[1]
+    f16: gl.constexpr = q_desc.dtype
+    # K and V in two 64-row halves, one per consumer warpgroup; Q, dO in rings.
+    k_smem = gl.allocate_shared_memory(f16, [2, WG_ROWS, D], k_desc.layout)
+    v_smem = gl.allocate_shared_memory(f16, [2, WG_ROWS, D], v_desc.layout)
+    q_bufs = gl.allocate_shared_memory(f16, [STAGES, BLOCK_M, D], q_desc.layout)
+    do_bufs = gl.allocate_shared_memory(f16, [STAGES, BLOCK_M, D], do_desc.layout)
+    f32: gl.constexpr = gl.float32
+    l_bufs = gl.allocate_shared_memory(f32, [STAGES, BLOCK_M], l_desc.layout)
+    delta_bufs = gl.allocate_shared_memory(f32, [STAGES, BLOCK_M], delta_desc.layout)
+    bar: gl.constexpr = mbarrier.MBarrierLayout()
+    kv_bar = gl.allocate_shared_memory(gl.int64, [1], bar)
+    q_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], bar)
+    q_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], bar)
+    do_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], bar)
+    do_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], bar)
+    mbarrier.init(kv_bar, count=1)
+    for i in gl.static_range(STAGES):
+        mbarrier.init(q_ready.index(i), count=1)
+        mbarrier.init(do_ready.index(i), count=1)
+        mbarrier.init(q_empty.index(i), count=2)  # both warpgroups read every tile
+        mbarrier.init(do_empty.index(i), count=2)
+    ring = (q_bufs, do_bufs, l_bufs, delta_bufs, q_ready, q_empty, do_ready, do_empty)
+    io = (dk_desc, dv_desc, k_smem, v_smem, kv_bar)
+    descs = (q_desc, do_desc, k_desc, v_desc, l_desc, delta_desc)
+    resident = (k_smem, v_smem, kv_bar)
+    gl.warp_specialize(
+        [
+            (_dkdv_consumer, (io, ring, seq_len, sm_scale, qk_scale, 0, CAUSAL)),
+            (_dkdv_consumer, (io, ring, seq_len, sm_scale, qk_scale, 1, CAUSAL)),
+            (_dkdv_producer, (descs, resident, ring, seq_len, CAUSAL)),
+        ],
+        [4, 1],  # workers: consumer warpgroup 1, the producer warp
+        [CONSUMER_REGS, PRODUCER_REGS],
+    )
+
+
+# end snippet
+
+
+# -- dQ -----------------------------------------------------------------------
+
+
+@gluon.jit
+def _key_blocks(m0, seq_len, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr):
+    # Causal: the key blocks up to the one holding this query block's last row.
+    if CAUSAL:
+        return gl.cdiv(m0 + 2 * WG_ROWS, BLOCK_N)
+    else:
+        return seq_len // BLOCK_N
+
+
+@gluon.jit
+def _q_block(seq_len, CAUSAL: gl.constexpr):
+    # Causal: the longest query blocks (the last ones) launch first.
+    if CAUSAL:
+        return seq_len // (2 * WG_ROWS) - 1 - gl.program_id(0)
+    else:
+        return gl.program_id(0)
+
+
+@gluon.jit
+def _dq_producer(descs, resident, ring, seq_len, CAUSAL: gl.constexpr):
+    # One warp: this block's Q and dO once, then K and V of every key block
+    # into the ring, each on its own barrier (S = Q K^T can start before V).
+    q_desc, do_desc, k_desc, v_desc = descs
+    q_smem, do_smem, qdo_bar = resident
+    k_bufs, v_bufs, k_ready, k_empty, v_ready, v_empty = ring
+    BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
+    STAGES: gl.constexpr = k_bufs.type.shape[0]
+    m0 = _q_block(seq_len, CAUSAL) * (2 * WG_ROWS)
+    row0 = gl.program_id(1) * seq_len
+    qdo_bytes: gl.constexpr = (2 * q_desc.block_type.nbytes
+                               + 2 * do_desc.block_type.nbytes)
+    mbarrier.expect(qdo_bar, qdo_bytes)
+    for w in gl.static_range(2):
+        row = row0 + m0 + w * WG_ROWS
+        tma.async_copy_global_to_shared(q_desc, [row, 0], qdo_bar, q_smem.index(w))
+        tma.async_copy_global_to_shared(do_desc, [row, 0], qdo_bar, do_smem.index(w))
+    for j in range(_key_blocks(m0, seq_len, BLOCK_N, CAUSAL)):
+        s = j % STAGES
+        lap = (j // STAGES) & 1
+        row = row0 + j * BLOCK_N
+        mbarrier.wait(k_empty.index(s), lap ^ 1)
+        mbarrier.expect(k_ready.index(s), k_desc.block_type.nbytes)
+        tma.async_copy_global_to_shared(
+            k_desc, [row, 0], k_ready.index(s), k_bufs.index(s))
+        mbarrier.wait(v_empty.index(s), lap ^ 1)
+        mbarrier.expect(v_ready.index(s), v_desc.block_type.nbytes)
+        tma.async_copy_global_to_shared(
+            v_desc, [row, 0], v_ready.index(s), v_bufs.index(s))
+
+
+# snippet: dq-consumer
+@gluon.jit
+def _dq_consumer(io, ring, L, Delta, seq_len, sm_scale, qk_scale,
+                 WG: gl.constexpr, CAUSAL: gl.constexpr):
+    dq_desc, q_smem, do_smem, qdo_bar = io
+    k_bufs, v_bufs, k_ready, k_empty, v_ready, v_empty = ring
+    STAGES: gl.constexpr = k_bufs.type.shape[0]
+    BLOCK_N: gl.constexpr = k_bufs.type.shape[1]
+    HEAD_DIM: gl.constexpr = k_bufs.type.shape[2]
+    # The forward's orientation: queries along rows (64 per warpgroup).
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_N, 16])
+    o_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, HEAD_DIM, 16])
+    a_layout: gl.constexpr = gl.DotOperandLayout(
+        operand_index=0, parent=o_layout, k_width=2)
+    query_l: gl.constexpr = gl.SliceLayout(1, s_layout)
+    key_l: gl.constexpr = gl.SliceLayout(0, s_layout)
+    f16: gl.constexpr = k_bufs.dtype
+
+    m0 = _q_block(seq_len, CAUSAL) * (2 * WG_ROWS)
+    row0 = gl.program_id(1) * seq_len
+    q0 = m0 + WG * WG_ROWS  # this warpgroup's first query
+    offs_m = q0 + gl.arange(0, WG_ROWS, layout=query_l)
+    lse = gl.load(L + row0 + offs_m)
+    delta = gl.load(Delta + row0 + offs_m)
+    q = q_smem.index(WG)
+    do = do_smem.index(WG)
+    s_zero = gl.zeros([WG_ROWS, BLOCK_N], gl.float32, layout=s_layout)
+    dq = gl.zeros([WG_ROWS, HEAD_DIM], gl.float32, layout=o_layout)
+    mbarrier.wait(qdo_bar, 0)
+    for j in range(_key_blocks(m0, seq_len, BLOCK_N, CAUSAL)):
+        s = j % STAGES
+        ph = (j // STAGES) & 1
+        kb = k_bufs.index(s)
+        mbarrier.wait(k_ready.index(s), ph)
+        kT = kb.permute((1, 0))
+        s_tok = warpgroup_mma(q, kT, s_zero, use_acc=False, is_async=True)
+        mbarrier.wait(v_ready.index(s), ph)
+        vT = v_bufs.index(s).permute((1, 0))
+        dp_tok = warpgroup_mma(do, vT, s_zero, use_acc=False, is_async=True)
+        sc = warpgroup_mma_wait(1, deps=(s_tok,))  # S done; dP may still run
+        p = gl.exp2(sc * qk_scale - lse[:, None])
+        if CAUSAL:
+            # Only a block with a key past this warpgroup's first query needs it.
+            if j * BLOCK_N + BLOCK_N > q0 + 1:
+                offs_n = j * BLOCK_N + gl.arange(0, BLOCK_N, layout=key_l)
+                p = gl.where(offs_m[:, None] >= offs_n[None, :], p, 0.0)
+        dp = warpgroup_mma_wait(0, deps=(dp_tok,))
+        mbarrier.arrive(v_empty.index(s), count=1)  # V's last reader has retired
+        ds16 = gl.convert_layout((p * (dp - delta[:, None])).to(f16), a_layout)
+        dq_tok = warpgroup_mma(ds16, kb, dq, is_async=True)
+        dq, ds16 = warpgroup_mma_wait(0, deps=(dq_tok, ds16))
+        mbarrier.arrive(k_empty.index(s), count=1)
+    # Q's tile is dead (its last reader has retired): it stages dQ for the store.
+    q.store((dq * sm_scale).to(f16))
+    fence_async_shared()
+    tma.async_copy_shared_to_global(dq_desc, [row0 + q0, 0], q)
+    tma.store_wait(0)
+
+
+# end snippet
+
+
+@gluon.jit
+def dq_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, L, Delta, seq_len,
+              sm_scale, qk_scale, CAUSAL: gl.constexpr, STAGES: gl.constexpr,
+              CONSUMER_REGS: gl.constexpr, PRODUCER_REGS: gl.constexpr):
+    BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
+    D: gl.constexpr = k_desc.block_type.shape[1]
+    f16: gl.constexpr = q_desc.dtype
+    q_smem = gl.allocate_shared_memory(f16, [2, WG_ROWS, D], q_desc.layout)
+    do_smem = gl.allocate_shared_memory(f16, [2, WG_ROWS, D], do_desc.layout)
+    k_bufs = gl.allocate_shared_memory(f16, [STAGES, BLOCK_N, D], k_desc.layout)
+    v_bufs = gl.allocate_shared_memory(f16, [STAGES, BLOCK_N, D], v_desc.layout)
+    bar: gl.constexpr = mbarrier.MBarrierLayout()
+    qdo_bar = gl.allocate_shared_memory(gl.int64, [1], bar)
+    k_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], bar)
+    k_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], bar)
+    v_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], bar)
+    v_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], bar)
+    mbarrier.init(qdo_bar, count=1)
+    for i in gl.static_range(STAGES):
+        mbarrier.init(k_ready.index(i), count=1)
+        mbarrier.init(v_ready.index(i), count=1)
+        mbarrier.init(k_empty.index(i), count=2)
+        mbarrier.init(v_empty.index(i), count=2)
+    ring = (k_bufs, v_bufs, k_ready, k_empty, v_ready, v_empty)
+    io = (dq_desc, q_smem, do_smem, qdo_bar)
+    descs = (q_desc, do_desc, k_desc, v_desc)
+    resident = (q_smem, do_smem, qdo_bar)
+    gl.warp_specialize(
+        [
+            (_dq_consumer, (io, ring, L, Delta, seq_len, sm_scale, qk_scale, 0,
+                            CAUSAL)),
+            (_dq_consumer, (io, ring, L, Delta, seq_len, sm_scale, qk_scale, 1,
+                            CAUSAL)),
+            (_dq_producer, (descs, resident, ring, seq_len, CAUSAL)),
+        ],
+        [4, 1],
+        [CONSUMER_REGS, PRODUCER_REGS],
+    )
+
+
+# -- Host side ----------------------------------------------------------------
+
+
+def tl_backward():
+    """The attention-backward lesson's kernels module (lesson.toml's `uses`): its
+    forward writes L, its preprocess computes Delta. Beside this file in a
+    download; in the repository, in that lesson's folder."""
+    try:
+        import attention_backward
+    except ImportError:
+        here = Path(globals().get("__file__", ".")).resolve().parent
+        sys.path.append(str(here.parent / "attention-backward"))
+        import attention_backward
+    return attention_backward
+
+
+def forward_lse(q, k, v, causal, sm_scale=None):
+    """(o, lse) from the attention-backward lesson's tl forward: lse is
+    (B * H, S) FP32, base 2, of the scaled scores."""
+    tl_bwd = tl_backward()
+    D = q.shape[-1]
+    sm_scale = 1.0 / math.sqrt(D) if sm_scale is None else sm_scale
+    cfg = tl_bwd.configs_for(D, causal, q.device.type)
+    q, k, v = (t.contiguous() for t in (q, k, v))
+    return tl_bwd.attention_forward(q, k, v, causal, sm_scale, cfg)
+
+
+def _descriptor(t, rows):
+    """A contiguous (B, H, S, D) fp16 tensor as (B * H * S, D), tiles rows x D."""
+    D = t.shape[-1]
+    block = [rows, D]
+    layout = gl.NVMMASharedLayout.get_default_for(block, gl.float16)
+    return TensorDescriptor.from_tensor(t.view(-1, D), block, layout)
+
+
+def _row_descriptor(t, rows):
+    """A (B * H, S) FP32 statistic as one row vector, in tiles of rows."""
+    layout = gl.NVMMASharedLayout.get_default_for([rows], gl.float32)
+    return TensorDescriptor.from_tensor(t.view(-1), [rows], layout)
+
+
+# snippet: launch
+def attention_bwd_gluon(q, k, v, o, do, lse, causal, sm_scale=None, **config):
+    """(dq, dk, dv) of softmax(q k^T * sm_scale [+ causal]) v.
+
+    fp16 (B, H, S, D), D in (64, 128), S % 128 == 0; o and lse (B * H, S)
+    from the forward. config: block_m (query rows a dK/dV step streams),
+    block_n (key rows a dQ step streams), stages (the rings' depth),
+    consumer_regs, producer_regs, out (a (dq, dk, dv) triple to write into),
+    delta (Delta, computed already: the preprocess is not launched), kernels
+    (which of "dkdv" and "dq" to launch), with_kernels (also return the
+    compiled kernels).
     """
-    n, d = q.shape
-    sm_scale = 1.0 / math.sqrt(d)
+    B, H, S, D = q.shape
+    assert k.shape == v.shape == o.shape == do.shape == q.shape
+    assert q.dtype == k.dtype == v.dtype == do.dtype == torch.float16
+    assert D in (64, 128) and S % BLOCK_ROWS == 0, "D in (64, 128), S % 128 == 0"
+    assert lse.shape == (B * H, S) and lse.dtype == torch.float32
+    assert all(t.is_contiguous() for t in (q, k, v, o, do, lse))
+    sm_scale = 1.0 / math.sqrt(D) if sm_scale is None else sm_scale
+    cfg = {**CONFIGS[D], "consumer_regs": 240, "producer_regs": 24, "out": None,
+           "delta": None, "kernels": ("dkdv", "dq"), "with_kernels": False, **config}
+    block_m, block_n, stages = cfg["block_m"], cfg["block_n"], cfg["stages"]
+    assert BLOCK_ROWS % block_m == 0 and S % block_n == 0
+    out = cfg["out"] or tuple(torch.empty_like(q) for _ in range(3))
+    dq, dk, dv = out
     qk_scale = sm_scale * LOG2E
-    idx = torch.arange(n)
-    future = idx[None, :] > idx[:, None]  # future[i, j]: key j after query i
-    s_all = (q @ k.T) * qk_scale
-    if causal:
-        s_all = s_all.masked_fill(future, -math.inf)
-    lse = torch.logsumexp(s_all / LOG2E, dim=1) * LOG2E  # base 2, as the kernels
-    delta = (do * (torch.exp2(s_all - lse[:, None]) @ v)).sum(1)
-    if not use_delta:
-        delta = torch.zeros_like(delta)
-
-    def r(t):
-        return t.to(rounded).to(torch.float64)
-
-    dq, dk, dv = (torch.zeros_like(q) for _ in range(3))
-    for n0 in range(0, n, BLOCK_ROWS):  # one dK/dV program per 128 keys
-        for key0 in (n0, n0 + WG_ROWS):  # its two consumer warpgroups
-            ks, vs = k[key0 : key0 + WG_ROWS], v[key0 : key0 + WG_ROWS]
-            for m0 in query_blocks(n0, n, block_m, causal):
-                rows = slice(m0, m0 + block_m)
-                pT = torch.exp2(ks @ q[rows].T * qk_scale - lse[None, rows])
-                if causal and m0 < key0 + WG_ROWS:
-                    pT = pT.masked_fill(future[rows, key0 : key0 + WG_ROWS].T, 0.0)
-                pT = r(pT)
-                dsT = pT * (vs @ do[rows].T - delta[None, rows])
-                dv[key0 : key0 + WG_ROWS] += pT @ do[rows]
-                dk[key0 : key0 + WG_ROWS] += r(dsT) @ q[rows]
-    for m0 in range(0, n, BLOCK_ROWS):  # one dQ program per 128 queries
-        for q0 in (m0, m0 + WG_ROWS):
-            rows = slice(q0, q0 + WG_ROWS)
-            for n0 in key_blocks(m0, n, block_n, causal):
-                keys = slice(n0, n0 + block_n)
-                p = torch.exp2(q[rows] @ k[keys].T * qk_scale - lse[rows, None])
-                if causal and n0 + block_n > q0 + 1:
-                    p = p.masked_fill(future[rows, keys], 0.0)
-                ds = p * (do[rows] @ v[keys].T - delta[rows, None])
-                dq[rows] += r(ds) @ k[keys]
-    return dq * sm_scale, dk * sm_scale, dv
+    # Launch: one CTA per SM (384 threads); consumer warpgroup 0 is the default
+    # partition (num_warps=4), the workers are warpgroup 1 and the producer.
+    regs = (cfg["consumer_regs"], cfg["producer_regs"])
+    rows = WG_ROWS.value
+    grid = (S // BLOCK_ROWS, B * H)
+    kernels = {}
+    delta = cfg["delta"]
+    if delta is None:  # Delta = rowsum(dO * O): the tl lesson's preprocess
+        delta = torch.empty_like(lse)
+        tl_backward().attn_bwd_preprocess_kernel[(S // 128, B * H)](
+            o, do, delta, S, HEAD_DIM=D, BLOCK_M=128)
+    if "dkdv" in cfg["kernels"]:
+        kernels["dkdv"] = dkdv_kernel[grid](
+            _descriptor(q, block_m), _descriptor(k, rows), _descriptor(v, rows),
+            _descriptor(do, block_m), _descriptor(dk, rows), _descriptor(dv, rows),
+            _row_descriptor(lse, block_m), _row_descriptor(delta, block_m),
+            S, sm_scale, qk_scale, causal, stages, *regs, num_warps=4)
+    if "dq" in cfg["kernels"]:
+        kernels["dq"] = dq_kernel[grid](
+            _descriptor(q, rows), _descriptor(k, block_n), _descriptor(v, block_n),
+            _descriptor(do, rows), _descriptor(dq, rows), lse, delta,
+            S, sm_scale, qk_scale, causal, stages, *regs, num_warps=4)
+    return (out, kernels) if cfg["with_kernels"] else out
 
 
 # end snippet
 
 
-# snippet: model-checks
-def model_errors(D: int, causal: bool, rounded) -> list[float]:
-    """The model against float64 autograd of the definition, on one head of
-    384 rows (three 128-row programs) with both streamed block sizes: per
-    gradient, max |difference| / max|ref|."""
-    q, k, v, do = (t[0, 0].double() for t in tlb.make_inputs(1, 1, 384, D, "cpu", 7))
-    _, *want = tlb.reference_grads(q, k, v, do, causal, 1.0 / math.sqrt(D))
-    worst = [0.0, 0.0, 0.0]
-    for block in (64, 128):
-        got = backward_model(q, k, v, do, causal, block, block, rounded)
-        for i, (g, w) in enumerate(zip(got, want, strict=True)):
-            worst[i] = max(worst[i], float((g - w).abs().max() / w.abs().max()))
-    return worst
-
-
-# end snippet
-
-
-def check_model(lesson: Lesson) -> None:
-    for D, causal in ((D, c) for D in (64, 128) for c in (False, True)):
-        mask = f"{'causal' if causal else 'full'}-d{D}"
-        exact = model_errors(D, causal, torch.float64)
-        lesson.check(
-            f"model-float64-{mask}",
-            max(exact) < 1e-12,
-            "dq, dk, dv vs float64 autograd: max error / max|ref| = "
-            + ", ".join(f"{e:.1e}" for e in exact),
-        )
-        fp16 = model_errors(D, causal, torch.float16)
-        lesson.check(
-            f"model-fp16-operands-{mask}",
-            max(fp16) < 1e-3,
-            "P^T, dS^T rounded to fp16 as the kernels feed them: max error / "
-            f"max|ref| = {', '.join(f'{e:.1e}' for e in fp16)} (GPU bound {TOL:g})",
-        )
-
-
-# -- Which tiles each kernel visits -----------------------------------------
-
-
-def visited(seq_len: int, block_m: int, block_n: int, causal: bool):
-    """(query row, key) 64 x 64 cells each kernel computes, with counts."""
-    cells = 64
-    dkdv, dq = {}, {}
-    for n0 in range(0, seq_len, BLOCK_ROWS):
-        for m0 in query_blocks(n0, seq_len, block_m, causal):
-            for i in range(m0, m0 + block_m, cells):
-                for j in range(n0, n0 + BLOCK_ROWS, cells):
-                    dkdv[i, j] = dkdv.get((i, j), 0) + 1
-    for m0 in range(0, seq_len, BLOCK_ROWS):
-        for n0 in key_blocks(m0, seq_len, block_n, causal):
-            for i in range(m0, m0 + BLOCK_ROWS, cells):
-                for j in range(n0, n0 + block_n, cells):
-                    dq[i, j] = dq.get((i, j), 0) + 1
-    return dkdv, dq
-
-
-def check_visits(lesson: Lesson) -> None:
-    """Every 64 x 64 cell holding an unmasked score is computed exactly once by
-    each kernel, and a causal walk computes no cell that lies wholly in the
-    future, apart from the half-blocks of the diagonal."""
-    n = 1024
-    for D, (block_m, block_n) in STREAMED.items():
+# snippet: self-check
+def self_check() -> None:
+    """All three gradients against float64 autograd, causal and not, D = 64 and
+    128, on 3 heads of 384 tokens; one timing."""
+    if not torch.cuda.is_available() or os.environ.get("TRITON_INTERPRET") == "1":
+        print("Gluon kernels run on a GPU only (compute capability 9.0, Hopper): "
+              "nothing to check here. On a CPU, run exercises.py: the kernels' models.")
+        return
+    tl_bwd = tl_backward()
+    for D in (64, 128):
+        q, k, v, do = tl_bwd.make_inputs(1, 3, 384, D, "cuda", seed=D)
         for causal in (False, True):
-            dkdv, dq = visited(n, block_m, block_n, causal)
-            needed = {(i, j) for i in range(0, n, 64) for j in range(0, n, 64)
-                      if not causal or j <= i + 63}
-            once = all(c.get(cell) == 1 for c in (dkdv, dq) for cell in needed)
-            wasted = max(len(set(dkdv) - needed), len(set(dq) - needed))
-            lesson.check(
-                f"visits-d{D}-{'causal' if causal else 'full'}",
-                once and wasted <= n // BLOCK_ROWS * 2,
-                f"S = {n}: every needed 64 x 64 cell once in both kernels"
-                + (f"; {wasted} cells wholly in the future computed (halves of "
-                   "diagonal blocks)" if causal else ""),
-            )
-
-
-def draw_visits(lesson: Lesson) -> None:
-    """The two walks of a causal S = 1024 head at D = 64, from the model."""
-    n, block = 1024, 128
-    blocks = n // block
-    import numpy as np
-    from matplotlib.patches import Rectangle
-
-    def grid(walks):
-        g = np.full((blocks, blocks), np.nan)
-        for tiles in walks.values():
-            for step, (qb, kb) in enumerate(tiles):
-                g[qb, kb] = step
-        return g
-
-    dkdv = {kb: [(m0 // block, kb) for m0 in query_blocks(kb * block, n, block, True)]
-            for kb in range(blocks)}
-    dq = {qb: [(qb, n0 // block) for n0 in key_blocks(qb * block, n, block, True)]
-          for qb in range(blocks)}
-
-    def draw(fig):
-        axes = fig.subplots(1, 2)
-        titles = ("dK/dV: down each column", "dQ: along each row")
-        for ax, walks, title in zip(axes, (dkdv, dq), titles, strict=True):
-            g = grid(walks)
-            ax.imshow(g, cmap="viridis", vmin=0, vmax=blocks - 1)
-            for qb in range(blocks):
-                for kb in range(blocks):
-                    if not np.isnan(g[qb, kb]):
-                        ax.text(kb, qb, int(g[qb, kb]), ha="center", va="center",
-                                color="white" if g[qb, kb] < 4 else "black")
-            for d in range(blocks):  # the diagonal: the only masked blocks
-                ax.add_patch(Rectangle((d - 0.5, d - 0.5), 1, 1, fill=False,
-                                       hatch="//", edgecolor="#d62728", linewidth=0))
-            ax.set_title(title)
-            ax.grid(False)
-            ax.set_xlabel("key block")
-            ax.set_ylabel("query block")
-            ax.set_xticks(range(blocks))
-            ax.set_yticks(range(blocks))
-
-    lesson.plot(
-        "visits",
-        "Causal attention, S = 1024 in blocks of 128 (D = 64): the tiles each "
-        "kernel computes, numbered in the order its program visits them (from "
-        "the lesson's model of the kernels' loops). Left, one program per key "
-        "block (a column); right, one per query block (a row). Hatched: the "
-        "diagonal, the only tiles a mask touches; empty tiles lie wholly in the "
-        "future",
-        draw,
-        size=(7.0, 4.2),
-    )
-
-
-# -- On the GPU ----------------------------------------------------------------
-
-
-# snippet: gpu-checks
-def kernel_cases(kb, lengths=(128, 384, 1024)):
-    """12 cases against float64 autograd: S = 128, 384 (three blocks, not a
-    power of two) and 1024, D = 64 and 128, causal and full, a few batch and
-    head counts. The outputs start as NaN, so a tile no kernel writes fails.
-    Yields (case, gradient name, the kernels' gradient, the reference)."""
-    shapes = [(1, 2), (2, 3), (1, 4), (2, 2)]
-    case = 0
-    for S_ in lengths:
-        for _, D, causal in CASES:
-            B_, H_ = shapes[case % len(shapes)]
-            case += 1
-            q, k, v, do = tlb.make_inputs(B_, H_, S_, D, "cuda", case)
-            sm_scale = 1.0 / math.sqrt(D)
-            o, lse = kb.forward_lse(q, k, v, causal, sm_scale)
+            o, lse = forward_lse(q, k, v, causal)
             out = tuple(torch.full_like(q, float("nan")) for _ in range(3))
-            got = kb.attention_bwd_gluon(q, k, v, o, do, lse, causal, out=out)
-            _, *want = tlb.reference_grads(q, k, v, do, causal, sm_scale)
-            name = f"{'causal' if causal else 'full'}-d{D}-s{S_}-b{B_}h{H_}"
-            for grad, g, w in zip(("dq", "dk", "dv"), got, want, strict=True):
-                yield name, grad, g, w
+            got = attention_bwd_gluon(q, k, v, o, do, lse, causal, out=out)
+            _, *want = tl_bwd.reference_grads(q, k, v, do, causal, 1.0 / math.sqrt(D))
+            for g, w in zip(got, want, strict=True):
+                torch.testing.assert_close(g.double(), w, rtol=0,
+                                           atol=tl_bwd.TOL * float(w.abs().max()))
+    print("dQ, dK, dV match float64 autograd: 3 heads of 384 tokens, D = 64 and 128, "
+          "causal and not")
+    q, k, v, do = tl_bwd.make_inputs(4, 32, 4096, 128, "cuda", seed=1)
+    o, lse = forward_lse(q, k, v, False)
+    ms = triton.testing.do_bench(
+        lambda: attention_bwd_gluon(q, k, v, o, do, lse, False))
+    flop = tl_bwd.backward_flops(4, 32, 4096, 128, False)
+    print(f"backward, B4 H32 S4096 D128: {ms:.3f} ms, {flop / ms / 1e9:.0f} TFLOP/s")
 
 
 # end snippet
-
-
-def check_kernels(lesson: Lesson, kb) -> None:
-    lesson.check(
-        "model-blocks-are-the-kernels",
-        all((kb.CONFIGS[D]["block_m"], kb.CONFIGS[D]["block_n"]) == STREAMED[D]
-            for D in STREAMED),
-        f"the model's streamed blocks {STREAMED} are the kernels' CONFIGS",
-    )
-    # Under compute-sanitizer (lesson.size's smoke), the two smaller lengths.
-    sizes = lesson.size(gpu=(128, 384, 1024), smoke=(128, 384))
-    for name, grad, got, want in kernel_cases(kb, sizes):
-        bound = TOL * float(want.abs().max())
-        lesson.close(f"{grad}-{name}", got, want, 0.0, bound,
-                     f"float64 autograd, atol = {TOL:g} * max|ref|")
-
-
-def show_compiled(lesson: Lesson, kb) -> None:
-    rows = []
-    for D in (128, 64):
-        for causal in (True, False):
-            q, k, v, do = tlb.make_inputs(1, 2, 512, D, "cuda", 3)
-            o, lse = kb.forward_lse(q, k, v, causal)
-            _, kernels = kb.attention_bwd_gluon(q, k, v, o, do, lse, causal,
-                                                with_kernels=True)
-            for part, kern in kernels.items():
-                cfg = kb.CONFIGS[D]
-                streamed = cfg["block_m"] if part == "dkdv" else cfg["block_n"]
-                sass = sass_facts.sass_of(kern)
-                step = sass_facts.exps_under_product(sass)
-                rows.append([
-                    part, D, "causal" if causal else "full", streamed,
-                    getattr(kern, "n_regs", None),
-                    getattr(kern, "n_spills", None),
-                    round(kern.metadata.shared / 1024, 1),
-                    kern.asm["ptx"].count("wgmma.mma_async"),
-                    "-" if step is None else f"{step[0]} of {step[1]}",
-                ])
-    lesson.check(
-        "compiled-no-spills",
-        all(row[5] == 0 for row in rows),
-        "no kernel spills registers: " + ", ".join(
-            f"{row[0]} D{row[1]} {row[2]} {row[5]}" for row in rows),
-    )
-    lesson.table(
-        "compiled",
-        ["kernel", "D", "mask", "streamed block (rows)",
-         "registers / thread at launch", "spilled", "shared memory KiB",
-         "wgmma instructions", "exponentials while dP runs (SASS)"],
-        rows,
-        "What Triton 3.6 compiled. Registers are the launch's cap for 12 warps; "
-        "setmaxnreg then gives each consumer thread 240. The last column counts, in "
-        "one step of the SASS, the exponentials issued after the wait for S (or "
-        "S^T) and before the wait for dP (dP^T), of the step's exponentials",
-    )
-
-
-def bench_shape(lesson: Lesson) -> tuple[int, int, int]:
-    """(B, H, S): the benchmark's; under compute-sanitizer, which times
-    nothing, a small one."""
-    return lesson.size(gpu=(B, H, S), smoke=(1, 2, 512))
-
-
-def backward_fns(kb, shape, D, causal, sdpa_backend="cuDNN"):
-    """A backward closure per contender, on the same inputs: ours (and its two
-    parts), SDPA's (cuDNN, forced; or "FlashAttention-2") and the tl lesson's
-    (atomic dQ, its faster method at this shape). Our gradients go into
-    buffers that start as NaN."""
-    b, h, s = shape
-    q, k, v, do = tlb.make_inputs(b, h, s, D, "cuda", 1234 + D)
-    sm_scale = 1.0 / math.sqrt(D)
-    o, lse = kb.forward_lse(q, k, v, causal, sm_scale)
-    qg, kg, vg = (t.clone().requires_grad_() for t in (q, k, v))
-    # Autograd runs a backward op on its forward's stream, and a CUDA graph
-    # cannot capture the legacy default stream: the forward runs on its own.
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    backends = torch.nn.attention.SDPBackend
-    backend = {"cuDNN": backends.CUDNN_ATTENTION,
-               "FlashAttention-2": backends.FLASH_ATTENTION}[sdpa_backend]
-    with torch.cuda.stream(side), torch.nn.attention.sdpa_kernel(backend):
-        out = torch.nn.functional.scaled_dot_product_attention(
-            qg, kg, vg, is_causal=causal)
-    torch.cuda.current_stream().wait_stream(side)
-    grads = tuple(torch.full_like(q, float("nan")) for _ in range(3))
-    cfg = tlb.GPU[(D, causal)]
-    delta = torch.empty_like(lse)  # for the parts timed alone: the real Delta
-    tlb.attn_bwd_preprocess_kernel[(s // 128, b * h)](o, do, delta, s, HEAD_DIM=D,
-                                                      BLOCK_M=128)
-
-    def ours(**parts):
-        return kb.attention_bwd_gluon(q, k, v, o, do, lse, causal, sm_scale,
-                                      out=grads, **parts)
-
-    return {
-        "gluon": ours,  # the whole backward: Delta, dK/dV, dQ
-        "SDPA": lambda: torch.autograd.grad(out, (qg, kg, vg), do, retain_graph=True),
-        "tl": lambda: tlb.attention_backward(do, q, k, v, o, lse, causal, sm_scale,
-                                             cfg, "atomic"),
-        "dkdv": lambda: ours(delta=delta, kernels=("dkdv",)),
-        "dq": lambda: ours(delta=delta, kernels=("dq",)),
-    }
-
-
-def flops(shape, D, causal):
-    return tlb.backward_flops(*shape, D, causal)
-
-
-def predict_dq_share(lesson: Lesson) -> None:
-    """Before the benchmark: what the dQ kernel's recomputation costs."""
-    lesson.predict(
-        "dq-share-full-d128",
-        3 / 7,
-        "the dQ kernel runs 3 of the 7 products of the two kernels (S and dP "
-        "again, then dS K); if every product costs the same, it takes 3/7 of "
-        "the two kernels' time",
-        0.15,
-        quantity="value",
-    )
-
-
-def race_and_benchmark(lesson: Lesson, kb) -> dict:
-    results = {}
-    shape = bench_shape(lesson)
-    # Under compute-sanitizer, which times nothing, SDPA runs its FlashAttention-2
-    # kernels: cuDNN's backward reads its own forward's output, which TMA wrote,
-    # and initcheck (2025.3) does not see TMA's writes, so it reports every read.
-    backend = "FlashAttention-2" if lesson.sanitize else "cuDNN"
-    for kind, D, causal in CASES:
-        fns = backward_fns(kb, shape, D, causal, backend)
-        # snippet: measure
-        # Ours, its two parts, SDPA's backward (cuDNN) and the tl lesson's
-        # take turns, 15 rounds, each a CUDA-graph replay; only the backward
-        # is timed (the forwards ran once, above). FLOPs: 2.5 forwards.
-        ms = bench_interleaved(fns, rounds=15)
-        # end snippet
-        got, want = fns["gluon"](), fns["SDPA"]()
-        for grad, g, w in zip(("dq", "dk", "dv"), got, want, strict=True):
-            lesson.close(
-                f"{grad}-{kind}-d{D}-bench-shape-vs-sdpa", g, w, 0.0,
-                2 * TOL * float(w.abs().max()),
-                "both fp16, so the bound doubles the reference tolerance",
-            )
-        del got, want
-        b, h, s = shape
-        label = f"{kind}, B{b} H{h} S{s} D{D} fp16"
-        lesson.benchmark(
-            f"{kind}-d{D}-vs-sdpa", f"Gluon backward vs SDPA's, {label}", ms,
-            "gluon", "SDPA", unit="TFLOP/s", work=flops(shape, D, causal),
-            baseline_name=f"torch SDPA backward ({backend})", threshold=0.8,
-            stretch=0.95, note="dQ, dK, dV and the Delta preprocess",
-        )
-        lesson.benchmark(
-            f"{kind}-d{D}-vs-tl", f"Gluon backward vs the tl lesson's, {label}", ms,
-            "gluon", "tl", unit="TFLOP/s", work=flops(shape, D, causal),
-            baseline_name="attention-backward's tl kernels (atomic dQ)",
-            threshold=1.0, gate=False, note="reported, not gating",
-        )
-        results[(kind, D)] = {"ms": ms, "shape": shape}
-        del fns
-        torch.cuda.empty_cache()
-    return results
-
-
-def report(lesson: Lesson, results: dict) -> None:
-    rows = []
-    for (kind, D), r in results.items():
-        ms = r["ms"]
-        parts = ms.median("dkdv") + ms.median("dq")
-        share = ms.median("dq") / parts
-        if (kind, D) == ("full", 128):
-            lesson.measured("dq-share-full-d128", share)
-        rows.append([
-            kind, D,
-            *(round(ms.median(n), 3) for n in ("gluon", "dkdv", "dq")),
-            round(share, 3),
-            round(ms.median("SDPA"), 3),
-            round(ms.median("tl"), 3),
-        ])
-    b, h, s = next(iter(results.values()))["shape"]
-    lesson.table(
-        "split",
-        ["mask", "D", "Gluon ms", "dK/dV kernel ms", "dQ kernel ms", "dQ share",
-         "SDPA (cuDNN) ms", "tl ms"],
-        rows,
-        f"B={b}, H={h}, S={s} fp16, medians of 15 rounds; each kernel was also "
-        "timed alone in the same rounds (the whole adds the Delta preprocess); "
-        "the dQ share is of the two kernels' times",
-    )
-    plot_ratios(lesson, results)
-
-
-def plot_ratios(lesson: Lesson, results: dict) -> None:
-    def draw(fig):
-        ax = fig.subplots()
-        labels = [f"{kind}\nD={D}" for kind, D in results]
-        for i, base in enumerate(("SDPA", "tl")):
-            mids, lows, highs = [], [], []
-            for r in results.values():
-                ms = r["ms"]
-                m, lo, hi = median_interval(
-                    [b / g for g, b in zip(ms["gluon"], ms[base], strict=True)])
-                mids.append(m)
-                lows.append(m - lo)
-                highs.append(hi - m)
-            xs = [j + 0.15 * (2 * i - 1) for j in range(len(labels))]
-            name = "SDPA (cuDNN)" if base == "SDPA" else "the tl backward"
-            ax.errorbar(xs, mids, yerr=[lows, highs], fmt="o", capsize=4,
-                        label=f"Gluon / {name}")
-        ax.axhline(1.0, color="grey", linewidth=1, linestyle="--")
-        ax.axhline(0.8, color="#d62728", linewidth=1.2, linestyle=":")
-        ax.set_xticks(range(len(labels)), labels)
-        ax.set_ylim(0, None)
-        ax.set_ylabel("speed ratio, per-round median")
-        ax.legend(loc="lower center", ncol=2)
-
-    lesson.plot(
-        "ratios",
-        "The Gluon backward's speed relative to SDPA's (cuDNN) and to the tl "
-        "lesson's: the median of the per-round ratios with its 95 % interval, "
-        "from zero; dashed: parity; dotted: the gate against SDPA, 0.8",
-        draw,
-        size=(4.8, 3.4),
-    )
-
-
-# -- Try this ------------------------------------------------------------------
-
-
-def exercise_no_delta(lesson: Lesson) -> None:
-    # snippet: solution-no-delta
-    # Without Delta, dS = P * dP: the Jacobian of the softmax loses its row
-    # term. dV = P^T dO never reads dS, so only dQ and dK go wrong.
-    q, k, v, do = (t[0, 0].double() for t in tlb.make_inputs(1, 1, 256, 64, "cpu", 9))
-    _, *want = tlb.reference_grads(q, k, v, do, False, 1 / 8)
-    got = backward_model(q, k, v, do, False, 128, 128, use_delta=False)
-    errs = [float((g - w).abs().max() / w.abs().max())
-            for g, w in zip(got, want, strict=True)]
-    # end snippet
-    lesson.check(
-        "exercise-no-delta",
-        errs[2] < 1e-12 and min(errs[:2]) > 0.1,  # the page: "more than a tenth"
-        "without Delta: max error / max|ref| of dq, dk, dv = "
-        + ", ".join(f"{e:.1e}" for e in errs),
-    )
-
-
-def main() -> int:
-    lesson = Lesson("gluon-attention-backward")
-    device = lesson.device()  # declines below compute capability 9.0 (lesson.toml)
-    # racecheck's report on warp-specialized kernels, explained (partition_state.py)
-    for kernel in ("dkdv_kernel", "dq_kernel"):
-        partition_state.declare(lesson, HERE / "attention_bwd_kernels.py", kernel)
-    with lesson.step("visits"):
-        check_visits(lesson)
-        draw_visits(lesson)
-    with lesson.step("model"):
-        check_model(lesson)
-    # Gluon has no interpreter, nor a smoke run on the CPU (lessonkit.py).
-    if lesson.step("gpu-checks", needs_gpu="Gluon has no interpreter", smoke=False):
-        import attention_bwd_kernels as kb  # Gluon: only here, on a Hopper GPU
-
-        check_kernels(lesson, kb)
-        show_compiled(lesson, kb)
-    if lesson.step("benchmark", needs_gpu="Gluon has no interpreter", smoke=False):
-        predict_dq_share(lesson)
-        report(lesson, race_and_benchmark(lesson, kb))
-    with lesson.step("exercises"):
-        exercise_no_delta(lesson)
-    if device == "cpu":  # the models ran; the kernels cannot: not a verification
-        lesson.decline(DECLINE)
-    return lesson.finish()
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    self_check()

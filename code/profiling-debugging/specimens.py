@@ -1,6 +1,7 @@
 """The kernels the profiling lesson debugs, and a command line to run one alone.
 
-Each bug here is planted on purpose, next to its fix. A tool that watches a
+Each bug here is planted on purpose; the fixes are in profiling_debugging.py,
+the lesson's kernels module. A tool that watches a
 whole process (compute-sanitizer, Nsight Compute, Proton) is best given a
 process that does nothing else, and a kernel that writes where it should not
 is best run where the damage cannot reach the lesson. So the lesson starts
@@ -21,6 +22,7 @@ import sys
 import torch
 import triton
 import triton.language as tl
+from profiling_debugging import EXTRA, copy, fill, fill_fixed, scale
 
 # -- Step 1: a wrong row stride ------------------------------------------------
 
@@ -49,34 +51,7 @@ def scale_rows_buggy(
 # end snippet
 
 
-# snippet: fixed-kernel
-@triton.jit
-def scale_rows(x_ptr, out_ptr, scale_ptr, n_cols, x_row_stride, BLOCK: tl.constexpr):
-    row = tl.program_id(0)
-    cols = tl.arange(0, BLOCK)
-    mask = cols < n_cols
-    x = tl.load(x_ptr + row * x_row_stride + cols, mask=mask)  # the fix
-    s = tl.load(scale_ptr + row)
-    tl.store(out_ptr + row * n_cols + cols, x * s, mask=mask)
-
-
-# end snippet
-
-
-def scale(kernel, x: torch.Tensor, s: torch.Tensor, **meta) -> torch.Tensor:
-    """out = x * s[:, None] for a matrix x whose rows may be padded."""
-    rows, n_cols = x.shape
-    assert x.stride(1) == 1, "the kernels assume contiguous columns"
-    out = torch.empty(rows, n_cols, device=x.device, dtype=x.dtype)
-    block = triton.next_power_of_2(n_cols)
-    kernel[(rows,)](x, out, s, n_cols, x.stride(0), BLOCK=block, **meta)
-    return out
-
-
 # -- Step 2: a store past the end ----------------------------------------------
-
-EXTRA = 64  # how far past the end the planted mask reaches, in elements
-
 
 # snippet: planted-store
 @triton.jit
@@ -86,24 +61,7 @@ def fill_planted(out_ptr, n, value, BLOCK: tl.constexpr, EXTRA: tl.constexpr):
     tl.store(out_ptr + offs, value, mask=mask)
 
 
-@triton.jit
-def fill_fixed(out_ptr, n, value, BLOCK: tl.constexpr, EXTRA: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < n
-    tl.store(out_ptr + offs, value, mask=mask)
-
-
 # end snippet
-
-FILL_BLOCK = 256
-
-
-def fill(kernel, out: torch.Tensor, value: float) -> None:
-    """Launch enough programs to cover the planted mask's reach too."""
-    n = out.numel()
-    grid = (triton.cdiv(n + EXTRA, FILL_BLOCK),)
-    kernel[grid](out, n, value, BLOCK=FILL_BLOCK, EXTRA=EXTRA)
-
 
 # snippet: asserting-stores
 @triton.jit
@@ -138,36 +96,6 @@ ASSERTING = {
     "block": fill_assert_block,
     "scalar": fill_assert_scalar,
 }
-
-
-# -- Steps 4 and 5: a copy, contiguous or strided --------------------------------
-
-
-# snippet: copy-kernels
-@triton.jit
-def copy_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < n
-    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask), mask=mask)
-
-
-@triton.jit
-def strided_copy_kernel(x_ptr, out_ptr, n, stride, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < n
-    x = tl.load(x_ptr + offs * stride, mask=mask)  # every stride-th element
-    tl.store(out_ptr + offs, x, mask=mask)
-
-
-# end snippet
-
-COPY_BLOCK = 1024
-
-
-def copy(x: torch.Tensor, out: torch.Tensor):
-    """out[:] = x[:], both contiguous; returns the compiled kernel on a GPU."""
-    n = x.numel()
-    return copy_kernel[(triton.cdiv(n, COPY_BLOCK),)](x, out, n, BLOCK=COPY_BLOCK)
 
 
 # -- The child's command line ------------------------------------------------------

@@ -25,7 +25,8 @@ from verified_triton.core.lessons import LessonError, discover
 from verified_triton.core.paths import ROOT
 from verified_triton.core.terminal import safe as terminal
 
-VALID = re.compile(r"\A[a-z][a-z0-9]*(?:-[a-z0-9]+)*\Z")
+# A name the course can find (schema.LESSON_NAME: 64 characters at most), and a module name Python can import.
+VALID = re.compile(r"\A(?=.{1,64}\Z)[a-z][a-z0-9]*(?:-[a-z0-9]+)*\Z")
 
 # The lesson's files are templates in scaffold/ ($name, $title, $module...: string.Template). They keep to
 # 88 columns (code/ruff.toml), so no line hides behind a scroll on the page, for the longest name VALID allows.
@@ -90,7 +91,8 @@ def create(name: str, title: str, root: Path = ROOT, part: str = "") -> list[Pat
 def create_lesson(name: str, title: str, root: Path = ROOT, part: str = "") -> tuple[list[Path], str]:
     """Write the lesson's files; return them and where in the course it went."""
     if not VALID.match(name):
-        raise SystemExit(f"invalid lesson name {name!r}: use lower-case letters, digits and '-'")
+        raise SystemExit(f"invalid lesson name {name!r}: use lower-case letters, digits and '-', "
+                         "64 characters at most")
     if '"' in title or "\\" in title or '"' in part or "\\" in part:
         raise SystemExit("the title and part may not contain '\"' or '\\'")
     folder = root / "code" / name
@@ -105,7 +107,8 @@ def create_lesson(name: str, title: str, root: Path = ROOT, part: str = "") -> t
     line, where = placement(existing, part)
     module = name.replace("-", "_")
     values = {"name": name, "title": title, "module": module, "placement": line,
-              "import_scale": from_import(module, "scale"), "import_kernel": from_import(module, "scale_kernel")}
+              "import_scale": from_import(module, "scale", name),
+              "import_kernel": from_import(module, "scale_kernel", name)}
     folder.mkdir(parents=True)
     written = {
         folder / f"{module}.py": "kernels.py.in",
@@ -123,10 +126,13 @@ def create_lesson(name: str, title: str, root: Path = ROOT, part: str = "") -> t
     return list(written), where
 
 
-def from_import(module: str, name: str) -> str:
-    """`from MODULE import NAME`, wrapped as ruff's isort wraps it when it passes the line length."""
+def from_import(module: str, name: str, lesson: str) -> str:
+    """`from MODULE import NAME`, wrapped as ruff's isort wraps it when it passes the line length. A lesson
+    named without a hyphen has a folder code/MODULE, so ruff's isort counts the module first-party (a block
+    of its own, after a blank line) where a hyphenated name's module is third-party, beside torch."""
     line = f"from {module} import {name}"
-    return line if len(line) <= LINE else f"from {module} import (\n    {name},\n)"
+    line = line if len(line) <= LINE else f"from {module} import (\n    {name},\n)"
+    return "\n" + line if module == lesson else line
 
 
 NEXT = """

@@ -37,6 +37,7 @@ from functools import partial
 from pathlib import Path
 
 from verified_triton.core.lessons import MODES, Lesson, LessonError, discover
+from verified_triton.core.numfmt import counted
 from verified_triton.core.paths import ROOT
 from verified_triton.core.safefs import UnsafePathError
 from verified_triton.judge.evidence import EvidenceError, read_record, record_path
@@ -299,11 +300,16 @@ def do_import(args, every: list[Lesson], lessons: list[Lesson], evidence_dir: Pa
     if report.held:
         print("import: these records here would change; nothing was replaced. Look at the changes, then "
               "import again with --accept-changes to take the bundles' records", file=sys.stderr)
-    print(f"import: {len(report.merged)} records merged, {len(report.refused)} refused"
+    print(f"import: {counted(len(report.merged), 'record')} merged, {len(report.refused)} refused"
           + (f", {len(report.unchanged)} unchanged" if report.unchanged else ""))
     if not report.merged and not report.refused and not report.unchanged and not report.held:
         print("import: nothing merged", file=sys.stderr)
     return 0 if report.ok else 1
+
+
+def _all_lessons(n: int, one: str, many: str) -> str:
+    """'the lesson is' for one lesson, 'all 23 lessons are' for more (with the verb given for each)."""
+    return f"the lesson {one}" if n == 1 else f"all {n} lessons {many}"
 
 
 def do_status(args, lessons: list[Lesson], evidence_dir: Path) -> int:
@@ -328,11 +334,13 @@ def do_status(args, lessons: list[Lesson], evidence_dir: Path) -> int:
                 print(f"publish: {terminal_safe(problem)}", file=sys.stderr)
                 problems.append(problem)
             if not problems:
-                print(f"publish: all {len(statuses)} lessons are VERIFIED or PARTIALLY VERIFIED by design")
+                print(f"publish: {_all_lessons(len(statuses), 'is', 'are')} VERIFIED or PARTIALLY VERIFIED by design")
         elif not problems:
-            print((f"check: all {len(statuses)} lessons have current, usable evidence" if not excused else
-                   f"check: {len(statuses) - len(excused)} of {len(statuses)} lessons have current, usable evidence "
-                   f"and {len(excused)} wait for a GPU run of a changed source (evidence/{AWAITING_FILE})")
+            print((f"check: {_all_lessons(len(statuses), 'has', 'have')} current, usable evidence" if not excused else
+                   f"check: {len(statuses) - len(excused)} of {counted(len(statuses), 'lesson')} "
+                   f"{'has' if len(statuses) - len(excused) == 1 else 'have'} current, usable evidence "
+                   f"and {len(excused)} {'waits' if len(excused) == 1 else 'wait'} for a GPU run of a changed source "
+                   f"(evidence/{AWAITING_FILE})")
                   + (f"; {len(waiting)} still {'waits' if len(waiting) == 1 else 'wait'} for a GPU run "
                      f"({', '.join(waiting)}): --check --publish refuses {'it' if len(waiting) == 1 else 'them'} "
                      "until it is recorded" if waiting else "")

@@ -51,3 +51,9 @@ def exact(n: int) -> str:
 def seconds(x: float, digits: int = 0) -> str:
     """A duration: '12 s', '301.2 s'."""
     return f"{fixed(x, digits)} s"
+
+
+def counted(n: int, noun: str, plural: str = "") -> str:
+    """'1 check', '2 checks', '1,234 records': a count with its noun, singular for one (`plural` where adding
+    an s is wrong: counted(n, "match", "matches"))."""
+    return f"{n:,} {noun if n == 1 else plural or noun + 's'}"

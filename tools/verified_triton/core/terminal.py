@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import logging
 
+from verified_triton.core.numfmt import counted
+
 MAX_CHARS = 20_000  # characters of one printed message; the rest is cut, and the cut said
 
 
@@ -26,7 +28,7 @@ def safe(text: object, lines: bool = False, limit: int = MAX_CHARS) -> str:
     """
     s = str(text)
     if len(s) > limit:
-        s = s[:limit] + f" [... {len(s) - limit} more characters]"
+        s = s[:limit] + f" [... {counted(len(s) - limit, 'more character')}]"
     if s.isprintable():
         return s
     return "".join(c if c.isprintable() or (lines and c == "\n") else _visible(c) for c in s)

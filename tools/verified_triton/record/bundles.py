@@ -33,7 +33,7 @@ from pathlib import Path
 from verified_triton.core import schema
 from verified_triton.core.lessons import Lesson
 from verified_triton.core.limits import LIMITS
-from verified_triton.core.numfmt import exact
+from verified_triton.core.numfmt import counted, exact
 from verified_triton.judge.evidence import (
     PNG_MAGIC,
     EvidenceError,
@@ -73,7 +73,7 @@ def write_bundle(path: Path, records: list[Record], evidence_dir: Path) -> None:
             _add(tar, f"{rec.lesson}/{rec.key}.json", rec.to_json().encode())
             for file in figure_files(rec):
                 _add(tar, f"{rec.lesson}/{rec.key}/{file}", read_figure(evidence_dir, rec, file))
-    print(f"bundle: {len(records)} records -> {path}")
+    print(f"bundle: {counted(len(records), 'record')} -> {path}")
 
 
 def _add(tar: tarfile.TarFile, name: str, data: bytes) -> None:

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from verified_triton.core import kit
 from verified_triton.core.lessons import Lesson
+from verified_triton.core.numfmt import counted
 from verified_triton.record.capture import run_bounded
 from verified_triton.record.report import terminal_safe
 from verified_triton.record.runner import inside, read_results
@@ -149,6 +150,6 @@ def smoke_command(lessons: list[Lesson], jobs: int, timeout: float | None) -> in
     runs = smoke_all(lessons, jobs, timeout)
     bad = [r for r in runs if not r.ok]
     wall = sum(r.wall_s for r in runs)
-    print(f"smoke: {len(runs) - len(bad)} of {len(runs)} lessons ran through on the CPU "
+    print(f"smoke: {len(runs) - len(bad)} of {counted(len(runs), 'lesson')} ran through on the CPU "
           f"({wall:.0f} s of runs; nothing timed, nothing recorded)")
     return 1 if bad else 0

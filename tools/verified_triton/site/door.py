@@ -162,7 +162,7 @@ def _one_line(value: object) -> str:
 
 def _cut(s: str, limit: int) -> str:
     """`s` up to `limit` characters, the cut said."""
-    return s[:limit] + f" [... {len(s) - limit} more characters]" if len(s) > limit else s
+    return s[:limit] + f" [... {numfmt.counted(len(s) - limit, 'more character')}]" if len(s) > limit else s
 
 
 def code(value: object) -> Md:
@@ -297,11 +297,11 @@ def clean_output(raw: str) -> str:
         line = line.rsplit("\r", 1)[-1]  # a progress bar's last state, as a terminal shows it
         line = visible(line.replace("\t", "    "))
         if len(line) > MAX_LINE:
-            line = line[:MAX_LINE] + f" [... {len(line) - MAX_LINE} more characters]"
+            line = line[:MAX_LINE] + f" [... {numfmt.counted(len(line) - MAX_LINE, 'more character')}]"
         lines.append(line)
     if len(lines) > MAX_LINES:
         head, tail = lines[: MAX_LINES * 3 // 4], lines[-(MAX_LINES // 4):]
-        lines = head + [f"[... {len(lines) - len(head) - len(tail)} lines not shown; "
+        lines = head + [f"[... {numfmt.counted(len(lines) - len(head) - len(tail), 'line')} not shown; "
                         "the evidence file has them ...]"] + tail
     return "\n".join(lines).rstrip("\n")
 

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from verified_triton.core.lessons import Lesson, kernels_module
 from verified_triton.core.limits import LIMITS
-from verified_triton.core.numfmt import seconds
+from verified_triton.core.numfmt import counted, seconds
 from verified_triton.core.paths import ROOT
 from verified_triton.core.safefs import UnsafePathError, read_bytes, same_bytes, write_bytes
 from verified_triton.site import directives, sources, tutorial
@@ -227,7 +227,7 @@ def _write_downloads(argv: list[str], site: directives.Site, docs: Path) -> int:
         for lesson in site.lessons:
             write_bytes(out / ARCHIVES / f"{lesson.name}.zip", archive(lesson, site), out)
             write_bytes(out / NOTEBOOKS / f"{lesson.name}.ipynb", notebook_bytes(lesson, site, docs), out)
-        print(f"wrote {len(site.lessons)} archives and notebooks under {out}")
+        print(f"wrote {counted(len(site.lessons), 'archive')} and {counted(len(site.lessons), 'notebook')} under {out}")
         return 0
     stale = []
     for lesson in site.lessons:

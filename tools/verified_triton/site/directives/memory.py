@@ -90,7 +90,7 @@ def _tool(verdict: ToolVerdict, shown: set[int]) -> list[Md]:
         places = [loc for loc in f.locations if loc.access != "frame"]
         where = ", ".join(f"{loc.access + ' ' if loc.access else ''}{loc.file}:{loc.line}" for loc in places[:4])
         count = f"{number(f.records)} record{'s' * (f.records != 1)}" + (
-            f", {number(f.hazards)} hazards" if f.hazards else "")
+            f", {number(f.hazards)} hazard{'s' * (f.hazards != 1)}" if f.hazards else "")
         line = Md("    - {} at {}: {} ({})").format(code(f.kernel or "a kernel"), where or "no line", f.message, count)
         if judged.known is not None and id(judged.known) in shown:
             # Said once: a long explanation under each of the findings it covers multiplied a record many times

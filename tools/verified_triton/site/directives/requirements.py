@@ -6,7 +6,7 @@ from verified_triton.core.numfmt import seconds
 from verified_triton.site.directives import Page, directive, notebook_form
 from verified_triton.site.door import Md, code, text, url
 from verified_triton.site.render import admonition, md_table, unindexed
-from verified_triton.site.requirements import INSTALL, Requirements, requirements
+from verified_triton.site.requirements import CPU_INSTALL, INSTALL, Requirements, requirements
 from verified_triton.site.sources import page_uri, site_path
 
 
@@ -36,11 +36,16 @@ def _run_facts(req: Requirements) -> Md:
 
 
 def _commands(req: Requirements) -> Md:
-    """The install and run lines, which name the lesson's file."""
+    """The install and run lines, which name the lesson's file. A reader without a GPU gets torch's CPU build,
+    as the zip's README says: on Linux the default torch is the CUDA build, gigabytes a CPU cannot use."""
     interp, gpu = req.commands()
     optional = Md("").join(Md(" · optional: {}").format(code(line)) for line in req.optional_installs)
-    return Md("Install: {}{}  \nRun: {} (CPU, checks only) · {} (GPU)").format(code(INSTALL), optional, code(interp),
-                                                                             code(gpu))
+    cpu = Md(", then ").join(code(line) for line in CPU_INSTALL)
+    # The CPU line is a paragraph of its own: its index URL would make a Markdown renderer with linkify (a
+    # notebook's) turn the file names of the same paragraph into links (`x.py` reads as a host).
+    return Md("Install, with a GPU: {}{}  \nRun: {} (CPU, checks only) · {} (GPU)\n\n"
+              "Without a GPU, install torch's CPU build first: {}").format(
+        code(INSTALL), optional, code(interp), code(gpu), cpu)
 
 
 @directive("requirements",                           "run, the install line, run commands and downloads")

@@ -74,7 +74,7 @@ def batch_operands(batch, M, N, K, layout):
 @practice.exercise("batch-axis", hint="pid_b = tl.program_id(1), then a_ptr += pid_b "
                    "* stride_ab, b_ptr += pid_b * stride_bb and c_ptr += pid_b * "
                    "stride_cb (in int64 on a GPU: .to(tl.int64) on pid_b, since batch "
-                   "* stride can pass 2^31 elements)")
+                   "* stride can pass 2³¹ elements)")
 def check_batch_axis(m):
     batch, M, N, K = 3, 40, 50, 40  # a multiple of none of the 32 x 32 x 32 tiles
     for layout in ("contiguous", "broadcast A", "transposed B"):

@@ -387,7 +387,7 @@ def sweep_and_plot(lesson: Lesson, device: str, tiled: dict, persistent: dict,
                 "(FP16 in, FP32 accumulate): how many products it takes to fill the "
                 "GPU. Medians of interleaved rounds with their confidence "
                 "intervals; at batch 64 the benchmark's rounds.", draw,
-                size=(7.0, 5.0))
+                size=(7.0, 4.2))
 
 
 def main() -> int:

@@ -1239,7 +1239,8 @@ class Lesson:
         print(
             f"  bench {label}: {measured:.4g} {unit} vs {bench.baseline_name} "
             f"{base:.4g} {unit} = "
-            f"{ratio:.2f}x [{low:.2f}, {high:.2f}], {len(ratios)} rounds{target}"
+            f"{ratio:.2f}x [{low:.2f}, {high:.2f}], "
+            f"{_counted(len(ratios), 'round')}{target}"
         )
         for p in self.results.predictions:
             if p.of == bench.name:
@@ -1349,16 +1350,21 @@ class Lesson:
     ) -> None:
         """A table of what the compiler made of each kernel: one row per
         {label: compiled kernel} (what a launch returns), with its registers per
-        thread, its shared memory in KiB, and one column per {column: regex} of
-        `ptx`: how many times the regex occurs in the PTX, or, when it has a
-        group, the distinct values that group takes (setmaxnreg's targets, say)."""
+        thread, the registers it spilled to local memory (a spill is a load and
+        a store in the inner loop: the column every tuning starts from), its
+        shared memory in KiB, and one column per {column: regex} of `ptx`: how
+        many times the regex occurs in the PTX, or, when it has a group, the
+        distinct values that group takes (setmaxnreg's targets, say)."""
         rows = []
         for label, compiled in kernels.items():
             text = compiled.asm["ptx"]
             facts = [ptx_fact(text, pattern) for pattern in ptx.values()]
             shared = round(compiled.metadata.shared / 1024, 1)
-            rows.append([label, getattr(compiled, "n_regs", None), shared, *facts])
-        columns = ["kernel", "registers / thread", "shared memory KiB", *ptx]
+            registers = getattr(compiled, "n_regs", None)
+            spilled = getattr(compiled, "n_spills", None)
+            rows.append([label, registers, spilled, shared, *facts])
+        columns = ["kernel", "registers / thread", "spilled registers",
+                   "shared memory KiB", *ptx]
         self.table(name, columns, rows, caption)
 
     def rates(
@@ -1409,10 +1415,10 @@ class Lesson:
         skipped = sum(c.status == "skip" for c in checks)
         not_run = not_run_here(self.results.steps, self.results.skipped_parts)
         print(
-            f"\n{self.name}: {passed} checks passed, "
+            f"\n{self.name}: {_counted(passed, 'check')} passed, "
             f"{sum(c.status == 'fail' for c in checks)} failed, "
             f"{skipped} skipped; {not_run + '; ' if not_run else ''}"
-            f"{len(benches)} benchmarks, "
+            f"{_counted(len(benches), 'benchmark')}, "
             f"{sum(b.gate and b.verdict == 'not met' for b in benches)} below target"
         )
         for w in self.results.filtered_warnings:
@@ -1420,14 +1426,14 @@ class Lesson:
         if self.smoke:
             ran = sum(c.name.startswith("smoke-") for c in checks)
             print(
-                f"a smoke run: the code of {ran} benchmark{'s' * (ran != 1)} ran "
+                f"a smoke run: the code of {_counted(ran, 'benchmark')} ran "
                 "once on tiny inputs; nothing was timed"
             )
         elif self.sanitize:
             ran = sum(c.name.startswith("sanitize-") for c in checks)
             print(
-                f"under compute-sanitizer ({self.sanitize}): the code of {ran} "
-                f"benchmark{'s' * (ran != 1)} ran once; nothing was timed"
+                f"under compute-sanitizer ({self.sanitize}): the code of "
+                f"{_counted(ran, 'benchmark')} ran once; nothing was timed"
             )
         if problems:
             for what in problems:
@@ -1831,6 +1837,11 @@ def _version_tuple(version: str) -> tuple[int, ...]:
             break
         parts.append(int(digits))
     return tuple(parts)
+
+
+def _counted(n: int, noun: str) -> str:
+    """'1 check', '2 checks': a count and its noun, singular for one."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def _name(name: str) -> str:

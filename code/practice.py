@@ -21,7 +21,8 @@ from pathlib import Path
 
 import torch
 
-POISON = -7777.0  # the guard bands: finite, so a value read past the end shows too
+POISON = -7777.0  # inputs' guard bands: finite, so a value read past the end shows too
+OUT_POISON = -9999.0  # outputs' bands: another, so a copy of an input's band shows
 CHECKS = {}  # exercise name -> Exercise, in the order exercises.py poses them
 ON_GPU = torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1"
 DEVICE = "cuda" if ON_GPU else "cpu"
@@ -58,14 +59,14 @@ def exercise(name, hint, needs_gpu=""):
     return register
 
 
-def guarded(data, gap=0):
-    """`data` inside a bigger buffer, POISON before and after it (and in `gap`
+def guarded(data, gap=0, poison=POISON):
+    """`data` inside a bigger buffer, `poison` before and after it (and in `gap`
     columns after each row, for strides that are not the shape's)."""
     data = torch.as_tensor(data).to(DEVICE)
     cols = data.shape[-1]
     size = data.numel() // cols * (cols + gap)
     band = max(4096, size)  # a wild write lands in the band, not in another buffer
-    base = torch.full((2 * band + size,), POISON, dtype=data.dtype, device=DEVICE)
+    base = torch.full((2 * band + size,), poison, dtype=data.dtype, device=DEVICE)
     strides = [cols + gap, 1][-data.dim():]
     for rows in reversed(data.shape[1:-1]):  # outer dimensions, row-major
         strides.insert(0, strides[0] * rows)
@@ -74,7 +75,7 @@ def guarded(data, gap=0):
 
 def output(*shape, dtype=torch.float32, gap=0):
     """A guarded output that starts as NaN: an element never written stays NaN."""
-    return guarded(torch.full(shape, float("nan"), dtype=dtype), gap)
+    return guarded(torch.full(shape, float("nan"), dtype=dtype), gap, OUT_POISON)
 
 
 def expect(name, got, want, rtol=0.0, atol=0.0, case=""):
@@ -85,19 +86,22 @@ def expect(name, got, want, rtol=0.0, atol=0.0, case=""):
     base = got if got._base is None else got._base
     mine = torch.zeros(base.numel(), dtype=torch.bool, device=got.device)
     mine.as_strided(got.shape, got.stride(), got.storage_offset()).fill_(True)
-    hit = ((base != POISON) & ~mine).nonzero().flatten()
+    band = base[0].item()  # the buffer's own poison (4096 elements before its start)
+    hit = ((base != band) & ~mine).nonzero().flatten()
     if len(hit):
+        copied = band != POISON and bool((base[hit] == POISON).any())
         where = {"after its end": int((hit > mine.nonzero().max()).sum()),
                  "before its start": int((hit < got.storage_offset()).sum())}
         where["between its rows"] = len(hit) - sum(where.values())
         raise Wrong(f"{said}: wrote past the end: " + ", ".join(
-            f"{k} element(s) {w}" for w, k in where.items() if k) + " changed")
+            f"{k} element(s) {w}" for w, k in where.items() if k) + " changed"
+            + " (to an input's band: it read past an input's end too)" * copied)
     want = torch.as_tensor(want).to(got.device, got.dtype)
     never = (got.isnan() & ~want.isnan()).nonzero().tolist()
     if never:
         span = f"{name}{never[0]}" + f" to {name}{never[-1]}" * (len(never) > 1)
         raise Wrong(f"{said}: never written at {len(never)} of {got.numel()} "
-                    f"elements, {span} (still NaN)")
+                    f"elements, {span} (still NaN, or a NaN computed there)")
     bad = ~torch.isclose(got, want, rtol=rtol, atol=atol, equal_nan=True)
     if bad.any():
         at = torch.unravel_index(torch.where(bad, (got - want).abs(), -1).argmax(),

@@ -28,7 +28,7 @@ import pytest
 
 from conftest import REPO
 from converted import CONVERTED
-from verified_triton.core.lessons import discover, kernels_module
+from verified_triton.core.lessons import discover, kernels_module, kernels_module_imports
 from verified_triton.site import directives, downloads
 from verified_triton.site.directives.exercise import posed
 from verified_triton.site.snippets import extract
@@ -138,6 +138,22 @@ def test_the_notebook_is_the_tutorial_within_the_numbers(name):
     last = nb.cells[-1]
     assert last.cell_type == "markdown" and f"lessons/{name}/record/" in last.source
     assert "python lesson.py" in last.source and "zip" in last.source
+
+
+@pytest.mark.parametrize("name", CONVERTED)
+def test_every_module_the_kernels_module_imports_is_written_before_its_self_check(name):
+    """gluon-attention-backward's kernels module imports the tl backward (inside a function, through `uses`):
+    its notebook's self-check failed on a GPU for want of attention_backward.py beside the notebook."""
+    cells = [c for c in committed(name).cells if c.cell_type == "code"]
+    check = next(i for i, c in enumerate(cells) if "the kernels module's own check" in c.source)
+    written = {c.source.split("\n", 1)[0].split()[-1] for c in cells[:check] if c.source.startswith("%%writefile")}
+    needed = {p.name for p in kernels_module_imports(lesson_of(name))}
+    assert needed <= written, f"written before the self-check: {sorted(written)}; needed: {sorted(needed)}"
+
+
+def test_the_kernels_modules_imports_are_found_inside_functions_too():
+    """The one lesson whose kernels module imports another's: found, so the test above can fail."""
+    assert [p.name for p in kernels_module_imports(lesson_of("gluon-attention-backward"))] == ["attention_backward.py"]
 
 
 @pytest.mark.parametrize("name", CONVERTED)

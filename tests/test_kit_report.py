@@ -48,14 +48,14 @@ def test_a_ptx_fact_is_a_count_or_with_a_group_the_values_it_takes():
 
 
 def test_the_compiled_table_holds_registers_shared_memory_and_the_ptx_facts(lesson, tmp_path):
-    compiled = SimpleNamespace(asm={"ptx": PTX}, n_regs=40, metadata=SimpleNamespace(shared=66560))
+    compiled = SimpleNamespace(asm={"ptx": PTX}, n_regs=40, n_spills=0, metadata=SimpleNamespace(shared=66560))
     lesson.compiled_table("compiled", {"step 4": compiled}, {
         "16-byte loads": r"ld\.global\.v4", "mbarrier waits": r"mbarrier\.try_wait",
         "setmaxnreg": r"setmaxnreg\.\w+\.sync\.aligned\.u32\s+(\d+)"}, "What the compiler made")
     [table] = results(tmp_path)["tables"]
-    assert table["columns"] == ["kernel", "registers / thread", "shared memory KiB", "16-byte loads",
-                                "mbarrier waits", "setmaxnreg"]
-    assert table["rows"] == [["step 4", 40, 65.0, 2, 1, "24 240"]] and table["caption"] == "What the compiler made"
+    assert table["columns"] == ["kernel", "registers / thread", "spilled registers", "shared memory KiB",
+                                "16-byte loads", "mbarrier waits", "setmaxnreg"]
+    assert table["rows"] == [["step 4", 40, 0, 65.0, 2, 1, "24 240"]] and table["caption"] == "What the compiler made"
 
 
 def test_rates_records_a_table_and_a_figure_of_each_functions_rate(lesson, tmp_path):
@@ -79,3 +79,12 @@ def test_rates_in_a_smoke_run_draw_but_record_nothing(monkeypatch, tmp_path):
     ms = kit.kit.bench_interleaved({"ring": lambda: None, "copy": lambda: None})
     smoke.rates("bandwidth", "untimed", ms, 2e9, line=None)
     assert results(tmp_path)["tables"] == [] and results(tmp_path)["figures"] == []
+
+
+def test_the_summary_line_counts_one_check_and_one_benchmark_in_the_singular(lesson, capsys):
+    """'report-test: 1 check passed, ...; 0 benchmarks': the kit's own line said '1 checks passed' (issue 46)."""
+    lesson.check("only", True, "the one check")
+    lesson.finish()
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("report-test:"))
+    assert line.startswith("report-test: 1 check passed, 0 failed, 0 skipped;"), line
+    assert "0 benchmarks, 0 below target" in line, line

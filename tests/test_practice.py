@@ -53,7 +53,9 @@ def test_an_output_never_written_is_named_by_its_elements():
     out = practice.output(10)
     out[:7] = 1.0
     said = wrong(lambda: practice.expect("out", out, torch.ones(10), case="n = 10"))
-    assert said == "out (n = 10): never written at 3 of 10 elements, out[7] to out[9] (still NaN)"
+    # A NaN the kernel computed looks the same: the message says both (l1's row-softmax, issue 50)
+    assert said == ("out (n = 10): never written at 3 of 10 elements, out[7] to out[9] "
+                    "(still NaN, or a NaN computed there)")
 
 
 def test_a_write_past_the_end_or_between_rows_is_caught():
@@ -66,6 +68,17 @@ def test_a_write_past_the_end_or_between_rows_is_caught():
     grid[:] = 0.0
     grid._base[grid.storage_offset() + 3] = 0.0  # the gap after row 0
     assert "1 element(s) between its rows changed" in wrong(lambda: practice.expect("grid", grid, torch.zeros(2, 3)))
+
+
+def test_an_inputs_band_copied_into_an_outputs_band_is_caught():
+    """A copy kernel one lane too wide reads x's band and writes it one past out's end: with one poison for
+    inputs and outputs, the output's band looked untouched (l2's report); the two poisons differ."""
+    x = practice.guarded(torch.ones(10))
+    out = practice.output(10)
+    out[:] = 1.0
+    out._base[out.storage_offset() + 10] = x._base[x.storage_offset() + 10]  # x[10], out[10]: both bands
+    said = wrong(lambda: practice.expect("out", out, torch.ones(10)))
+    assert "1 element(s) after its end changed" in said and "read past an input's end" in said, said
 
 
 def test_a_wrong_value_names_the_worst_element_expected_against_got():

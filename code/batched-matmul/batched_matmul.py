@@ -27,23 +27,18 @@ above included) goes to the step 1 kernel.
 
 Run it:
     TRITON_INTERPRET=1 python batched_matmul.py   # any machine: checks on the CPU
-    python batched_matmul.py                      # a Hopper GPU: checks and TFLOP/s
+    python batched_matmul.py                      # a Hopper GPU: checks, a timing
+
+Beside it: exercises.py (check your own kernels) and lesson.py (the run the
+course records: every check, the races, the benchmarks against torch.bmm).
 """
 
-import math
-import re
-import sys
-from pathlib import Path
+import os
 
 import torch
 import triton
 import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
-
-# lessonkit.py sits beside this file in a download, one folder up in the repository.
-HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE), str(HERE.parent)]
-from lessonkit import Lesson, bench_interleaved, scaled_rtol, tflops  # noqa: E402
 
 # -- Step 1: the tiled kernel, with the batch on grid axis 1 --------------------
 
@@ -305,364 +300,36 @@ def bmm_persistent(a, b, out=None, config=None, num_sms=None):
 # end snippet
 
 
-FP16_RTOL = 1e-3  # fp16 output rounding is 2**-11 relative, under this table value
-F32_EPS = 2.0**-23  # the accumulator is fp32
-LAYOUTS = ("contiguous", "transposed-b", "broadcast-a")
-
-
-# snippet: checks
-def operands(batch, M, N, K, device, layout):
-    """Random fp16 A (batch, M, K) and B (batch, K, N), laid out as `layout` says."""
-    torch.manual_seed(batch + M + N + K)
-    a = torch.randn((batch, M, K), device=device, dtype=torch.float16)
-    b = torch.randn((batch, K, N), device=device, dtype=torch.float16)
-    if layout == "transposed-b":
-        # B stored as (batch, N, K) and viewed transposed: strides (N*K, 1, K).
-        b = torch.randn((batch, N, K), device=device, dtype=torch.float16)
-        b = b.transpose(1, 2)
-    elif layout == "broadcast-a":
-        # One A shared by the whole batch: expand() gives batch stride 0.
-        a = torch.randn((1, M, K), device=device, dtype=torch.float16)
-        a = a.expand(batch, M, K)
-    return a, b
-
-
-def result_and_bound(run, a, b, **kwargs):
-    """run(a, b) into an output poisoned with NaN, float64 torch.bmm of the same
-    fp16 inputs, and the bound: (got, want, rtol, atol, why)."""
-    want = torch.bmm(a.to(torch.float64), b.to(torch.float64))
-    K = a.shape[2]
-    rtol, why = scaled_rtol(FP16_RTOL, F32_EPS, K)
-    atol = rtol * float(want.abs().max())
-    # Poison: an output tile of any batch entry that no program writes stays
-    # NaN, and close() fails on non-finite elements.
-    out = torch.full(want.shape, float("nan"), device=a.device, dtype=torch.float16)
-    if run is bmm_persistent:  # say which path the launcher took
-        tma = tma_compatible(a, b, out)
-        why += "; " + ("TMA path" if tma else "not TMA-compatible: step 1 kernel")
-    run(a, b, out=out, **kwargs)
-    return out, want, rtol, atol, why
-
-
+# snippet: self-check
+def self_check() -> None:
+    """Both steps against torch.bmm on a batch ragged against every tile, in the
+    three layouts step 1 takes (step 2 hands the strided views to step 1)."""
+    on_gpu = torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1"
+    device = "cuda" if on_gpu else "cpu"
+    torch.manual_seed(0)
+    batch, M, N, K = 3, 50, 40, 72
+    a = torch.randn((batch, M, K), device=device).half()
+    b = torch.randn((batch, K, N), device=device).half()
+    views = {"contiguous": (a, b),
+             "transposed B": (a, b.transpose(1, 2).contiguous().transpose(1, 2)),
+             "broadcast A": (a[:1].expand(batch, M, K), b)}
+    for x, y in views.values():
+        want = torch.bmm(x.float(), y.float()).half()  # FP32 sums, one FP16 rounding
+        for run in (bmm, bmm_persistent):
+            torch.testing.assert_close(run(x, y), want, rtol=2**-9, atol=1e-2)
+    # Each matrix of the batch is computed as if it were alone: the same bits.
+    assert torch.equal(bmm(a, b)[1:2], bmm(a[1:2], b[1:2]))
+    print(f"steps 1 and 2 match torch.bmm on {batch}x{M}x{N}x{K}, contiguous, with "
+          "B transposed and with A broadcast; a batch and its matrix alone agree "
+          "bit for bit")
+    if on_gpu:
+        a = torch.randn((64, 1024, 1024), device=device).half()
+        b = torch.randn((64, 1024, 1024), device=device).half()
+        ms = triton.testing.do_bench(lambda: bmm_persistent(a, b))
+        print(f"step 2, 64 x 1024^3 fp16: {ms:.3f} ms, "
+              f"{2 * 64 * 1024**3 / ms * 1e-9:.0f} TFLOP/s")
 # end snippet
 
 
-def check(lesson, name, run, a, b, **kwargs):
-    return lesson.close(name, *result_and_bound(run, a, b, **kwargs))
-
-
-def checks(lesson, device, shapes, run=bmm, prefix="", layouts=LAYOUTS, **kwargs):
-    for batch, M, N, K in shapes:
-        for layout in layouts:
-            a, b = operands(batch, M, N, K, device, layout)
-            name = f"{prefix}{layout}-{batch}x{M}x{N}x{K}"
-            check(lesson, name, run, a, b, **kwargs)
-
-
-def check_tiled(lesson: Lesson, device: str) -> None:
-    """Step 1 on ragged shapes, strided views and every GPU configuration."""
-    if lesson.interpret:
-        # Batch 3, and sizes that are mostly not multiples of the 32x32x16
-        # blocks: ragged last tiles in M and N, a K tail.
-        checks(lesson, device, [(3, 50, 40, 72), (3, 64, 96, 24)])
-        return
-    # The default configuration on a ragged shape whose row strides are not
-    # multiples of 16 bytes and on a mid-size batch, in all three layouts.
-    checks(lesson, device, [(3, 333, 250, 77), (8, 1000, 1032, 776)],
-           config=GPU_CONFIGS["128x256x64, 8 warps, 3 stages"], prefix="config1-")
-    # Every configuration on a shape ragged against every tile (M = 2*128 + 80,
-    # N = 256 + 16, K = 64 + 16) whose sizes and strides are multiples of 16,
-    # so Triton compiles the same specialisation as at the benchmark shape:
-    # the kernel checked here is the kernel raced below.
-    for i, cfg in enumerate(GPU_CONFIGS.values(), start=1):
-        checks(lesson, device, [(3, 336, 272, 80)], config=cfg,
-               prefix=f"config{i}-", layouts=("contiguous",))
-
-
-def check_persistent(lesson: Lesson, device: str) -> None:
-    """Step 2: the TMA path across batch boundaries, and its fallback."""
-    if lesson.interpret:
-        # The same shapes (N and K are multiples of 8, so the contiguous case
-        # takes the TMA path: 12 and 18 (batch, tile) pairs over 4 programs),
-        # the two views through its fallback, and a contiguous batch whose N
-        # and K are not multiples of 8.
-        shapes = [(3, 50, 40, 72), (3, 64, 96, 24)]
-        checks(lesson, device, shapes, run=bmm_persistent, prefix="persistent-")
-        checks(lesson, device, [(2, 40, 36, 20)], run=bmm_persistent,
-               prefix="persistent-", layouts=("contiguous",))
-        return
-    # Both configurations on the TMA path, ragged in M, N and K (in 128x256
-    # tiles: 18 (batch, tile) pairs, fewer than the SMs; then 320, an uneven
-    # 2 or 3 per program); then the fallback for the views and for rows that
-    # are not multiples of 16 bytes.
-    for i, cfg in enumerate(PERSISTENT_GPU_CONFIGS.values(), start=1):
-        checks(lesson, device, [(3, 333, 264, 136), (8, 1000, 1032, 776)],
-               run=bmm_persistent, prefix=f"persistent{i}-",
-               layouts=("contiguous",), config=cfg)
-    checks(lesson, device, [(3, 333, 250, 77)], run=bmm_persistent,
-           prefix="persistent-")
-    checks(lesson, device, [(8, 1000, 1032, 776)], run=bmm_persistent,
-           prefix="persistent-", layouts=("transposed-b", "broadcast-a"))
-
-
-def target_operands(batch, device, size=1024):
-    # Random inputs, never zeros: tensor cores draw less power on zeros and
-    # clock higher.
-    a = torch.randn((batch, size, size), device=device, dtype=torch.float16)
-    b = torch.randn((batch, size, size), device=device, dtype=torch.float16)
-    return a, b
-
-
-def race_configs(lesson: Lesson, device: str) -> tuple[dict, dict]:
-    """Each step's configurations race at the target shape; the fastest wins."""
-    batch, size = lesson.size(gpu=(64, 1024), smoke=(2, 64))
-    a, b = target_operands(batch, device, size)
-    flop = 2.0 * batch * size**3
-    picked = []
-    for table, kernel, configs in (
-        ("configs", bmm, GPU_CONFIGS),
-        ("persistent-configs", bmm_persistent, PERSISTENT_GPU_CONFIGS),
-    ):
-        # The configurations and torch.bmm take turns; 3 rounds pick a winner.
-        fns = {name: (lambda c=c, f=kernel: f(a, b, config=c))
-               for name, c in configs.items()}
-        ms = bench_interleaved({**fns, "torch.bmm": lambda: torch.bmm(a, b)}, rounds=3)
-        rate = {name: tflops(flop, ms.median(name)) for name in ms}
-        best = max(configs, key=lambda name: rate[name])
-        step = "Step 1, bmm_kernel" if kernel is bmm else "Step 2, persistent TMA"
-        lesson.table(
-            table,
-            ["configuration", "Triton TFLOP/s", "torch.bmm TFLOP/s",
-             "Triton / torch.bmm"],
-            [[name, rate[name], rate["torch.bmm"], rate[name] / rate["torch.bmm"]]
-             for name in configs],
-            f"{step}: batch 64 of 1024x1024x1024, FP16; median of 3 rounds, taking "
-            f"turns with torch.bmm. The fastest, {best}, is used below.",
-        )
-        picked.append(configs[best])
-    tiled, persistent = picked
-    # The configuration that is benchmarked, checked at the benchmark shape.
-    checks(lesson, device, [(batch, size, size, size)], run=bmm_persistent,
-           prefix="persistent-best-", layouts=("contiguous",), config=persistent)
-    return tiled, persistent
-
-
-def show_compiled_code(lesson: Lesson, device: str, tiled: dict, persistent: dict):
-    """What the compiler made of each step: registers, shared memory, and how
-    the tiles reach the tensor cores (cp.async by the threads, or TMA)."""
-    M = N = K = 1024
-    a, b = target_operands(1, device)
-    c = torch.empty_like(a)
-    num_sms = torch.cuda.get_device_properties(0).multi_processor_count
-    # One launch of each (a single program is enough): the launch returns the
-    # compiled kernel, with its PTX and the resources it was given.
-    step1 = bmm_kernel[(1, 1)](a, b, c, M, N, K, *a.stride(), *b.stride(),
-                               *c.stride(), **tiled)
-    step2 = bmm_persistent_tma_kernel[(1,)](*descriptors(a, b, c, persistent),
-                                            1, M, N, K, NUM_SMS=num_sms, **persistent)
-    rows = []
-    for step, compiled in (("1: bmm_kernel", step1), ("2: persistent TMA", step2)):
-        ptx = compiled.asm["ptx"]
-        rows.append([
-            step,
-            getattr(compiled, "n_regs", None),
-            getattr(compiled, "n_spills", None),
-            round(compiled.metadata.shared / 1024, 1),
-            len(re.findall(r"cp\.async\.c[ag]\.shared\.global", ptx)),
-            len(re.findall(r"cp\.async\.bulk\.tensor", ptx)),
-            len(re.findall(r"wgmma\.mma_async", ptx)),
-        ])
-    lesson.table(
-        "compiled",
-        ["step", "registers / thread", "spilled registers", "shared memory KiB",
-         "cp.async", "TMA copies", "wgmma"],
-        rows,
-        "What Triton compiled for the two configurations benchmarked below; "
-        "instruction counts are static (in the PTX), not executions.",
-    )
-
-
-def benchmark(lesson: Lesson, device: str, tiled: dict, persistent: dict):
-    """The target: batch 64 of 1024^3 in FP16, both steps against torch.bmm,
-    and one launch against a loop of 64 launches."""
-    batch, size = lesson.size(gpu=(64, 1024), smoke=(2, 64))
-    # snippet: host-loop
-    # The same 64 products as 64 launches of the single-matrix case (batch
-    # 1 views of the same tensors): each launch has only the tiles of one
-    # 1024x1024 C, too few to fill the GPU, and pays its own launch.
-    a, b = target_operands(batch, device, size)
-    c = torch.empty_like(a)
-
-    def host_loop():
-        for i in range(batch):
-            bmm(a[i : i + 1], b[i : i + 1], out=c[i : i + 1], config=tiled)
-
-    # end snippet
-
-    # snippet: benchmark
-    # Both steps, torch.bmm (cuBLAS's batched GEMM) and the host loop race.
-    # Each product is 2 * 1024^3 FLOP (a multiply and an add per term).
-    flop = 2.0 * batch * size**3
-    contenders = {
-        "persistent": lambda: bmm_persistent(a, b, config=persistent),
-        "tiled": lambda: bmm(a, b, out=c, config=tiled),
-        "torch.bmm": lambda: torch.bmm(a, b),
-        "host loop": host_loop,
-    }
-    # The model of the predictions. Step 2 is the previous lesson's
-    # persistent kernel, which matched cuBLAS on one matrix, with the batch as
-    # one more index of its tile loop. Step 1 pays, per tile, the pipeline's
-    # fill and epilogue (about 3 K steps) and idles in a part-empty last wave.
-    # The host loop: 64 launches of one matrix's waves against one launch.
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
-    per_matrix = (triton.cdiv(size, tiled["BLOCK_M"])
-                  * triton.cdiv(size, tiled["BLOCK_N"]))
-    steps, waves = size // tiled["BLOCK_K"], batch * per_matrix / sms
-    loop_waves = batch * math.ceil(per_matrix / sms)
-    # end snippet
-    # snippet: measure
-    lesson.predict("bmm-vs-torch-64x1024", 1.0, "the persistent kernel that matched "
-                   "cuBLAS on one matrix; the batch is one more tile index", 0.05)
-    lesson.predict("tiled-bmm-vs-torch-64x1024",
-                   steps / (steps + 3) * waves / math.ceil(waves),
-                   f"cuBLAS's rate less 3 of {steps + 3} K steps per tile and the "
-                   f"idle part of {waves:.1f} waves of {sms} SMs", 0.10)
-    lesson.predict("one-launch-vs-host-loop-64x1024", loop_waves / math.ceil(waves),
-                   f"GPU time in waves: {loop_waves} for 64 launches of one matrix, "
-                   f"{math.ceil(waves)} for one launch", 0.25)
-    # Each call timed on its own, launches included: the host loop's cost.
-    ms = bench_interleaved(contenders, method="events")
-    # end snippet
-    step1 = config_name(GPU_CONFIGS, tiled)
-    step2 = config_name(PERSISTENT_GPU_CONFIGS, persistent)
-    lesson.benchmark(
-        "bmm-vs-torch-64x1024",
-        "step 2 (persistent TMA) vs torch.bmm, 64 x 1024^3 fp16",
-        ms, "persistent", "torch.bmm", unit="TFLOP/s", work=flop,
-        baseline_name="torch.bmm", threshold=0.80, stretch=0.95,
-        note=f"FP16 in, FP32 accumulate, FP16 out; {step2}",
-    )
-    lesson.benchmark(
-        "tiled-bmm-vs-torch-64x1024",
-        "step 1 (one program per tile) vs torch.bmm, 64 x 1024^3 fp16",
-        ms, "tiled", "torch.bmm", unit="TFLOP/s", work=flop,
-        baseline_name="torch.bmm", note=f"for reference; {step1}",
-    )
-    lesson.benchmark(
-        "one-launch-vs-host-loop-64x1024",
-        "one launch vs 64 launches of one matrix each (step 1)",
-        ms, "tiled", "host loop", unit="TFLOP/s", work=flop,
-        baseline_name="64 launches, one matrix each",
-        note=f"why the batch belongs in the grid; {step1}",
-    )
-    return ms
-
-
-def config_name(configs: dict, chosen: dict) -> str:
-    return next(name for name, cfg in configs.items() if cfg is chosen)
-
-
-def sweep_and_plot(lesson: Lesson, device: str, tiled: dict, persistent: dict,
-                   at_64) -> None:
-    """Both steps and torch.bmm from batch 1 to 64: where does each fill the GPU?"""
-    def contenders(a, b):
-        return {
-            "tiled": lambda: bmm(a, b, config=tiled),
-            "persistent": lambda: bmm_persistent(a, b, config=persistent),
-            "torch.bmm": lambda: torch.bmm(a, b),
-        }
-
-    size = lesson.size(gpu=1024, smoke=64)
-    flop1 = 2.0 * size**3
-    sweep = {}
-    for batch in (1, 4, 16):
-        ms = bench_interleaved(contenders(*target_operands(batch, device, size)),
-                               rounds=3)
-        sweep[batch] = {k: tflops(batch * flop1, ms.median(k)) for k in ms}
-    sweep[64] = {k: tflops(64 * flop1, at_64.median(k))
-                 for k in ("tiled", "persistent", "torch.bmm")}
-    tiles = triton.cdiv(size, tiled["BLOCK_M"]) * triton.cdiv(size, tiled["BLOCK_N"])
-    lesson.table(
-        "batch-sweep",
-        ["batch", "step 1 programs", "step 1 TFLOP/s", "step 2 TFLOP/s",
-         "torch.bmm TFLOP/s", "step 1 / torch.bmm", "step 2 / torch.bmm"],
-        [[batch, batch * tiles, r["tiled"], r["persistent"], r["torch.bmm"],
-          r["tiled"] / r["torch.bmm"], r["persistent"] / r["torch.bmm"]]
-         for batch, r in sweep.items()],
-        f"FP16 batches of 1024x1024x1024 products; step 1 "
-        f"{config_name(GPU_CONFIGS, tiled)}, step 2 "
-        f"{config_name(PERSISTENT_GPU_CONFIGS, persistent)}; medians of 3 rounds "
-        "taking turns (batch 64: the 15 rounds of the benchmark).",
-    )
-    batches = list(sweep)
-    gpu = torch.cuda.get_device_name(0)
-
-    def draw(fig):
-        ax = fig.subplots()
-        for key, style, name in (("tiled", "o-", "step 1: bmm_kernel (tiled)"),
-                                 ("persistent", "^-", "step 2: persistent TMA"),
-                                 ("torch.bmm", "s--", "torch.bmm (cuBLAS)")):
-            ax.plot(batches, [sweep[x][key] for x in batches], style, label=name)
-        ax.set_xscale("log", base=2)
-        ax.set_xticks(batches, [str(x) for x in batches])
-        ax.set_xlabel(f"batch (products of {size} x {size} x {size})")
-        ax.set_ylabel("TFLOP/s")
-        ax.set_ylim(bottom=0)
-        ax.set_title(f"Batched FP16 matmul on {gpu}")
-        fig.legend(loc="outside lower center", ncols=2)
-
-    lesson.plot("batch-sweep", f"TFLOP/s against batch size, each product {size}^3 "
-                "(FP16 in, FP32 accumulate): how many products it takes to fill the "
-                "GPU.", draw,
-                size=(7.0, 5.0))
-
-
-def try_this(lesson: Lesson, device: str) -> None:
-    batch, M, N, K = 2, 96, 80, 48
-    torch.manual_seed(5)
-    a = torch.randn((batch, M, K), device=device, dtype=torch.float16)
-    w = torch.randn((1, K, N), device=device, dtype=torch.float16)
-    want = torch.bmm(a.double(), w.double().expand(batch, K, N))
-    rtol, why = scaled_rtol(FP16_RTOL, F32_EPS, K)
-    atol = rtol * float(want.abs().max())
-
-    # snippet: solution-shared-b
-    # One weight matrix W (1, K, N) for the whole batch: expand() gives it
-    # batch stride 0, and every program of the batch reads the same W.
-    c = bmm(a, w.expand(batch, K, N))
-    # end snippet
-    lesson.close("exercise-shared-b", c, want, rtol, atol, why + "; B batch stride 0")
-
-    # snippet: solution-fold-batch
-    # With W shared, the batch is just more rows: (batch, M, K) viewed as
-    # (1, batch * M, K) is one matrix product, with no batch axis at all.
-    # It is contiguous, so the step 2 launcher takes the TMA path.
-    rows = a.reshape(1, batch * M, K)
-    assert tma_compatible(rows, w)
-    c = bmm_persistent(rows, w).reshape(batch, M, N)
-    # end snippet
-    lesson.close("exercise-fold-batch", c, want, rtol, atol, why + "; one matrix")
-
-
-def main() -> int:
-    lesson = Lesson("batched-matmul")
-    device = lesson.device()
-    with lesson.step("correctness"):
-        check_tiled(lesson, device)
-        check_persistent(lesson, device)
-    if lesson.step("race", needs_gpu="the configurations race on GPU time"):
-        tiled, persistent = race_configs(lesson, device)
-    if lesson.step("compiled-code", needs_gpu="the interpreter compiles nothing",
-                   smoke=False):
-        show_compiled_code(lesson, device, tiled, persistent)
-    if lesson.step("benchmark", needs_gpu="timings need a GPU"):
-        at_64 = benchmark(lesson, device, tiled, persistent)
-    if lesson.step("sweep", needs_gpu="timings need a GPU"):
-        sweep_and_plot(lesson, device, tiled, persistent, at_64)
-    with lesson.step("exercises"):
-        try_this(lesson, device)
-    return lesson.finish()
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    self_check()

@@ -24,21 +24,17 @@ SMs stream B at once, and how many bytes each keeps in flight.
 
 Run it:
     TRITON_INTERPRET=1 python split_k.py   # any machine: checks on the CPU
-    python split_k.py                      # a CUDA GPU: checks, TFLOP/s, sweep
+    python split_k.py                      # a CUDA GPU: checks and a timing
+
+Beside it: exercises.py (check your own kernels) and lesson.py (the run the
+course records: every check, the sweep and the benchmark against cuBLAS).
 """
 
-import sys
-from functools import partial
-from pathlib import Path
+import os
 
 import torch
 import triton
 import triton.language as tl
-
-# lessonkit.py sits beside this file in a download, one folder up in the repository.
-HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE), str(HERE.parent)]
-from lessonkit import Lesson, bench_interleaved, bench_ms, scaled_rtol, tflops  # noqa: E402
 
 SHAPE = (16, 4096, 16384)  # M, N, K of the benchmark
 
@@ -209,7 +205,6 @@ INTERPRETER_TILES = {64: dict(BLOCK_M=16, BLOCK_N=64, BLOCK_K=64)}
 # end snippet
 
 
-# snippet: launch
 def matmul_tiled(a, b, tile):
     M, K = a.shape
     N = b.shape[1]
@@ -222,6 +217,7 @@ def matmul_tiled(a, b, tile):
     return c
 
 
+# snippet: launch
 def split_plan(K: int, splits: int, block_k: int) -> tuple[int, int]:
     """(k_per_split, splits actually used): slices are whole BLOCK_K steps,
     so 7 splits of 16 steps become 6 slices of 3 steps and one empty one;
@@ -246,6 +242,7 @@ def matmul_split_k(a, b, tile, splits, combine="reduce"):
     c = torch.empty((M, N), device=a.device, dtype=torch.float16)
     sum_splits_kernel[(triton.cdiv(M * N, 1024),)](ws, c, M * N, splits, BLOCK=1024)
     return c
+# end snippet
 
 
 def matmul_stream_k(a, b, tile, programs):
@@ -258,338 +255,37 @@ def matmul_stream_k(a, b, tile, programs):
     return ws.to(torch.float16)
 
 
+# snippet: self-check
+def self_check() -> None:
+    """Every variant against torch, on a shape that is a multiple of no tile and
+    split counts that do not divide K."""
+    on_gpu = torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1"
+    device = "cuda" if on_gpu else "cpu"
+    tile = (GPU_TILES if on_gpu else INTERPRETER_TILES)[64]
+    torch.manual_seed(0)
+    M, N, K = 5, 200, 1000
+    a = torch.randn((M, K), device=device).half()
+    b = torch.randn((K, N), device=device).half()
+    want = (a.float() @ b.float()).half()  # FP32 sums, one FP16 rounding
+    results = [matmul_tiled(a, b, tile), matmul_stream_k(a, b, tile, programs=5)]
+    results += [matmul_split_k(a, b, tile, splits, combine)
+                for splits in (1, 3, 7) for combine in ("reduce", "atomic")]
+    for got in results:
+        torch.testing.assert_close(got, want, rtol=2**-9, atol=1e-2)
+    # The fixed-order reduction adds the same partials in the same order.
+    again = [matmul_split_k(a, b, tile, 7, "reduce") for _ in range(3)]
+    assert all(torch.equal(c, again[0]) for c in again)
+    print(f"tiled, split-K (1, 3 and 7 slices, both ways of combining) and stream-K "
+          f"match torch on {M}x{N}x{K}; the fixed-order reduction repeats bit for bit")
+    if on_gpu:
+        M, N, K = SHAPE
+        a = torch.randn((M, K), device=device).half()
+        b = torch.randn((K, N), device=device).half()
+        ms = triton.testing.do_bench(lambda: matmul_split_k(a, b, GPU_TILES[128], 4))
+        print(f"split-K, 4 slices, {M}x{N}x{K} fp16: {ms * 1e3:.1f} us, "
+              f"{2 * M * N * K / ms * 1e-9:.1f} TFLOP/s")
 # end snippet
-
-
-# snippet: tolerance
-def tolerance(K, want):
-    """(rtol, atol, why): FP16 output rounding, plus the FP32 sum over K.
-
-    Split-K adds the same K products in a different order (S sums of K/S,
-    then a sum of S), which the length-scaled bound covers: it is taken
-    relative to max|want|, so outputs that cancel to near zero are judged
-    on the scale of the result.
-    """
-    acc_rtol, acc_why = scaled_rtol(0.0, 2.0**-23, K)
-    atol = acc_rtol * float(want.abs().max())
-    return 2.0**-11, atol, f"fp16 output 2^-11; fp32 sum {acc_why} (x max|want|)"
-
-
-# end snippet
-
-
-def make_inputs(M, N, K, device, seed=0):
-    g = torch.Generator(device).manual_seed(seed)
-    a = torch.randn((M, K), generator=g, device=device, dtype=torch.float16)
-    b = torch.randn((K, N), generator=g, device=device, dtype=torch.float16)
-    return a, b
-
-
-# snippet: checks
-# K = 1000 is not a multiple of BLOCK_K, and 3 and 7 splits do not divide its
-# steps (7 leaves empty slices, which are dropped); N = 200 ends in a partial
-# tile, M = 5 is less than BLOCK_M. The GPU adds the benchmark's shape, with
-# both tiles it times. Stream-K runs with program counts that do not divide
-# the work, so runs end inside tiles. Each case: ((M, N, K), BLOCK_Ns).
-CHECK_PLAN = {
-    "interpreter": {"cases": [((5, 200, 1000), (64,)), ((16, 256, 640), (64,))],
-                    "splits": (1, 3, 7), "stream_programs": (5,)},
-    "gpu": {"cases": [((5, 200, 1000), (64,)), ((16, 4096, 16384), (64, 128))],
-            "splits": (1, 3, 7, 16, 32), "stream_programs": (5, 396)},
-}
-# end snippet
-
-
-def check_correctness(lesson: Lesson, device: str) -> dict:
-    tiles = INTERPRETER_TILES if lesson.interpret else GPU_TILES
-    plan = CHECK_PLAN["interpreter" if lesson.interpret else "gpu"]
-    for seed, ((M, N, K), block_ns) in enumerate(plan["cases"]):
-        a, b = make_inputs(M, N, K, device, seed)
-        want = a.double() @ b.double()  # exact products, float64 sums
-        rtol, atol, why = tolerance(K, want)
-        for bn in block_ns:
-            tile, name = tiles[bn], f"{M}x{N}x{K}-bn{bn}"
-            c = matmul_tiled(a, b, tile)
-            lesson.close(f"tiled-{name}", c, want, rtol, atol, why)
-            for splits in plan["splits"]:
-                for combine in ("reduce", "atomic"):
-                    c = matmul_split_k(a, b, tile, splits, combine)
-                    lesson.close(f"split{splits}-{combine}-{name}", c, want, rtol, atol,
-                                 why)
-            for programs in plan["stream_programs"]:
-                c = matmul_stream_k(a, b, tile, programs)
-                lesson.close(f"stream-k-{programs}-{name}", c, want, rtol, atol, why)
-    return tiles
-
-
-def check_determinism(lesson: Lesson, device: str, tile: dict) -> None:
-    M, N, K, splits, repeats = (*SHAPE, 16, 8)
-    if lesson.interpret:
-        M, N, K, splits, repeats = 16, 64, 512, 4, 3
-    # snippet: determinism
-    # The same product several times: the fixed-order reduction must give
-    # the same bits every time. The atomic version adds the partial tiles
-    # in whatever order the programs finish; on a GPU that order changes.
-    a, b = make_inputs(M, N, K, device, seed=11)
-    runs = {c: [matmul_split_k(a, b, tile, splits, c) for _ in range(repeats)]
-            for c in ("reduce", "atomic")}
-    same = {c: sum(torch.equal(r, rs[0]) for r in rs[1:]) for c, rs in runs.items()}
-    # end snippet
-    lesson.check(
-        "reduce-is-deterministic", same["reduce"] == repeats - 1,
-        f"{splits} slices, fixed-order sum: {same['reduce']} of {repeats - 1} "
-        "repeats bit-identical to the first",
-    )
-    differ = [int((r != runs["atomic"][0]).sum()) for r in runs["atomic"][1:]]
-    if not lesson.not_on_interpreter(
-        "atomic run-to-run variation",
-        "the interpreter runs programs one after another, so atomics add in one order",
-    ):
-        lesson.table(
-            "atomic-repeats", ["combine", "repeats bit-identical to the first",
-                               "elements that differ, per repeat"],
-            [["reduce (fixed order)", f"{same['reduce']} of {repeats - 1}", "0"],
-             ["atomic", f"{same['atomic']} of {repeats - 1}",
-              ", ".join(map(str, differ))]],
-            f"Split-K with {splits} slices, {M}x{N}x{K}, the same inputs "
-            f"{repeats} times",
-        )
-
-
-def occupancy_table(lesson: Lesson, sms: int) -> None:
-    """Programs against SMs: why the tiled kernel starves."""
-    M, N, K = SHAPE
-    rows = []
-    for bn in (64, 128):
-        tiles = triton.cdiv(N, bn) * triton.cdiv(M, 16)
-        rows.append(["tiled", bn, 1, tiles, sms, tiles / sms, K])
-        for splits in (2, 4, 8, 16):
-            kps, used = split_plan(K, splits, 128)
-            rows.append(["split-K", bn, used, tiles * used, sms, tiles * used / sms,
-                         kps])
-    lesson.table(
-        "programs-vs-sms",
-        ["kernel", "BLOCK_N", "splits", "programs", "SMs", "programs per SM",
-         "K per program"],
-        rows,
-        f"M={M}, N={N}, K={K}, BLOCK_M=16, BLOCK_K=128: one row of tiles",
-    )
-
-
-def try_this(lesson: Lesson, device: str, tile: dict) -> None:
-    # snippet: solution-swap
-    # Exercise: C^T = B^T A^T. The same kernel, handed transposed views
-    # (strides do the transposing), computes the 4096 x 16 product, where
-    # the long side is the tile's M and the short side its N.
-    a, b = make_inputs(16, 256, 640, device, seed=5)
-    want = (a.double() @ b.double()).t()
-    c_t = matmul_split_k(b.t(), a.t(), tile, splits=3)
-    # end snippet
-    rtol, atol, why = tolerance(640, want)
-    lesson.close("exercise-swap-operands", c_t, want, rtol, atol, why)
-
-    # snippet: solution-empty-slices
-    # Exercise: how many slices does split_plan use for K = 16384,
-    # BLOCK_K = 128 and 48 requested splits? 128 steps / 48 -> 3 steps per
-    # slice -> 43 slices, the last of 2 steps; 48 would leave 5 empty.
-    k_per_split, used = split_plan(16384, 48, 128)
-    # end snippet
-    lesson.check("exercise-empty-slices", (k_per_split, used) == (384, 43),
-                 f"48 requested: {used} slices of {k_per_split}")
-
-
-def resident_per_sm(kernel_obj, num_warps: int) -> int:
-    """Programs of this compiled kernel that fit on one H100/H200 SM at once."""
-    by_smem = (228 * 1024) // (kernel_obj.metadata.shared + 1024)  # 1 KiB reserved
-    by_regs = 65536 // max(1, kernel_obj.n_regs * 32 * num_warps)
-    return max(1, min(by_smem, by_regs, 64 // num_warps, 32))
-
-
-def show_compiled_code(lesson: Lesson, a, b, sms: int) -> dict:
-    """What the compiler made of each kernel: MMA kind, shared memory, residency."""
-    import re
-
-    if lesson.not_on_interpreter("compiled code", "the interpreter compiles nothing"):
-        # A smoke run goes on to the sweep with one program per SM.
-        kernels = ("tiled", "split-K", "stream-K")
-        return {(k, bn): 1 for k in kernels for bn in GPU_TILES}
-    M, K = a.shape
-    N = b.shape[1]
-    ws = torch.zeros((16, M, N), device=a.device, dtype=torch.float32)
-    c = torch.empty((M, N), device=a.device, dtype=torch.float16)
-    rows, resident = [], {}
-    for bn, tile in GPU_TILES.items():
-        kernels = {
-            "tiled": matmul_kernel[(1, 1)](
-                a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
-                c.stride(0), c.stride(1), **tile),
-            "split-K": matmul_split_k_kernel[(1, 1, 1)](
-                a, b, ws, M, N, K, K, a.stride(0), a.stride(1), b.stride(0),
-                b.stride(1), ATOMIC=False, **tile),
-            "stream-K": matmul_stream_k_kernel[(sms,)](
-                a, b, ws, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
-                **tile),
-        }
-        for name, k in kernels.items():
-            ptx = k.asm["ptx"]
-            per_sm = resident_per_sm(k, tile["num_warps"])
-            resident[name, bn] = per_sm
-            rows.append([
-                name, bn, len(re.findall(r"wgmma\.mma_async", ptx)),
-                len(re.findall(r"mma\.sync", ptx)),
-                len(re.findall(r"cp\.async\.c[ag]\.shared\.global", ptx)),
-                k.metadata.shared, k.n_regs, per_sm,
-            ])
-    lesson.table(
-        "compiled",
-        ["kernel", "BLOCK_N", "wgmma", "mma.sync", "cp.async", "shared bytes",
-         "registers", "programs per SM"],
-        rows,
-        "Static PTX counts; programs per SM from shared memory and registers",
-    )
-    return resident
-
-
-def sweep(lesson: Lesson, a, b, sms: int, resident: dict) -> dict:
-    M, K = a.shape
-    N = b.shape[1]
-    flop = 2 * M * N * K
-    # snippet: sweep
-    # Every split count with both tiles and both ways of combining slices.
-    cublas = tflops(flop, bench_ms(partial(torch.matmul, a, b)))
-    splits_list = [1, 2, 3, 4, 6, 8, 12, 16, 24, 32]
-    curves = {}  # (BLOCK_N, combine) -> TFLOP/s at each split count
-    for bn, tile in GPU_TILES.items():
-        for combine in ("reduce", "atomic"):
-            curves[bn, combine] = [
-                tflops(flop, bench_ms(partial(matmul_split_k, a, b, tile, splits,
-                                              combine), rep_ms=25))
-                for splits in splits_list
-            ]
-    # end snippet
-    rows = []
-    for bn in GPU_TILES:
-        slots = sms * resident["split-K", bn]
-        for i, splits in enumerate(splits_list):
-            programs = triton.cdiv(N, bn) * split_plan(K, splits, 128)[1]
-            reduce, atomic = curves[bn, "reduce"][i], curves[bn, "atomic"][i]
-            rows.append([bn, splits, programs, programs / slots, reduce, atomic,
-                         max(reduce, atomic) / cublas])
-    lesson.table(
-        "split-sweep",
-        ["BLOCK_N", "splits", "programs", "waves", "reduce TFLOP/s",
-         "atomic TFLOP/s", "best vs cuBLAS"],
-        rows,
-        f"{M}x{N}x{K} fp16; cuBLAS {cublas:.1f} TFLOP/s; "
-        "waves = programs / (SMs x programs per SM)",
-    )
-    # The H200's datasheet bandwidth over the bytes of A, B and C: no kernel
-    # that reads B once can beat this.
-    bandwidth = 4.8e12
-    floor_s = 2 * (M * K + K * N + M * N) / bandwidth
-    roof = flop / floor_s / 1e12
-
-    def draw(fig):
-        ax = fig.subplots()
-        for (bn, combine), values in curves.items():
-            style = "o-" if combine == "reduce" else "s--"
-            ax.plot(splits_list, values, style, label=f"BLOCK_N = {bn}, {combine}")
-        ax.axhline(cublas, color="gray", linestyle="--", label="cuBLAS (torch.matmul)")
-        ax.axhline(roof, color="gray", linestyle=":",
-                   label=f"{bandwidth / 1e12:g} TB/s roof (datasheet)")
-        ax.set_xscale("log", base=2)
-        ax.set_xticks(splits_list)
-        ax.set_xticklabels([str(s) for s in splits_list])
-        ax.set_ylim(bottom=0)
-        ax.set_xlabel("splits of K (1 = the tiled kernel's grid)")
-        ax.set_ylabel("TFLOP/s (fp16 in, fp32 accumulate)")
-        fig.legend(loc="outside lower center", ncols=2)
-
-    lesson.plot("split-sweep", f"Split-K at {M}x{N}x{K}: TFLOP/s against the split "
-                "count", draw, size=(7.0, 5.8))
-    # The best (BLOCK_N, splits, TFLOP/s) of each way of combining.
-    best = {}
-    for combine in ("reduce", "atomic"):
-        best[combine] = max(
-            ((bn, splits, curves[bn, combine][i]) for bn in GPU_TILES
-             for i, splits in enumerate(splits_list)),
-            key=lambda p: p[2],
-        )
-    return best
-
-
-def benchmark(lesson: Lesson, a, b, best: dict, sms: int, resident: dict) -> None:
-    M, K = a.shape
-    N = b.shape[1]
-    # snippet: benchmark
-    # The sweep's best split-K is timed against cuBLAS, with the best of the
-    # other way of combining, stream-K (one program per resident slot on
-    # every SM) and the tiled kernel's 64 programs. 2*M*N*K FLOP per call.
-    first = max(best, key=lambda c: best[c][2])
-    second = "atomic" if first == "reduce" else "reduce"
-    (bn, splits, _), (bn2, splits2, _) = best[first], best[second]
-    flop = 2 * M * N * K
-    # The prediction, from the bytes: B is read once at a copy's rate (4.3
-    # TB/s on an H200), which caps the rate at FLOPs / that time.
-    floor_ms = K * N * b.element_size() / 4.3e9
-    contenders = {
-        "cublas": partial(torch.matmul, a, b),
-        "split-k": partial(matmul_split_k, a, b, GPU_TILES[bn], splits, first),
-        "split-k-2": partial(matmul_split_k, a, b, GPU_TILES[bn2], splits2, second),
-        "stream-k": partial(matmul_stream_k, a, b, GPU_TILES[bn],
-                            sms * resident["stream-K", bn]),
-        "tiled": partial(matmul_tiled, a, b, GPU_TILES[64]),
-    }
-    # end snippet
-    lesson.predict("split-k-tflops-16x4096x16384", flop / floor_ms * 1e-9,
-                   "the bandwidth roof: B's 134 MB read once at 4.3 TB/s, an "
-                   "H200's copy rate", 0.15, of="split-k-vs-cublas-16x4096x16384",
-                   quantity="kernel")
-    ms = bench_interleaved(contenders)
-    common = dict(unit="TFLOP/s", work=flop, baseline_name="cuBLAS (torch.matmul)")
-    lesson.benchmark(
-        "split-k-vs-cublas-16x4096x16384",
-        f"split-K ({splits} slices, BLOCK_N {bn}, {first}) vs cuBLAS, "
-        "16x4096x16384 fp16",
-        ms, "split-k", "cublas", threshold=0.9, stretch=1.1, **common,
-    )
-    lesson.benchmark(
-        "split-k-other-combine-vs-cublas",
-        f"split-K ({splits2} slices, BLOCK_N {bn2}, {second}) vs cuBLAS",
-        ms, "split-k-2", "cublas", note="informational", **common,
-    )
-    lesson.benchmark(
-        "stream-k-vs-cublas", f"stream-K (BLOCK_N {bn}, atomic adds) vs cuBLAS",
-        ms, "stream-k", "cublas", note="informational", **common,
-    )
-    lesson.benchmark(
-        "tiled-vs-cublas-16x4096x16384", "tiled, no split (64 programs) vs cuBLAS",
-        ms, "tiled", "cublas", note="informational: the starving grid", **common,
-    )
-
-
-def main() -> int:
-    lesson = Lesson("split-k")
-    device = lesson.device()
-    tile = (INTERPRETER_TILES if lesson.interpret else GPU_TILES)[64]
-    if lesson.step("occupancy", needs_gpu="it counts the GPU's SMs"):
-        sms = torch.cuda.get_device_properties(0).multi_processor_count
-        occupancy_table(lesson, sms)
-    with lesson.step("determinism"):
-        check_determinism(lesson, device, tile)
-    if lesson.step("compiled-code", needs_gpu="the interpreter compiles nothing"):
-        a, b = make_inputs(*lesson.size(gpu=SHAPE, smoke=(16, 128, 512)), device, 100)
-        resident = show_compiled_code(lesson, a, b, sms)
-    with lesson.step("correctness"):
-        check_correctness(lesson, device)
-    if lesson.step("sweep", needs_gpu="timings need a GPU"):
-        best = sweep(lesson, a, b, sms, resident)
-    if lesson.step("benchmark", needs_gpu="timings need a GPU"):
-        benchmark(lesson, a, b, best, sms, resident)
-    with lesson.step("exercises"):
-        try_this(lesson, device, tile)
-    return lesson.finish()
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    self_check()

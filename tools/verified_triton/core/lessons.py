@@ -541,15 +541,30 @@ def exercise_files(lesson: Lesson) -> list[Path]:
 
 
 def _exercise_files(lesson: Lesson) -> tuple[Path, ...]:
+    roots = [lesson.folder / name for name in EXERCISE_FILES if (lesson.folder / name).is_file()]
+    return tuple(sorted(_imported_closure(lesson, roots), key=lesson.relative))
+
+
+def _imported_closure(lesson: Lesson, roots: list[Path]) -> list[Path]:
+    """`roots` and every local module they import, transitively, found as the lesson's own imports are (its
+    folder, code/, the folders of `uses`), in the order they were found."""
     seen: dict[Path, None] = {}
-    todo = [lesson.folder / name for name in reversed(EXERCISE_FILES) if (lesson.folder / name).is_file()]
+    todo = list(reversed(roots))
     search = (lesson.folder, lesson.folder.parent, *(lesson.folder.parent / name for name in lesson.uses))
     while todo:
         path = todo.pop()
         if path not in seen:
             seen[path] = None
             todo.extend(_local_imports(path, (path.parent, *search), lesson.folder.parent))
-    return tuple(sorted(seen, key=lesson.relative))
+    return list(seen)
+
+
+def kernels_module_imports(lesson: Lesson) -> list[Path]:
+    """The local modules the kernels module imports, transitively (a model, another lesson's kernels module
+    through `uses`, even one imported inside a function): what a notebook writes beside itself before the
+    module's self-check runs. [] without a kernels module."""
+    module = kernels_module(lesson)
+    return [] if module is None else [p for p in _imported_closure(lesson, [module]) if p != module]
 
 
 def exercise_file_hashes(lesson: Lesson) -> dict[str, str]:

@@ -31,7 +31,7 @@ import re
 import textwrap
 from pathlib import Path
 
-from verified_triton.core.lessons import Lesson, kernels_module
+from verified_triton.core.lessons import Lesson, kernels_module, kernels_module_imports
 from verified_triton.core.limits import LIMITS
 from verified_triton.core.safefs import read_text
 from verified_triton.site import directives, lesson_source
@@ -103,6 +103,7 @@ class Tutorial:
         self.ids: dict[str, int] = {}
         self.practice_ready = False
         self.checked = False  # the kernels module's self-check placed
+        self.written: set[Path] = set()  # the local modules written beside the notebook so far
 
     # -- cells
 
@@ -280,6 +281,9 @@ class Tutorial:
         if rest:  # what the self-check calls, and whatever else the module defines: collapsed
             self.place(self.kernels, rest, "kernels-rest")
         if guard is not None:
+            self.write_beside(kernels_module_imports(self.lesson), "The kernels module's check imports {}, written "
+                              "beside this notebook by the cells below (run them; they are collapsed).",
+                              "kernels-files")
             body = textwrap.dedent("\n".join(self.kernels.src.lines[guard.first:guard.end])).strip("\n")
             self.code(f"# What `python {self.kernels.path.name}` runs: the kernels module's own check\n{body}",
                       "self-check")
@@ -292,16 +296,8 @@ class Tutorial:
             return
         self.practice_ready = True
         self.self_check()  # the tutorial's own check comes before the reader's
-        written = self.written_modules()
-        self.markdown(str(PlainMd("The exercises' checks use {}, written beside this notebook by the cells "
-                                  "below (run them; they are collapsed).").format(
-            PlainMd(", ").join(PlainMd("`{}`").format(plain_code(p.name)) for p in written))), "practice-files")
-        for path in written:
-            source = read_text(path, LIMITS.source_file, self.code_dir).rstrip("\n")
-            for i, chunk in enumerate(_chunks(source, MAX_CELL - 2)):
-                head = f"%%writefile {'-a ' if i else ''}{path.name}"
-                self.cells.append(Cell("code", f"{head}\n{chunk}" + ("\n" if i else ""),
-                                       self.cell_id(f"file-{path.stem}"), hidden=True))
+        self.write_beside(self.written_modules(), "The exercises' checks use {}, written beside this notebook by "
+                          "the cells below (run them; they are collapsed).", "practice-files")
         ex = self.exercises
         kept = [i for i in ex.kind("prelude") if not self.drop_import(ex.src.nodes[i], ex)]
         imports = {i for i in kept if ex.src.nodes[i].name in ("Import", "ImportFrom")}
@@ -311,6 +307,22 @@ class Tutorial:
         ex.placed.update(ex.kind("prelude") + ex.kind("docstring"))
         if kept:
             self.code(f"# The exercises' imports\n{prelude_text(ex.src, kept)}", "practice-imports")
+
+    def write_beside(self, paths: list[Path], words: str, cell: str) -> None:
+        """Each of `paths` not written yet, in readable collapsed %%writefile cells (split to stay short), after a
+        sentence (`words`, with {} for the files' names) saying which and why."""
+        paths = [p for p in paths if p not in self.written]
+        if not paths:
+            return
+        self.written.update(paths)
+        self.markdown(str(PlainMd(words).format(
+            PlainMd(", ").join(PlainMd("`{}`").format(plain_code(p.name)) for p in paths))), cell)
+        for path in paths:
+            source = read_text(path, LIMITS.source_file, self.code_dir).rstrip("\n")
+            for i, chunk in enumerate(_chunks(source, MAX_CELL - 2)):
+                head = f"%%writefile {'-a ' if i else ''}{path.name}"
+                self.cells.append(Cell("code", f"{head}\n{chunk}" + ("\n" if i else ""),
+                                       self.cell_id(f"file-{path.stem}"), hidden=True))
 
     def written_modules(self) -> list[Path]:
         """The local modules exercises.py and solutions.py import (practice.py, the models), not the kernels

@@ -205,10 +205,14 @@ def take_shots(browser, base, shots: Path, page_url, open_page, toggle_palette, 
 # headline number repeated, a recorded label's caret) are held once that run is current: until the recording
 # round, a page shows its older run's machine and date beside each of its results, marked as older.
 # A goal a converted page does not meet yet, with why; the lesson's helper empties it (a met one fails too).
+# ("course", "median_height_1440") is the course-wide median's entry.
 NOT_YET: dict[tuple[str, str], str] = {
     ("gluon-basics", "height_1440"): "framework's pilot, converted before the reading goals were measured: "
                                      "16,946 px; its lesson helper cuts the prose",
+    ("course", "median_height_1440"): "9,575 px once all 23 were converted (merge of main at 39039ec): half the "
+                                      "pages are 9,500 to 11,600 px; the lesson helpers cut them to the median",
 }
+COURSE = "course"
 
 
 def converted_lessons() -> tuple[str, ...]:
@@ -394,8 +398,12 @@ def goal_problems(measures: dict[str, dict], converted: tuple[str, ...] | None =
     if measures and set(measures) <= set(converted):
         median = statistics.median(r["height_1440"] for r in measures.values())
         if median > goals.median_height:
-            problems.append(f"the course's median height at 1440 px is {median:,.0f} px (at most "
-                            f"{goals.median_height:,})")
+            missed.add((COURSE, "median_height_1440"))
+            if (COURSE, "median_height_1440") not in not_yet:
+                problems.append(f"the course's median height at 1440 px is {median:,.0f} px (at most "
+                                f"{goals.median_height:,})")
+        elif (COURSE, "median_height_1440") in not_yet:
+            problems.append("NOT_YET lists the course's median height, which it meets now: take it off")
     return problems
 
 

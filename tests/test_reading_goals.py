@@ -56,6 +56,10 @@ def test_the_course_median_holds_once_every_lesson_is_converted():
         "the course's median height at 1440 px is 9,000 px (at most 8,000)"]
     assert goal_problems(pages, converted=("a", "b", "c", "zz"), not_yet={},
                          goals=Goals(median_height=9_000)) == ["CONVERTED names 'zz', which is no lesson"]
+    listed = {("course", "median_height_1440"): "the helpers cut the pages"}
+    assert goal_problems(pages, converted=("a", "b", "c"), not_yet=listed) == []
+    assert goal_problems(pages, converted=("a", "b", "c"), not_yet=listed, goals=Goals(median_height=9_000)) == [
+        "NOT_YET lists the course's median height, which it meets now: take it off"]
 
 
 def test_the_table_names_each_page_and_the_course_heights():

@@ -51,6 +51,7 @@ def checkout(tmp_path: Path) -> Path:
         stand_in(root / ".venv" / "bin" / tool)
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
+    stand_in(bin_dir / "python3", "#!/bin/bash\nexit 0\n")  # torch's CPU index answers (see the case without)
     for tool in TOOLS:
         found = shutil.which(tool)
         assert found, tool
@@ -122,6 +123,16 @@ def test_without_an_nvidia_gpu_the_install_takes_torchs_cpu_build(checkout):
     # the tests' environment too
     result, calls = dev_sh(checkout, "test", "tests/test_kit.py")
     assert calls[0] == f"python {CPU_INDEX} -m pip install --quiet --disable-pip-version-check -e .[dev]"
+
+
+def test_an_index_that_does_not_answer_is_not_handed_to_pip(checkout):
+    """Before: on a machine that reaches its packages through a mirror (CI's), pip retried torch's CPU index
+    five times for every package: the first install took a quarter of an hour."""
+    stand_in(checkout.parent / "bin" / "python3", "#!/bin/bash\nexit 1\n")
+    result, calls = dev_sh(checkout, "author", "true")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert calls == ["python <no index> -m pip install --quiet --disable-pip-version-check -e .[author]"]
+    assert "does not answer: pip's own configuration chooses torch" in result.stdout
 
 
 def test_with_an_nvidia_gpu_or_an_index_of_the_users_own_pip_is_left_alone(checkout):

@@ -41,8 +41,20 @@ cpu_torch() {
     if [ -n "${PIP_EXTRA_INDEX_URL+set}" ] || [ -n "${PIP_INDEX_URL+set}" ] || has_nvidia_gpu; then
         return
     fi
-    export PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu
+    local index=https://download.pytorch.org/whl/cpu
+    # A machine that cannot reach the index (a mirror or wheels on disk, as in CI) would have pip retry it for
+    # every package, minutes in all: ask once, for five seconds, and leave pip's own configuration alone.
+    if ! index_answers "$index/torch/"; then
+        echo "== no NVIDIA GPU here, and torch's CPU index ($index) does not answer: pip's own configuration" \
+             "chooses torch (set PIP_EXTRA_INDEX_URL to choose)"
+        return
+    fi
+    export PIP_EXTRA_INDEX_URL=$index
     echo "== no NVIDIA GPU here: torch's CPU build (PIP_EXTRA_INDEX_URL=$PIP_EXTRA_INDEX_URL; set it to choose another)"
+}
+
+index_answers() {  # $1: a URL; true when it answers within five seconds
+    python3 -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=5)' "$1" >/dev/null 2>&1
 }
 
 setup() {  # $1: the extra to install

@@ -175,11 +175,8 @@ def test_a_cell_keeps_its_line_numbers_its_future_imports_and_its_last_value(tmp
 
 @pytest.mark.integration
 @pytest.mark.parametrize("name, says", [
-    ("reductions-scans", "No GPU here: the steps correctness and exercises run on the CPU (a Triton kernel through "
-                         "Triton's interpreter), the steps compiled-code, benchmark, race and sweep only on a GPU of "
-                         "compute capability 7.0 or newer (the interpreter compiles no PTX; timings need a GPU; the "
-                         "tiles race on GPU time).\n"),
-    # converted lessons' notebooks are the tutorial (site/tutorial.py): the kernels, or the models, run here
+    # every lesson's notebook is the tutorial (site/tutorial.py): the kernels, or the models, run here
+    ("reductions-scans", "No GPU here: Triton's interpreter runs the kernels on the CPU.\n"),
     ("vector-add", "No GPU here: Triton's interpreter runs the kernels on the CPU.\n"),
     ("layer-norm", "No GPU here: Triton's interpreter runs the kernels on the CPU.\n"),
     ("gluon-basics", "No GPU here: the models and the exercises on them run on the CPU; the Gluon kernels need "

@@ -166,7 +166,7 @@ def test_the_run_summary_counts_the_steps_not_run_here(project):
     result = project.verify("--mode", "interpreter")
     assert result.returncode == 0, result.stdout + result.stderr
     said = "2 steps not run here (compiled-code, timing); 1 part not run here (fp8 reference)"
-    assert f"stepped: 1 checks passed, 0 failed, 0 skipped; {said}; 0 benchmarks" in project.record("stepped").stdout
+    assert f"stepped: 1 check passed, 0 failed, 0 skipped; {said}; 0 benchmarks" in project.record("stepped").stdout
     row = next(line for line in result.stdout.splitlines() if line.startswith("stepped "))
     assert row.split()[2] == "passed" and row.endswith(said), row
 

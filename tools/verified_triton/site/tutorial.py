@@ -281,9 +281,9 @@ class Tutorial:
         if rest:  # what the self-check calls, and whatever else the module defines: collapsed
             self.place(self.kernels, rest, "kernels-rest")
         if guard is not None:
-            self.write_beside(kernels_module_imports(self.lesson), "The kernels module's check imports {}, written "
-                              "beside this notebook by the cells below (run them; they are collapsed).",
-                              "kernels-files")
+            self.write_beside(kernels_module_imports(self.lesson), PlainMd(
+                "The kernels module's check imports {}, written beside this notebook by the cells below (run them; "
+                "they are collapsed)."), "kernels-files")
             body = textwrap.dedent("\n".join(self.kernels.src.lines[guard.first:guard.end])).strip("\n")
             self.code(f"# What `python {self.kernels.path.name}` runs: the kernels module's own check\n{body}",
                       "self-check")
@@ -296,8 +296,9 @@ class Tutorial:
             return
         self.practice_ready = True
         self.self_check()  # the tutorial's own check comes before the reader's
-        self.write_beside(self.written_modules(), "The exercises' checks use {}, written beside this notebook by "
-                          "the cells below (run them; they are collapsed).", "practice-files")
+        self.write_beside(self.written_modules(), PlainMd(
+            "The exercises' checks use {}, written beside this notebook by the cells below (run them; they are "
+            "collapsed)."), "practice-files")
         ex = self.exercises
         kept = [i for i in ex.kind("prelude") if not self.drop_import(ex.src.nodes[i], ex)]
         imports = {i for i in kept if ex.src.nodes[i].name in ("Import", "ImportFrom")}
@@ -308,14 +309,14 @@ class Tutorial:
         if kept:
             self.code(f"# The exercises' imports\n{prelude_text(ex.src, kept)}", "practice-imports")
 
-    def write_beside(self, paths: list[Path], words: str, cell: str) -> None:
+    def write_beside(self, paths: list[Path], words: PlainMd, cell: str) -> None:
         """Each of `paths` not written yet, in readable collapsed %%writefile cells (split to stay short), after a
         sentence (`words`, with {} for the files' names) saying which and why."""
         paths = [p for p in paths if p not in self.written]
         if not paths:
             return
         self.written.update(paths)
-        self.markdown(str(PlainMd(words).format(
+        self.markdown(str(words.format(
             PlainMd(", ").join(PlainMd("`{}`").format(plain_code(p.name)) for p in paths))), cell)
         for path in paths:
             source = read_text(path, LIMITS.source_file, self.code_dir).rstrip("\n")

@@ -4,7 +4,7 @@
 # ($JOBS at a time), all within $LIMIT seconds. Every few seconds the records written so far are packed
 # into $OUT/gpu.tar.gz and $OUT/sanitize.tar.gz (experiments/pack_new.py), so a call stopped at its
 # limit keeps every lesson that finished; verify.py --import them here.
-#     GPU="vector-add softmax-fp32-matmul" SANITIZE="vector-add" LIMIT=560 [SAN_TIMEOUT=150] bash experiments/record_round.sh
+#     GPU="vector-add softmax-fp32-matmul" SANITIZE="vector-add" LIMIT=560 [SAN_TIMEOUT=S] bash experiments/record_round.sh
 # Liger-Kernel, the optional baseline, comes as the hashed wheel in .whl/ (requirements/baselines.txt).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -35,7 +35,11 @@ stage() {
 
 args() { for name in "$@"; do printf -- '--lesson\n%s\n' "$name"; done; }
 gpu_stage() { mapfile -t a < <(args $GPU); stage gpu gpu.log "${a[@]}"; }
-sanitize_stage() { mapfile -t a < <(args $SANITIZE); stage sanitize sanitize.log --jobs "$JOBS" --timeout "${SAN_TIMEOUT:-150}" "${a[@]}"; }
+# Each tool's time limit is the lesson's own ([sanitize.timeouts], from measured times) unless SAN_TIMEOUT sets one.
+sanitize_stage() {
+    mapfile -t a < <(args $SANITIZE)
+    stage sanitize sanitize.log --jobs "$JOBS" ${SAN_TIMEOUT:+--timeout "$SAN_TIMEOUT"} "${a[@]}"
+}
 # SANITIZE_FIRST=1: the memory checks before the GPU runs (a call whose GPU run may use all the time left)
 if [ "${SANITIZE_FIRST:-0}" = 1 ] && [ -n "${SANITIZE:-}" ]; then sanitize_stage; fi
 if [ -n "${GPU:-}" ] && [ "$(left)" -gt 30 ]; then gpu_stage; fi

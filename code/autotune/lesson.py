@@ -36,7 +36,7 @@ def tolerance(K, want):
     """
     acc_rtol, acc_why = scaled_rtol(0.0, 2.0 ** -23, K)
     return (2.0 ** -11, acc_rtol * float(want.abs().max()),
-            f"fp16 output rounding 2^-11; fp32 accumulation {acc_why}")
+            f"fp16 output rounding 2⁻¹¹; fp32 accumulation {acc_why}")
 
 
 def random_pair(M, N, K, device, seed):

@@ -66,7 +66,7 @@ def check_quantization(lesson: Lesson) -> None:
     lesson.check(
         "mx-roundtrip-bound",
         within and scale_ok,
-        "every element within max(2^-4 |x|, 2^(X-10)) of x, all finite, "
+        "every element within max(2⁻⁴ |x|, 2⁽ˣ⁻¹⁰⁾) of x, all finite, "
         "|q| <= 448; 256 x 1024 values",
     )
     # snippet: block-vs-tensor
@@ -82,19 +82,19 @@ def check_quantization(lesson: Lesson) -> None:
     lesson.check(
         "block-scales-beat-a-tensor-scale",
         rel_mx <= 1e-3 and rel_tensor >= 0.1,
-        f"elements off by more than 2^-4: {rel_mx:.2e} with MX block scales, "
+        f"elements off by more than 2⁻⁴: {rel_mx:.2e} with MX block scales, "
         f"{rel_tensor:.2%} with one scale per tensor",
     )
     zeros = (t == 0).double().mean().item()
     lesson.table(
         "quantization",
-        ["scaling", "scales stored", "elements off by > 2^-4", "flushed to 0"],
+        ["scaling", "scales stored", "elements off by > 2⁻⁴", "flushed to 0"],
         [
             ["MXFP8, one E8M0 per 32", f"{s.numel()} bytes", rel_mx,
              (d == 0).double().mean().item()],
             ["e4m3, one fp32 per tensor", "4 bytes", rel_tensor, zeros],
         ],
-        "256 x 1024 normal values whose magnitude varies by up to 2^8 either "
+        "256 x 1024 normal values whose magnitude varies by up to 2⁸ either "
         "way from one 32-block to the next",
     )  # fmt: skip
 
@@ -145,7 +145,7 @@ def check_dot_scaled(lesson: Lesson, device: str) -> None:
             # ceil(K/32) * 2^-13 relative to the largest |C|.
             if device == "cuda":
                 rtol = max(2.0**-10, -(-K // 32) * 2.0**-13)
-                why = f"rtol = ceil(K/32) * 2^-13 = {rtol:.3g} at K={K}"
+                why = f"rtol = ceil(K/32) * 2⁻¹³ = {rtol:.3g} at K={K}"
             else:
                 rtol, why = scaled_rtol(1e-6, 2.0**-24, K)
             atol = rtol * float(want.abs().max())
@@ -254,7 +254,7 @@ def benchmark(lesson: Lesson, device: str) -> None:
     ms = bench_interleaved(contenders)
     lesson.benchmark(
         "mxfp8-vs-bf16-cublas-8192",
-        "MXFP8 tl.dot_scaled vs bf16 torch.matmul, 8192^3",
+        "MXFP8 tl.dot_scaled vs bf16 torch.matmul, 8192³",
         ms,
         "mxfp8",
         "bf16",

@@ -442,7 +442,7 @@ def compare_with_liger(lesson: Lesson, x0, t, work) -> None:
         "liger-loss-8192x131072-bf16",
         abs(theirs - ours) <= (2 * 2.0**-8 + 2 * rtol) * abs(ours),
         f"Liger {theirs:.6g} vs ours {ours:.6g}: within two bf16 roundings "
-        f"(2 * 2^-8) and twice our bound ({why})",
+        f"(2 * 2⁻⁸) and twice our bound ({why})",
     )
     rows = torch.cat([torch.arange(0, 48), torch.arange(len(t) - 16, len(t))])
     rows = rows.to(t.device)

@@ -79,7 +79,7 @@ def tolerance(K, want):
     rtol = 2.0 ** -11
     acc_rtol, acc_why = scaled_rtol(0.0, 2.0 ** -23, K)
     scale = float(want.abs().max())
-    return rtol, acc_rtol * scale, (f"fp16 output rounding 2^-11; fp32 accumulation "
+    return rtol, acc_rtol * scale, (f"fp16 output rounding 2⁻¹¹; fp32 accumulation "
                                     f"{acc_why} (x max|want|)")
 # end snippet
 

@@ -50,7 +50,7 @@ def rtol_fast(K: int) -> tuple[float, str]:
     # all have the same sign: a bound linear in K.
     steps = math.ceil(K / 32)
     rtol = max(FP16_OUT, steps * FP8_ACC_STEP)
-    return rtol, (f"fast fp8 accumulation: rtol = max(2^-10, ceil(K/32) * 2^-13) "
+    return rtol, (f"fast fp8 accumulation: rtol = max(2⁻¹⁰, ceil(K/32) * 2⁻¹³) "
                   f"= {rtol:.3g} at K={K}")
 
 
@@ -61,8 +61,8 @@ def rtol_promoted(K: int, block_k: int) -> tuple[float, str]:
     # sqrt(slices) * (BLOCK_K/32) * 2^-13.
     slices = math.ceil(K / block_k)
     rtol = max(FP16_OUT, math.sqrt(slices) * (block_k / 32) * FP8_ACC_STEP)
-    return rtol, (f"promoted every {block_k}: rtol = max(2^-10, sqrt(K/{block_k}) "
-                  f"* {block_k // 32} * 2^-13) = {rtol:.3g} at K={K}")
+    return rtol, (f"promoted every {block_k}: rtol = max(2⁻¹⁰, sqrt(K/{block_k}) "
+                  f"* {block_k // 32} * 2⁻¹³) = {rtol:.3g} at K={K}")
 
 
 # end snippet
@@ -114,7 +114,7 @@ def check_error_prediction(lesson: Lesson, a, bt, got, label: str) -> None:
     lesson.check(
         f"error-is-quantization-error-{label}", 0.9 < measured / predicted < 1.1,
         f"rms err / rms C = {measured:.4g} against the fp16 inputs; predicted from "
-        f"the inputs' rounding: sqrt(eps_A^2 + eps_B^2) = {predicted:.4g} "
+        f"the inputs' rounding: sqrt(eps_A² + eps_B²) = {predicted:.4g} "
         "(checked within 10%)",
     )
 
@@ -143,8 +143,8 @@ def check_quantizer(lesson: Lesson, x: torch.Tensor, label: str) -> None:
     ok = worst <= 1.0 and peak == E4M3_MAX and finite
     lesson.check(
         f"quantizer-{label}", ok,
-        f"max |dequantized - x| / bound = {worst:.3f} (bound: 2^-4 |x|, or "
-        f"2^-10 scale where e4m3 is subnormal); largest |q| = {peak:g} "
+        f"max |dequantized - x| / bound = {worst:.3f} (bound: 2⁻⁴ |x|, or "
+        f"2⁻¹⁰ scale where e4m3 is subnormal); largest |q| = {peak:g} "
         f"(want {E4M3_MAX:g})",
     )
 
@@ -229,7 +229,7 @@ def target_operands(n, device="cuda"):
 
 
 def pick_config(lesson: Lesson, n: int) -> Config:
-    """Race the candidate configurations at n^3; keep the fastest fast one."""
+    """Race the candidate configurations at n³; keep the fastest fast one."""
     # snippet: pick-config
     a, bt, qa, sa, qb, sb = target_operands(n)
     fns, misfits = {}, []
@@ -293,7 +293,7 @@ def gpu_comparisons(M, N, K, best, seed, ref_on_cpu=False, num_sms=None):
         # by the kernel's bound plus one more fp16 rounding and cuBLAS's own.
         out.append((f"{name}-vs-scaled-mm-{M}x{N}x{K}", c, ref.double(),
                     rtol + FP16_OUT, f"cuBLAS with use_fast_accum={name == 'fast'}; "
-                    "rtol = kernel bound + 2^-10", amax))
+                    "rtol = kernel bound + 2⁻¹⁰", amax))
     return out
 
 
@@ -413,7 +413,7 @@ def benchmark(lesson: Lesson, best: Config, n: int) -> None:
     triton_fast, triton_promoted = "fp8 Triton, fast accum", "fp8 Triton, promoted"
     rate = {"unit": "TFLOP/s", "work": flop}
     lesson.benchmark(
-        "fp8-vs-scaled-mm-4096", "fp8 Triton vs torch._scaled_mm, 4096^3",
+        "fp8-vs-scaled-mm-4096", "fp8 Triton vs torch._scaled_mm, 4096³",
         ms, triton_fast, "fp8 torch._scaled_mm", **rate,
         baseline_name="torch._scaled_mm (cuBLAS fp8)", threshold=0.6, stretch=0.95,
         note="the lesson's kernel (Triton's default fast accumulation) against "
@@ -421,20 +421,20 @@ def benchmark(lesson: Lesson, best: Config, n: int) -> None:
     )
     lesson.benchmark(
         "fp8-vs-scaled-mm-fast-4096",
-        "fp8 Triton vs torch._scaled_mm, both fast accumulation, 4096^3",
+        "fp8 Triton vs torch._scaled_mm, both fast accumulation, 4096³",
         ms, triton_fast, "fp8 torch._scaled_mm, fast accum", **rate,
         baseline_name="torch._scaled_mm, use_fast_accum=True",
         note="like for like: both let the tensor core accumulate across all of K",
     )
     lesson.benchmark(
         "fp8-promoted-vs-scaled-mm-4096",
-        "fp8 Triton promoted vs torch._scaled_mm, 4096^3",
+        "fp8 Triton promoted vs torch._scaled_mm, 4096³",
         ms, triton_promoted, "fp8 torch._scaled_mm", **rate,
         baseline_name="torch._scaled_mm (cuBLAS fp8)",
         note="like for like: both promote partial sums into fp32",
     )
     lesson.benchmark(
-        "fp8-vs-fp16-cublas-4096", "fp8 Triton vs fp16 cuBLAS, 4096^3",
+        "fp8-vs-fp16-cublas-4096", "fp8 Triton vs fp16 cuBLAS, 4096³",
         ms, triton_fast, "fp16 torch.matmul", **rate,
         baseline_name="torch.matmul fp16 (cuBLAS)", threshold=1.3, gate=False,
         note="what the narrower type buys; the datasheet ratio is 2",

@@ -101,7 +101,7 @@ def check_model(lesson: Lesson) -> None:
         lesson.check(
             f"model-fp16-operands-{mask}",
             max(fp16) < 1e-3,
-            "P^T, dS^T rounded to fp16 as the kernels feed them: max error / "
+            "Pᵀ, dSᵀ rounded to fp16 as the kernels feed them: max error / "
             f"max|ref| = {', '.join(f'{e:.1e}' for e in fp16)} (GPU bound {TOL:g})",
         )
 
@@ -216,7 +216,7 @@ def draw_schedule(lesson: Lesson, kernel: str, stages: int = 2, n_blocks: int = 
     the two consumer warpgroups, and what the copies and products completed."""
     trace = traced_ring(kernel, stages, n_blocks)
     streamed = {"dkdv": "Q and dO", "dq": "K and V"}[kernel]
-    what = {"dkdv": "the dK/dV kernel: per query block S^T and dP^T, then dV and dK",
+    what = {"dkdv": "the dK/dV kernel: per query block Sᵀ and dPᵀ, then dV and dK",
             "dq": "the dQ kernel: per key block S and dP, V released, then dQ"}[kernel]
 
     def landed(c):  # the block whose tile landed
@@ -322,7 +322,7 @@ def show_compiled(lesson: Lesson, kb) -> None:
         "What Triton 3.6 compiled. Registers are the launch's cap for 12 warps; "
         "setmaxnreg then gives each consumer thread 240. The last column counts, in "
         "one step of the SASS, the exponentials issued after the wait for S (or "
-        "S^T) and before the wait for dP (dP^T), of the step's exponentials",
+        "Sᵀ) and before the wait for dP (dPᵀ), of the step's exponentials",
     )
 
 

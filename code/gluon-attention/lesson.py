@@ -88,7 +88,7 @@ def check_online_softmax(lesson: Lesson) -> None:
         lesson.check(
             f"online-softmax-float64-{'causal' if causal else 'full'}",
             worst < 1e-12,
-            f"pipelined recurrence vs softmax(QK^T)V: max |difference| = {worst:.1e}",
+            f"pipelined recurrence vs softmax(QKᵀ)V: max |difference| = {worst:.1e}",
         )
         lesson.check(
             f"online-softmax-fp16-p-{'causal' if causal else 'full'}",
@@ -498,7 +498,7 @@ def predict_persistence(lesson: Lesson) -> None:
         "persistent-causal-d64",
         1.04,
         "each tile pays about one key block's time of fill and drain (Q's load "
-        "and a first Q K^T with nothing to overlap, a last P V alone, the output "
+        "and a first Q Kᵀ with nothing to overlap, a last P V alone, the output "
         "store); a causal D = 64 tile has 16.5 key blocks on average, so that is "
         "about 6 %, and a persistent walk overlaps most of it with the next tile",
         0.03,

@@ -169,16 +169,16 @@ def benchmark_and_sweep(lesson, device, num_sms):
                     ("persistent-tma", "step 2: persistent grid, TMA, split "
                      "epilogue, 4 stages", {"threshold": 0.90, "stretch": 1.0})):
                 lesson.benchmark(f"{name}-vs-cublas-4096",
-                                 f"{STEPS[name]} vs cuBLAS, 4096^3 fp16", ms, name,
+                                 f"{STEPS[name]} vs cuBLAS, 4096³ fp16", ms, name,
                                  "cublas", unit="TFLOP/s", work=flop,
                                  baseline_name="torch.matmul (cuBLAS)", note=step,
                                  **goal)
         if n == large:
             lesson.benchmark("persistent-tma-vs-cublas-8192",
-                             "persistent TMA vs cuBLAS, 8192^3 fp16", ms,
+                             "persistent TMA vs cuBLAS, 8192³ fp16", ms,
                              "persistent-tma", "cublas", unit="TFLOP/s", work=flop,
                              baseline_name="torch.matmul (cuBLAS)",
-                             threshold=0.95, stretch=1.0, note="step 2 at 8192^3")
+                             threshold=0.95, stretch=1.0, note="step 2 at 8192³")
     rows = [[f"{n}^3", r["tiled"], r["tma"], r["persistent-tma"], r["cublas"],
              ratios[n]["persistent-tma"][0], sizes[n]] for n, r in rates.items()]
     lesson.table("sweep", ["size", "tiled TFLOP/s", "TMA TFLOP/s",
@@ -225,9 +225,9 @@ def plot_sweep(lesson, rates, ratios):
 
     lesson.plot("sweep",
                 "Top: TFLOP/s (fp16 in, fp32 accumulate) of the three steps and "
-                "cuBLAS. Bottom, from 2048^3 up: "
+                "cuBLAS. Bottom, from 2048³ up: "
                 "each step's ratio to cuBLAS, the median of the per-round ratios "
-                "and its confidence interval (at 2048^3, the range of 3 rounds)", draw,
+                "and its confidence interval (at 2048³, the range of 3 rounds)", draw,
                 size=(7.0, 7.6))
 
 

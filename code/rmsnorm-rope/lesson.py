@@ -146,7 +146,7 @@ def check_close(lesson, name, got, want, dtype):
     rtol = RTOL[dtype]
     atol = 2.0**-20 * float(want.abs().max())
     lesson.close(name, got, want, rtol, atol,
-                 f"{str(dtype).removeprefix('torch.')} output; atol = 2^-20 max|want|")
+                 f"{str(dtype).removeprefix('torch.')} output; atol = 2⁻²⁰ max|want|")
 
 
 # snippet: checks

@@ -57,7 +57,7 @@ def tolerance(K, want):
     """
     acc_rtol, acc_why = scaled_rtol(0.0, 2.0**-23, K)
     atol = acc_rtol * float(want.abs().max())
-    return 2.0**-11, atol, f"fp16 output 2^-11; fp32 sum {acc_why} (x max|want|)"
+    return 2.0**-11, atol, f"fp16 output 2⁻¹¹; fp32 sum {acc_why} (x max|want|)"
 
 
 # end snippet

@@ -70,14 +70,14 @@ def benchmark(lesson: Lesson, device: str) -> None:
     # 1 GiB becomes a copy-engine transfer, slower than any kernel's copy.
     ms = bench_interleaved(contenders, method="events")
     lesson.benchmark(
-        "add-vs-torch-2^28-fp32", "add vs torch x + y, 2^28 fp32", ms, "triton",
+        "add-vs-torch-2^28-fp32", "add vs torch x + y, 2²⁸ fp32", ms, "triton",
         "torch", unit="GB/s", work=bytes_add, baseline_name="torch x + y",
         threshold=0.95,
     )
     # The add moves three vectors and the copy two: with work=(kernel's bytes,
     # baseline's bytes) the ratio compares GB/s, not times.
     lesson.benchmark(
-        "add-vs-copy-2^28-fp32", "add vs a copy, 2^28 fp32", ms, "triton", "copy",
+        "add-vs-copy-2^28-fp32", "add vs a copy, 2²⁸ fp32", ms, "triton", "copy",
         unit="GB/s", work=(bytes_add, bytes_copy),
         baseline_name="device-to-device copy", threshold=0.85,
     )

@@ -120,6 +120,8 @@ def make_inputs(n_rows, V, dtype, device, ignored=0.1, spread=2.0, seed=0):
     t[0] = 0  # the first and last columns are targets too
     if n_rows > 1:
         t[1] = V - 1
+    if n_rows > 2:  # and at least one row is padding, however few rows there are
+        t[-1] = IGNORE_INDEX
     return x, t
 
 

@@ -43,7 +43,8 @@ def rope64(x, positions, interleaved=False):
     """RoPE of x in float64, the angles from the positions (no table)."""
     x = x.double()
     D = x.shape[-1]
-    inv_freq = 10000.0 ** (-2.0 * torch.arange(D // 2, dtype=torch.float64) / D)
+    inv_freq = 10000.0 ** (-2.0 * torch.arange(D // 2, dtype=torch.float64,
+                                               device=x.device) / D)
     angle = positions.double()[:, None, None] * inv_freq
     c, s = angle.cos(), angle.sin()
     if interleaved:  # pairs (x[2i], x[2i + 1])

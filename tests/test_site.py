@@ -153,6 +153,20 @@ def test_vector_add_kernel_is_in_the_built_html(built_site):
 
 
 @pytest.mark.integration
+def test_every_figure_carries_its_pixel_size(built_site):
+    """A lazy figure without its size is a line of alt text until it loads: the page jumps under the reader,
+    and a page measured as it opens (tests/page_metrics.py) is shorter than the one a reader scrolls."""
+    figures = 0
+    for page in sorted(built_site.glob("lessons/*/index.html")):
+        for img in re.findall(r'<figure class="vt-figure">.*?</figure>', page.read_text("utf-8"), re.S):
+            for tag in re.findall(r"<img [^>]*>", img):
+                figures += 1
+                size = re.search(r'width="(\d+)"', tag), re.search(r'height="(\d+)"', tag)
+                assert all(size) and all(int(m.group(1)) > 0 for m in size), f"{page}: {tag[:160]}"
+    assert figures > 20
+
+
+@pytest.mark.integration
 def test_a_page_naming_a_missing_region_fails_the_build(tmp_path):
     result = extra_page_project(tmp_path, "# Extra\n\nText.\n\n::snippet code/vector-add/vector_add.py "
                                           "no-such-region\n").build()

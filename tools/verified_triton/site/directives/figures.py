@@ -22,6 +22,11 @@ from verified_triton.site.door import Md, text, url
 from verified_triton.site.render import SECOND_COPY, admonition
 
 
+def png_size(data: bytes) -> tuple[int, int]:
+    """A PNG's width and height, from its header (read_figure has checked the magic bytes)."""
+    return int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+
+
 def figure_html(page: Page, st: LessonStatus, record: Record, fig: Figure) -> Md:
     caption = text(fig.caption or fig.name)
     alt = text(fig.caption or fig.name, SECOND_COPY)  # the caption is shown in full once, under the figure
@@ -31,8 +36,11 @@ def figure_html(page: Page, st: LessonStatus, record: Record, fig: Figure) -> Md
     variants = [(fig.file, "#only-light" if fig.dark_file else "")]
     if fig.dark_file:
         variants.append((fig.dark_file, "#only-dark"))
-    images = [Md("  [![{alt}]({src}){{ loading=lazy }}]({src}){{ .vt-zoom }}").format(
-        alt=alt, src=url(f"{base}{file}{scheme}")) for file, scheme in variants]
+    # Its pixel size, so that the page keeps its height before a lazy image loads (no layout shift, and a
+    # page measured as it opens is as tall as the one a reader scrolls).
+    images = [Md("  [![{alt}]({src}){{ loading=lazy width={w} height={h} }}]({src}){{ .vt-zoom }}").format(
+        alt=alt, src=url(f"{base}{file}{scheme}"), w=str(w), h=str(h))
+        for file, scheme in variants for w, h in [png_size(read_figure(page.site.evidence_dir, record, file))]]
     # which run drew it; the machine and date are the page's status line's (a stale figure's note says its own)
     where = text(run_words(record) if st.is_current(record) else f"{mode_label(record)}, {record.date}")
     block = Md('<figure markdown="span" class="vt-figure">\n{}\n  <figcaption>{} ({})</figcaption>\n</figure>').format(

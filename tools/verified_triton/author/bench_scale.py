@@ -39,8 +39,13 @@ PY = sys.executable
 
 
 def copy_repo(dest: Path) -> None:
-    ignore = shutil.ignore_patterns(".git", ".venv", "site", "site-downloads", "__pycache__", "test-artifacts",
-                                    "_output", ".pytest_cache", ".ruff_cache")
+    anywhere = shutil.ignore_patterns(".git", ".venv", "__pycache__", "_output", ".pytest_cache", ".ruff_cache")
+    built = {"site", "site-downloads", "test-artifacts", ".cache"}  # the build's outputs, at the top only (not site/
+    # of tools/verified_triton, the hooks' package)
+
+    def ignore(folder: str, names: list[str]) -> set[str]:
+        return set(anywhere(folder, names)) | (built & set(names) if Path(folder) == ROOT else set())
+
     shutil.copytree(ROOT, dest, ignore=ignore)
 
 
@@ -56,6 +61,21 @@ def _clean(raw: dict) -> bool:
     """A memory check whose every tool finished clean (a typical lesson's: its badge VERIFIED)."""
     runs = (raw.get("sanitizer") or {}).get("runs") or []
     return bool(runs) and all(run.get("state") == "clean" for run in runs)
+
+
+def _scaffold_steps(record) -> None:
+    """The record's steps named as the scaffolded lesson's main() names its own (its page shows `::step check`
+    and `::step benchmark`): the first step is "check", the benchmark step (else the second) "benchmark"."""
+    names = [step.name for step in record.steps]
+    if not names:
+        return
+    bench = "benchmark" if "benchmark" in names else names[1] if len(names) > 1 else ""
+    rename = {names[0]: "check", **({bench: "benchmark"} if bench and bench != names[0] else {})}
+    rename.update({n: f"{n}-{i}" for i, n in enumerate(names) if n in ("check", "benchmark") and n not in rename})
+    for step in record.steps:
+        step.name = rename.get(step.name, step.name)
+    for check in record.checks:
+        check.step = rename.get(check.step, check.step)
 
 
 def add_lessons(root: Path, count: int) -> None:
@@ -80,7 +100,8 @@ def add_lessons(root: Path, count: int) -> None:
         for record in records:
             record.lesson, record.source_hash = name, lesson.source_hash()
             record.source_files = lesson.source_file_hashes()
-            record.figures = []
+            record.figures, record.predictions = [], []  # the scaffolded page places neither
+            _scaffold_steps(record)
             write_record(root / "evidence", record, {})
         if exercises is not None:
             exercises.lesson, exercises.source_hash = name, exercise_hash(lesson)

@@ -26,6 +26,7 @@ import os
 import re
 from pathlib import Path
 
+from markdown.extensions.abbr import AbbrBlockprocessor
 from mkdocs.exceptions import Abort, PluginError
 from mkdocs.structure.files import File, Files
 
@@ -140,6 +141,7 @@ def on_config(config):
         pages = with_records(course_nav(lessons), lessons)
     except (LessonError, UnsafePathError) as exc:
         raise PluginError(str(exc)) from None
+    config["mdx_configs"].setdefault("abbr", {})["glossary"] = glossary_terms(Path(config["docs_dir"]))
     nav = config.get("nav") or []
     for i, item in enumerate(nav):
         if isinstance(item, dict) and LESSONS_SECTION in item:
@@ -149,6 +151,30 @@ def on_config(config):
         nav.insert(1 if nav else 0, {LESSONS_SECTION: pages})
     config["nav"] = nav
     return config
+
+
+def glossary_terms(docs_dir: Path) -> dict[str, str]:
+    """The glossary (docs/includes/abbreviations.md) as the `abbr` extension's `glossary`: term -> definition, read
+    once per build, as the extension reads definitions (its own pattern and rules, in file order; no file, none).
+
+    The file used to be appended to every page's text (pymdownx.snippets' auto_append), where the Markdown parser
+    took its hundred definitions one line at a time, testing each block processor against the rest of the file
+    every time: about half of a strict build of 223 lessons, page for page the same."""
+    try:
+        text = read_text(docs_dir / glossary.ABBREVIATIONS, LIMITS.source_file, docs_dir)
+    except UnsafePathError as exc:
+        if not (docs_dir / glossary.ABBREVIATIONS).exists() and not (docs_dir / glossary.ABBREVIATIONS).is_symlink():
+            return {}
+        raise PluginError(str(exc)) from None
+    terms: dict[str, str] = {}
+    for m in AbbrBlockprocessor.RE.finditer(text):
+        term, title = m.group("abbr").strip(), m.group("title").strip()
+        if term and title:
+            if title in ("''", '""'):
+                terms.pop(term, None)
+            else:
+                terms[term] = title
+    return terms
 
 
 def course_nav(lessons) -> list:

@@ -72,3 +72,33 @@ def test_the_memory_check_parses_each_shared_module_once_for_every_lesson(course
     assert parsed[SHARED] == 1
     assert parsed[(project.code / "lessonkit.py").read_text(encoding="utf-8")] <= 1
     assert max(parsed.values()) == 1, "a file was parsed more than once"
+
+
+def test_the_glossary_reaches_every_page_without_being_parsed_on_each(monkeypatch):
+    """Every page has the glossary's definitions, from the abbr extension's glossary, which the hook reads once
+    per build: appended to each page's text (pymdownx.snippets' auto_append), its hundred definitions were
+    parsed one line at a time on every page, each time testing every block processor against the rest of the
+    file: about half of a strict build of 223 lessons (94 s)."""
+    import markdown
+    from markdown.extensions.abbr import AbbrBlockprocessor
+    from mkdocs.config import load_config
+
+    from conftest import REPO
+
+    config = load_config(str(REPO / "mkdocs.yml"))
+    config = config.plugins.on_config(config)  # the hooks', as a build runs them
+    parsed = []
+    run = AbbrBlockprocessor.run
+
+    def counting(self, parent, blocks):
+        block = blocks[0]
+        found = run(self, parent, blocks)
+        if found:  # a definition, taken from the page's text
+            parsed.append(block[:40])
+        return found
+
+    monkeypatch.setattr(AbbrBlockprocessor, "run", counting)
+    md = markdown.Markdown(extensions=config["markdown_extensions"], extension_configs=config["mdx_configs"])
+    html = md.convert("# A page\n\nA warp runs the program.\n")
+    assert '<abbr title="32 threads' in html, "the glossary's definition of 'warp' did not reach the page"
+    assert parsed == [], f"a page parsed {len(parsed)} definitions of its own, the glossary appended to it"

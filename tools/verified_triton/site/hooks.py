@@ -58,6 +58,7 @@ LESSONS_SECTION = "Lessons"
 
 _site: directives.Site | None = None
 _lessons: list | None = None  # discovered once per build, in on_config
+_records: frozenset[str] = frozenset()  # the record pages' uris, of _lessons: asked for by every page
 _dirty = False  # `mkdocs serve --dirty`: generated files go through a cache folder (see incremental.py)
 
 
@@ -126,18 +127,20 @@ class _Output:
 
 
 def _keep_config(config):
-    global _lessons
-    _lessons = None  # the course could not be read: the later hooks show the error instead
+    global _lessons, _records
+    _lessons, _records = None, frozenset()  # the course could not be read: the later hooks show the error instead
     return config
 
 
 @_shown_while_serving(_keep_config)
 def on_config(config):
     """Fill the Lessons section of the navigation from the lessons' own order and parts."""
-    global _lessons
+    global _lessons, _records
     overlay.start_build()
+    _lessons, _records = None, frozenset()
     try:
         _lessons = lessons = discover(CODE_DIR)
+        _records = frozenset(record_page.record_uri(lesson) for lesson in lessons)
         pages = with_records(course_nav(lessons), lessons)
     except (LessonError, UnsafePathError) as exc:
         raise PluginError(str(exc)) from None
@@ -222,8 +225,9 @@ def with_records(nav: list, lessons) -> list:
     return out
 
 
-def _record_uris() -> set[str]:
-    return {record_page.record_uri(lesson) for lesson in _lessons or []}
+def _record_uris() -> frozenset[str]:
+    """The record pages' uris, made once per build (on_config): every page asks."""
+    return _records
 
 
 def on_nav(nav, config, files):

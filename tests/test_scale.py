@@ -102,3 +102,22 @@ def test_the_glossary_reaches_every_page_without_being_parsed_on_each(monkeypatc
     html = md.convert("# A page\n\nA warp runs the program.\n")
     assert '<abbr title="32 threads' in html, "the glossary's definition of 'warp' did not reach the page"
     assert parsed == [], f"a page parsed {len(parsed)} definitions of its own, the glossary appended to it"
+
+
+def test_the_record_pages_are_listed_once_per_build_not_once_per_page(monkeypatch):
+    """Every page asks the hook whether it is a lesson's record page: the list was made afresh for each, from
+    every lesson (307,514 calls of record_uri for the 1,358 pages of 223 lessons); it is made once per build."""
+    from mkdocs.config import load_config
+
+    from conftest import REPO
+    from verified_triton.core.lessons import discover
+    from verified_triton.site import hooks, record_page
+
+    config = load_config(str(REPO / "mkdocs.yml"))
+    config.plugins.on_config(config)  # the hooks', as a build runs them
+    made = []
+    record_uri = record_page.record_uri
+    monkeypatch.setattr(record_page, "record_uri", lambda lesson: made.append(lesson.name) or record_uri(lesson))
+    asked = [hooks._record_uris() for _page in range(50)]
+    assert made == [], f"{len(made)} record uris made for 50 pages"
+    assert set(asked[0]) == {record_uri(lesson) for lesson in discover(REPO / "code")}

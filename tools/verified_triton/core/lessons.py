@@ -217,7 +217,7 @@ def file_sha256(path: Path) -> str:
 
 
 def _file_sha256(path: Path, code_dir: Path | None) -> str:
-    return _memo("sha256", path, lambda: _read_sha256(path, code_dir))
+    return per_file_version("sha256", path, lambda: _read_sha256(path, code_dir))
 
 
 def _read_sha256(path: Path, code_dir: Path | None) -> str:
@@ -235,8 +235,9 @@ IMPORT = re.compile(r"^[ \t]*(?:from[ \t]+([A-Za-z_]\w*)[\w.]*[ \t]+import\b|imp
 _SEEN: dict[tuple, object] = {}  # (what, path, mtime, size) -> result: the kit is shared by every lesson
 
 
-def _memo(what: str, path: Path, compute):
-    """compute() once per version of the file (the same path, modification time and size)."""
+def per_file_version(what: str, path: Path, compute):
+    """compute() once per version of the file (the same path, modification time and size), in this process:
+    what a course of hundreds of lessons reads of the shared kit is read once, not once per lesson."""
     try:
         info = os.lstat(path)
     except OSError:
@@ -275,7 +276,7 @@ def _local_imports(path: Path, search: tuple[Path, ...], code_dir: Path) -> list
     them either. Its evidence could not cover it, so it is an error at once, naming the file.
     """
     found = []
-    for top in _memo("imports", path, lambda: _imported_names(path, code_dir)):
+    for top in per_file_version("imports", path, lambda: _imported_names(path, code_dir)):
         for folder in search:
             candidate = folder / f"{top}.py"
             if candidate.exists() or candidate.is_symlink():

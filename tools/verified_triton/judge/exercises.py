@@ -37,13 +37,14 @@ from typing import Literal
 from verified_triton.core import schema
 from verified_triton.core.lessons import Lesson, exercise_file_hashes, exercise_hash, has_exercises
 from verified_triton.core.limits import LIMITS
-from verified_triton.core.safefs import UnsafePathError, read_bytes
 from verified_triton.judge.evidence import (
     EXERCISES_RECORD,
     STAMP_RULE,
     EvidenceError,
     atomic_write_text,
+    load_checked,
     parse_json,
+    read_json,
 )
 
 FORMAT = 1
@@ -138,19 +139,10 @@ def proof_from_json(data: bytes, where: str) -> ExercisesProof:
 
 def read_exercises(path: Path, root: Path | None = None) -> ExercisesRecord:
     """The record from disk, bounded and through no link, through the schema and its value rules."""
-    try:
-        data = read_bytes(path, LIMITS.exercises_json, root)
-    except UnsafePathError as exc:
-        raise EvidenceError(str(exc)) from None
-    raw = parse_json(data, str(path))
+    raw = read_json(path, LIMITS.exercises_json, root)
     if not isinstance(raw, dict) or raw.get("format_version") != FORMAT:
         raise EvidenceError(f"{path}: not an exercises record of format {FORMAT}; re-record it")
-    try:
-        record = schema.load(ExercisesRecord, raw)
-        _value_rules(record)
-    except schema.SchemaError as exc:
-        raise EvidenceError(f"{path}: {exc}; re-record it") from None
-    return record
+    return load_checked(ExercisesRecord, raw, str(path), _value_rules)
 
 
 def write_exercises(evidence_dir: Path, record: ExercisesRecord) -> Path:

@@ -10,12 +10,12 @@ current one for VERIFIED. status.py combines this state with the runs' into the 
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 
 from verified_triton.core import kit
-from verified_triton.core.lessons import Lesson
+from verified_triton.core.lessons import Lesson, per_file_version
 from verified_triton.core.limits import LIMITS
 from verified_triton.core.numfmt import number
 from verified_triton.core.safefs import UnsafePathError, read_text
@@ -75,25 +75,34 @@ def lesson_uses_gluon(lesson: Lesson) -> bool:
 def _lesson_jit(lesson: Lesson) -> frozenset[tuple[str, bool]]:
     """The jit functions of the lesson's own modules (a reproducer's kernels are no lesson kernel)."""
     reproducers = {n.reproducer for n in lesson.sanitize.not_applicable}
-    return _jit_functions(tuple(p for p in lesson.source_files() if p.suffix == ".py" and p not in reproducers),
-                          lesson.folder.parent, lesson.source_hash())
+    code_dir = lesson.folder.parent
+    return frozenset().union(*(per_file_version("jit", path, lambda path=path: _jit_functions(path, code_dir))
+                               for path in lesson.source_files() if path.suffix == ".py" and path not in reproducers))
 
 
-@lru_cache(maxsize=256)
-def _jit_functions(paths: tuple[Path, ...], code_dir: Path, _hash: str) -> frozenset[tuple[str, bool]]:
-    """(name, whether a Gluon decorator made it) of every jit function the files define."""
+def _jit_functions(path: Path, code_dir: Path) -> frozenset[tuple[str, bool]]:
+    """(name, whether a Gluon decorator made it) of every jit function the file defines: parsed once per version
+    of the file (the shared kit once, not once per lesson)."""
+    try:
+        source = read_text(path, LIMITS.source_file, code_dir)
+    except (UnsafePathError, ValueError, OSError):
+        return frozenset()
+    if not JIT_WORDS.search(source):  # no decorator _is_jit accepts can be written without one of its names
+        return frozenset()
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return frozenset()
     found = set()
-    for path in paths:
-        try:
-            tree = ast.parse(read_text(path, LIMITS.source_file, code_dir))
-        except (UnsafePathError, SyntaxError, ValueError, OSError):
-            continue
-        for node in ast.walk(tree):
-            if isinstance(node, ast.FunctionDef):
-                jit = [d for d in node.decorator_list if _is_jit(d)]
-                if jit:
-                    found.add((node.name, any("gluon" in ast.unparse(d) for d in jit)))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef):
+            jit = [d for d in node.decorator_list if _is_jit(d)]
+            if jit:
+                found.add((node.name, any("gluon" in ast.unparse(d) for d in jit)))
     return frozenset(found)
+
+
+JIT_WORDS = re.compile(r"jit|autotune|heuristics")
 
 
 def _is_jit(decorator: ast.expr) -> bool:

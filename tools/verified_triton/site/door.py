@@ -107,7 +107,7 @@ def visible(s: str) -> str:
     """Control and invisible format characters as visible marks: a bidirectional override
     (Trojan Source) shows as ⟨U+202E⟩ instead of reordering what follows it."""
     s = CONTROL.sub(_control_picture, s)
-    if any(unicodedata.category(c) == "Cf" for c in s):
+    if not s.isascii() and any(unicodedata.category(c) == "Cf" for c in s):  # no ASCII character is one
         s = "".join(f"⟨U+{ord(c):04X}⟩" if unicodedata.category(c) == "Cf" else c for c in s)
     return s
 

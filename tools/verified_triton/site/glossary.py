@@ -1,10 +1,11 @@
-"""The glossary: one file of Material abbreviations, appended to every page, read here for the glossary page.
+"""The glossary: one file of Material abbreviations, every page's, read here for the glossary page.
 
-One job: parse `docs/includes/abbreviations.md`. pymdownx.snippets appends
-that file to every page (mkdocs.yml, `auto_append`), and the `abbr` extension
-then shows each term's definition on hover wherever a page uses it. The same
+One job: parse `docs/includes/abbreviations.md`. The hook gives that file's
+definitions to the `abbr` extension as its glossary, once per build (hooks.py,
+glossary_terms), and the extension then shows each term's definition on hover
+wherever a page uses it. The same
 file is the glossary page's source (`::glossary`), so a term is defined once.
-Every line is a definition or blank, since every line lands on every page:
+Every line is a definition or blank, since every definition is every page's:
 
     *[warp]: 32 threads that execute each instruction together, ... Taught in: Vector add.
 

@@ -26,6 +26,7 @@ import os
 import re
 from pathlib import Path
 
+from markdown.extensions.abbr import AbbrBlockprocessor
 from mkdocs.exceptions import Abort, PluginError
 from mkdocs.structure.files import File, Files
 
@@ -57,6 +58,7 @@ LESSONS_SECTION = "Lessons"
 
 _site: directives.Site | None = None
 _lessons: list | None = None  # discovered once per build, in on_config
+_records: frozenset[str] = frozenset()  # the record pages' uris, of _lessons: asked for by every page
 _dirty = False  # `mkdocs serve --dirty`: generated files go through a cache folder (see incremental.py)
 
 
@@ -125,21 +127,24 @@ class _Output:
 
 
 def _keep_config(config):
-    global _lessons
-    _lessons = None  # the course could not be read: the later hooks show the error instead
+    global _lessons, _records
+    _lessons, _records = None, frozenset()  # the course could not be read: the later hooks show the error instead
     return config
 
 
 @_shown_while_serving(_keep_config)
 def on_config(config):
     """Fill the Lessons section of the navigation from the lessons' own order and parts."""
-    global _lessons
+    global _lessons, _records
     overlay.start_build()
+    _lessons, _records = None, frozenset()
     try:
         _lessons = lessons = discover(CODE_DIR)
+        _records = frozenset(record_page.record_uri(lesson) for lesson in lessons)
         pages = with_records(course_nav(lessons), lessons)
     except (LessonError, UnsafePathError) as exc:
         raise PluginError(str(exc)) from None
+    config["mdx_configs"].setdefault("abbr", {})["glossary"] = glossary_terms(Path(config["docs_dir"]))
     nav = config.get("nav") or []
     for i, item in enumerate(nav):
         if isinstance(item, dict) and LESSONS_SECTION in item:
@@ -149,6 +154,30 @@ def on_config(config):
         nav.insert(1 if nav else 0, {LESSONS_SECTION: pages})
     config["nav"] = nav
     return config
+
+
+def glossary_terms(docs_dir: Path) -> dict[str, str]:
+    """The glossary (docs/includes/abbreviations.md) as the `abbr` extension's `glossary`: term -> definition, read
+    once per build, as the extension reads definitions (its own pattern and rules, in file order; no file, none).
+
+    The file used to be appended to every page's text (pymdownx.snippets' auto_append), where the Markdown parser
+    took its hundred definitions one line at a time, testing each block processor against the rest of the file
+    every time: about half of a strict build of 223 lessons, page for page the same."""
+    try:
+        text = read_text(docs_dir / glossary.ABBREVIATIONS, LIMITS.source_file, docs_dir)
+    except UnsafePathError as exc:
+        if not (docs_dir / glossary.ABBREVIATIONS).exists() and not (docs_dir / glossary.ABBREVIATIONS).is_symlink():
+            return {}
+        raise PluginError(str(exc)) from None
+    terms: dict[str, str] = {}
+    for m in AbbrBlockprocessor.RE.finditer(text):
+        term, title = m.group("abbr").strip(), m.group("title").strip()
+        if term and title:
+            if title in ("''", '""'):
+                terms.pop(term, None)
+            else:
+                terms[term] = title
+    return terms
 
 
 def course_nav(lessons) -> list:
@@ -196,8 +225,9 @@ def with_records(nav: list, lessons) -> list:
     return out
 
 
-def _record_uris() -> set[str]:
-    return {record_page.record_uri(lesson) for lesson in _lessons or []}
+def _record_uris() -> frozenset[str]:
+    """The record pages' uris, made once per build (on_config): every page asks."""
+    return _records
 
 
 def on_nav(nav, config, files):

@@ -338,7 +338,8 @@ def read(lesson, code_dir: Path) -> LessonSource:
     rel = f"code/{lesson.main.relative_to(code_dir).as_posix()}"
     key = (rel, text)
     if key not in _READ:
-        if len(_READ) > 256:  # a long `mkdocs serve` session: forget old versions
+        if len(_READ) > 4096:  # a long `mkdocs serve` session: forget old versions (a course of hundreds of
+            # lessons keeps every lesson's: its pages and its notebooks ask for each again)
             _READ.clear()
         _READ[key] = parse(text, rel)
     return _READ[key]

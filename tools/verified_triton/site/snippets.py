@@ -58,13 +58,14 @@ def parse_regions(text: str, path: str | Path = "<string>") -> dict[str, Region]
     return dict(_parsed(text, str(path)))
 
 
-@functools.lru_cache(maxsize=256)
+@functools.lru_cache(maxsize=4096)  # every file of a course of hundreds of lessons, its pages' and notebooks' asks
 def _parsed(text: str, path: str) -> tuple[tuple[str, Region], ...]:
     """The regions of one text, parsed once: a page cuts several regions from a file, and verify's check
     of the pages (preflight.py) and the site build ask for the same files again (a Region is frozen)."""
     lines = kit.source_lines(text)
     for number, line in enumerate(lines, start=1):
-        _refuse_invisible(line, path, number)
+        if not line.isascii():  # no ASCII character is a format character
+            _refuse_invisible(line, path, number)
     try:
         spans = kit.snippet_regions(text, path)
     except kit.FormatError as exc:

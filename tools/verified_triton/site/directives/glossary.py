@@ -1,7 +1,7 @@
 """::glossary — every term of the abbreviations file, its definition and the lesson that teaches it.
 
 The definitions are the ones a reader sees on hover on every page (Material's
-abbreviations, appended by pymdownx.snippets); see tools/verified_triton/site/glossary.py.
+abbreviations, the abbr extension's glossary); see tools/verified_triton/site/glossary.py.
 """
 
 from __future__ import annotations

@@ -9,15 +9,7 @@ from __future__ import annotations
 
 import re
 
-from verified_triton.site.directives import DirectiveError, Page, directive, notebook_form
-from verified_triton.site.directives.common import (
-    STALE_MARK,
-    gpu_first,
-    mode_label,
-    require_recorded,
-    run_words,
-    stale_note,
-)
+from verified_triton.site.directives import DirectiveError, Page, common, directive, notebook_form
 from verified_triton.site.door import Md, text
 from verified_triton.site.render import SECOND_COPY, admonition, bounded_rows, number
 
@@ -42,7 +34,8 @@ def table(page: Page, name: str, flags: frozenset[str] = frozenset()) -> Md:
 def fold_title(page: Page, name: str) -> str:
     """'Table: ' and the first clause of the table's caption (before a ';', a '(' or a sentence's end), or of
     its name when it has none."""
-    caption = next((t.caption for r in gpu_first(page.lesson) for t in r.tables if t.name == name and t.caption), "")
+    caption = next((t.caption for r in common.gpu_first(page.lesson) for t in r.tables
+                    if t.name == name and t.caption), "")
     clause = re.split(r";|\(|\. |:\s", " ".join(caption.split()), maxsplit=1)[0].strip(" .,") or name
     if len(clause) > TITLE_CHARS:
         clause = clause[:TITLE_CHARS].rsplit(" ", 1)[0] + " …"
@@ -51,7 +44,7 @@ def fold_title(page: Page, name: str) -> str:
 
 def table_markdown(page: Page, name: str) -> Md:
     st = page.lesson
-    for record in gpu_first(st):
+    for record in common.gpu_first(st):
         for t in record.tables:
             if t.name != name:
                 continue
@@ -60,15 +53,15 @@ def table_markdown(page: Page, name: str) -> Md:
             # a header is repeated inside the fold of a long table: short, so it is no amplifier
             body = bounded_rows([text(c, SECOND_COPY) for c in t.columns], rows, what="rows")
             # which run recorded it; the machine and date are the page's status line's
-            where = Md("({})").format(run_words(record) if st.is_current(record)
-                                      else f"{mode_label(record)}, {record.date}")
+            where = Md("({})").format(common.run_words(record) if st.is_current(record)
+                                      else f"{common.mode_label(record)}, {record.date}")
             caption = (Md("{} ").format(t.caption) if t.caption else Md("")) + where
             block = Md("{}\n\n<small>{}</small>").format(body, caption)
-            note = stale_note(st, record)
-            return admonition("vt-stale", STALE_MARK, Md("{}\n\n{}").format(note, block)) if note else block
+            note = common.stale_note(st, record)
+            return admonition("vt-stale", common.STALE_MARK, Md("{}\n\n{}").format(note, block)) if note else block
     if not st.records:
         return Md("_Table {} appears once the lesson has been run._").format(name)
-    require_recorded(st, "table", name, lambda r: (t.name for t in r.tables))
+    common.require_recorded(st, "table", name, lambda r: (t.name for t in r.tables))
     return Md("_Table {} is recorded by the GPU run, which has not been recorded yet._").format(name)
 
 
@@ -78,4 +71,4 @@ def table_notebook(page: Page, name: str) -> Md:
         md = table_markdown(page, name)
     except DirectiveError:
         return Md("")
-    return md.replace(Md('!!! vt-stale "{}"').format(STALE_MARK), Md("**{}**").format(STALE_MARK))
+    return md.replace(Md('!!! vt-stale "{}"').format(common.STALE_MARK), Md("**{}**").format(common.STALE_MARK))

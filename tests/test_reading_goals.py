@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from page_metrics import Goals, goal_problems, reading_table
+from page_metrics import Goals, goal_problems, headline_repeats, ratio_appearances, reading_table
 
 pytestmark = pytest.mark.unit
 
@@ -66,3 +66,18 @@ def test_the_table_names_each_page_and_the_course_heights():
     table = reading_table({"a": measure(height=7_000), "b": measure(current=False)}, converted=("a", "b"))
     assert "| a | yes | 7,000 |" in table and "| b | yes, GPU run awaited |" in table
     assert "at 1440 px: median height 6,500 px, max 7,000 px (a)" in table
+
+
+def test_a_goal_threshold_of_the_same_number_is_no_repeat_of_the_measured_ratio():
+    line = "a vs b: 655 TFLOP/s, 1.00× cuBLAS (1.00–1.01) · gate 0.90×: met; stretch 1.00×: met"
+    assert ratio_appearances("1.00", line) == 1
+    assert ratio_appearances("1.00", line + "; again 1.00x") == 2
+    assert ratio_appearances("0.95", "0.95× copy · goal 0.95×: within noise") == 1
+
+
+def test_one_kernel_value_against_two_baselines_shows_once_per_comparison():
+    numbers = [("add vs torch", "1.00", 3087.03, 3086.98), ("add vs copy", "1.02", 3087.03, 3024.6)]
+    table = "add vs torch\t3,087 GB/s\t3,087 GB/s\nadd vs copy\t3,087 GB/s\t3,025 GB/s\n"
+    assert headline_repeats(None, table, numbers) == (1, "3087 (add vs torch)")
+    assert headline_repeats(None, table + "the add reached 3,087 GB/s", numbers) == (2, "3087 (add vs torch)")
+    assert headline_repeats(None, "1.00× and 1.00×", numbers) == (2, "1.00× (add vs torch)")

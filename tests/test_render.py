@@ -160,6 +160,22 @@ def test_the_benchmark_table_shows_history_per_benchmark(project):
     assert "2025-12-01: 1.00×" in md
 
 
+@pytest.mark.unit
+def test_folded_benchmarks_leave_a_current_gpu_run_machine_to_the_status_line(project):
+    """The GPU is named once on a lesson page, in its status line (issue 51): the folded table's verdict line
+    names the machine only for a run of an older source."""
+    project.add("good", PASSING)
+    write_record(project.evidence, fake_record(project.lesson("good"), "gpu",
+                                               benchmarks=[bench("b", 1.2, 1.1, 1.3, threshold=1.0)]))
+    md = directives.benchmarks.benchmarks(page_of(project), frozenset({"folded"}))
+    line = str(md).split("\n\n")[0]
+    assert line.startswith("**1 benchmark**: ") and "H200" not in line
+    write_record(project.evidence, fake_record(project.lesson("good"), "gpu", source_hash="b" * 64,
+                                               benchmarks=[bench("b", 1.2, 1.1, 1.3, threshold=1.0)]))
+    line = str(directives.benchmarks.benchmarks(page_of(project), frozenset({"folded"}))).split("\n\n")[0]
+    assert line.startswith("**1 benchmark** on NVIDIA H200 (")
+
+
 # -- the directive registry ----------------------------------------------------------------------
 
 @pytest.mark.unit

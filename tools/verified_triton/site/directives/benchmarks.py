@@ -91,16 +91,18 @@ def benchmarks(page: Page, flags: frozenset[str] = frozenset()) -> Md:
 
 
 def verdict_line(st: LessonStatus, records: list[Record]) -> Md:
-    """'**2 benchmarks** on NVIDIA H200: both gates met, 0 of 2 stretch goals met.' (no figure: the page shows
-    its results once, in the table or the figure it chose)."""
+    """'**2 benchmarks**: both gates met, 0 of 2 stretch goals met.' (no figure: the page shows its results once,
+    in the table or the figure it chose). A current GPU run's machine is the status line's to name, once a page;
+    an older run's, or the interpreter, is named here, where it differs from what the status line says."""
     parts = []
     for r in records:
         n = len(r.benchmarks)
         words = target_words(r) or ["no targets: informational"]
-        older = "" if st.is_current(r) else f" ({STALE_MARK})"
-        parts.append(Md("**{} {}** on {}{}: {}").format(n, "benchmark" if n == 1 else "benchmarks",
-                                                      r.env.device_name if r.mode == "gpu" else "the interpreter",
-                                                      older, ", ".join(words)))
+        current = st.is_current(r)
+        where = Md("") if r.mode == "gpu" and current else Md(" on {}{}").format(
+            r.env.device_name if r.mode == "gpu" else "the interpreter", "" if current else f" ({STALE_MARK})")
+        parts.append(Md("**{} {}**{}: {}").format(n, "benchmark" if n == 1 else "benchmarks", where,
+                                                  ", ".join(words)))
     return Md("; ").join(parts) + Md(".")
 
 

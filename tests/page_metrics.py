@@ -208,13 +208,6 @@ def take_shots(browser, base, shots: Path, page_url, open_page, toggle_palette, 
 # A goal a converted page does not meet yet, with why; the lesson's helper empties it (a met one fails too).
 # ("course", "median_height_1440") is the course-wide median's entry.
 NOT_YET: dict[tuple[str, str], str] = {
-    ("course", "median_height_1440"): "9,575 px once all 23 were converted (merge of main at 39039ec), measured "
-                                      "while lazy figures had not loaded; with each figure's pixel size on its "
-                                      "page every figure counts (10,273 px), and branch pages' cuts brought it "
-                                      "to 9,578 px (8 pages under 8,000); with the H100 round's records 9,755 "
-                                      "px, and branch pages2's folds 9,241 px (9 pages under 8,000, grouped-gemm "
-                                      "at 8,034): the pages over 8,800 px are mostly code and figures, and "
-                                      "their lesson helpers cut the rest",
     # Carets that code/ writes, which a page may not rewrite: a recorded label or caption changes only with a
     # GPU re-record of the lesson, an exercise's hint only with code/<lesson>/exercises.py (its exercise proof,
     # evidence/<lesson>/exercises.json, recorded again). Both wait for a round that may touch code/.

@@ -41,7 +41,7 @@ from fused_attention import (  # noqa: E402
     reference,
 )
 
-from lessonkit import Lesson, bench_interleaved, tflops  # noqa: E402
+from lessonkit import Lesson, bench_interleaved, median_interval  # noqa: E402
 
 # snippet: configs
 # Every kernel the lesson races, by name: each takes (q, k, v, causal) and
@@ -290,11 +290,12 @@ def show_compiled_code(lesson: Lesson) -> None:
 
 def race_configs(lesson: Lesson, device: str) -> dict:
     """Every configuration against SDPA at the benchmark shape; the fastest per
-    mask goes on to the benchmark."""
+    mask goes on to the benchmark. A configuration that does not fit is left
+    out of its mask's rounds."""
     # snippet: race
     q, k, v = bench_inputs(lesson, device)
     sdpa = torch.nn.functional.scaled_dot_product_attention
-    race, misfits = {}, []
+    race = {}
     for kind, causal in masks():
         fns = {"SDPA": lambda c=causal: sdpa(q, k, v, is_causal=c)}
         for cfg in GPU_CONFIGS:
@@ -305,7 +306,6 @@ def race_configs(lesson: Lesson, device: str) -> dict:
                 cfg(q, k, v, causal)
             except OutOfResources as err:
                 print(f"  {kind} {cfg.label()} does not fit: {err}")
-                misfits.append([kind, cfg.kernel, cfg.label(), "does not fit", ""])
                 continue
             fns[cfg] = lambda c=causal, cfg=cfg: cfg(q, k, v, c)
         # SDPA and every config take turns, round after round, so clock drift
@@ -313,20 +313,6 @@ def race_configs(lesson: Lesson, device: str) -> dict:
         # rounds pick the fastest; the benchmark below measures it afresh.
         race[kind] = bench_interleaved(fns, rounds=3)
     # end snippet
-    rows = []
-    for kind, causal in masks():
-        flop = attention_flops(B, H, S, D, causal)
-        for name in race[kind]:
-            ms = race[kind].median(name)
-            label = "torch SDPA" if name == "SDPA" else name.label()
-            kernel = "SDPA" if name == "SDPA" else name.kernel
-            rows.append([kind, kernel, label, round(ms, 4), round(tflops(flop, ms), 1)])
-    lesson.table(
-        "configs", ["mask", "kernel", "configuration", "ms", "TFLOP/s"],
-        rows + misfits,
-        f"B={B}, H={H}, S={S}, D={D}, fp16; median of 3 rounds in which SDPA and "
-        "every configuration took turns",
-    )
     return race
 
 
@@ -365,7 +351,13 @@ def check_benchmark_shape(lesson: Lesson, device: str, best: dict) -> None:
         del got, want, ref
 
 
-def benchmark(lesson: Lesson, device: str, best: dict) -> None:
+def bench_name(kind: str) -> str:
+    return f"{kind}-b{B}-h{H}-s{S}-d{D}-vs-sdpa"
+
+
+def benchmark(lesson: Lesson, device: str, best: dict) -> dict:
+    """The fastest configuration of each mask against SDPA; returns the
+    rounds of each mask, which the race's table and figure show too."""
     q, k, v = bench_inputs(lesson, device)
     # snippet: benchmark
     # The fastest configuration of each mask against SDPA, measured afresh:
@@ -394,7 +386,7 @@ def benchmark(lesson: Lesson, device: str, best: dict) -> None:
     for kind, causal in masks():
         flop = attention_flops(B, H, S, D, causal)
         lesson.benchmark(
-            f"{kind}-b{B}-h{H}-s{S}-d{D}-vs-sdpa",
+            bench_name(kind),
             f"fused attention vs SDPA, {kind}, B{B} H{H} S{S} D{D} fp16",
             ms[kind], "triton", "SDPA", unit="TFLOP/s", work=flop,
             baseline_name="torch SDPA", threshold=0.6, stretch=0.9,
@@ -410,15 +402,57 @@ def benchmark(lesson: Lesson, device: str, best: dict) -> None:
                 note="informational: the cost of materialising the score matrix; "
                 f"{best[kind].label()}",
             )
+    return ms
 
 
-def plot_race(lesson: Lesson, race: dict, best: dict) -> None:
+def rounds_of(race: dict, bench: dict, best: dict, kind: str, name):
+    """Where the race's row or bar for `name` comes from: (timings, its key
+    there, the benchmark's name or ""). SDPA and the configuration the
+    benchmark measured are the benchmark's rounds; the others the race's."""
+    if name == "SDPA":
+        return bench[kind], "SDPA", bench_name(kind)
+    if name == best[kind]:
+        return bench[kind], "triton", bench_name(kind)
+    return race[kind], name, ""
+
+
+def race_table(lesson: Lesson, race: dict, bench: dict, best: dict) -> None:
+    """Every configuration's time and rate, after the benchmark: the rows it
+    measured (SDPA and each mask's fastest) are its rounds, not the race's."""
+    rows = []
+    for kind, causal in masks():
+        flop = attention_flops(B, H, S, D, causal)
+        for name in race[kind]:
+            timings, key, said = rounds_of(race, bench, best, kind, name)
+            ms = timings.median(key)
+            label = "torch SDPA" if name == "SDPA" else name.label()
+            kernel = "SDPA" if name == "SDPA" else name.kernel
+            rows.append([kind, kernel, label, ms, flop / ms * 1e-9, len(timings[key]),
+                         said])
+        rows += [[kind, cfg.kernel, cfg.label(), "does not fit", "", "", ""]
+                 for cfg in GPU_CONFIGS if cfg not in race[kind]]
+    lesson.table(
+        "configs",
+        ["mask", "kernel", "configuration", "ms", "TFLOP/s", "rounds", "benchmark"],
+        rows,
+        f"B={B}, H={H}, S={S}, D={D}, fp16: each the median of its rounds, the "
+        "race's, in which SDPA and every configuration took turns, or, for SDPA "
+        "and the fastest of each mask, those of the benchmark named in the last "
+        "column",
+    )
+
+
+def plot_race(lesson: Lesson, race: dict, bench: dict, best: dict) -> None:
     """Each configuration's speed as a fraction of SDPA's, full and causal side
-    by side, with the lesson's two targets; the title names the winners."""
+    by side, with the lesson's two targets; the title names the winners. Each
+    bar is the median of the per-round ratios with its interval, the winners'
+    from the benchmark's rounds (the benchmark's own ratio)."""
     configs = [c for c in GPU_CONFIGS if all(c in race[kind] for kind, _ in masks())]
 
-    def ratio(kind, cfg):
-        return race[kind].median("SDPA") / race[kind].median(cfg)
+    def ratio(kind, cfg) -> tuple[float, float, float]:
+        timings, key, _ = rounds_of(race, bench, best, kind, cfg)
+        return median_interval([sdpa / ms for ms, sdpa in
+                                zip(timings[key], timings["SDPA"], strict=True)])
 
     winners = {best[kind].label() for kind, _ in masks()}
     title = (f"fastest, both masks: {winners.pop()}" if len(winners) == 1 else
@@ -430,12 +464,15 @@ def plot_race(lesson: Lesson, race: dict, best: dict) -> None:
         height = 0.38
         ys = range(len(configs))
         for i, (kind, _) in enumerate(masks()):
-            bars = ax.barh([y + (i - 0.5) * height for y in ys],
-                           [ratio(kind, c) for c in configs], height, label=kind)
+            mid, low, high = zip(*(ratio(kind, c) for c in configs), strict=True)
+            err = [[m - lo for m, lo in zip(mid, low, strict=True)],
+                   [hi - m for m, hi in zip(mid, high, strict=True)]]
+            bars = ax.barh([y + (i - 0.5) * height for y in ys], mid, height,
+                           xerr=err, capsize=2, label=kind)
             if best[kind] in configs:  # the winner, outlined
                 bars[configs.index(best[kind])].set_edgecolor(ax.yaxis.label.get_color())
                 bars[configs.index(best[kind])].set_linewidth(2)
-        right = max(1.15, 1.1 * max(ratio(kind, c) for kind, _ in masks()
+        right = max(1.15, 1.1 * max(ratio(kind, c)[2] for kind, _ in masks()
                                     for c in configs))
         for x, style, text in ((1.0, "-", "SDPA"), (0.9, "--", "stretch 0.9"),
                                (0.6, ":", "gate 0.6")):
@@ -451,9 +488,11 @@ def plot_race(lesson: Lesson, race: dict, best: dict) -> None:
                    loc="outside lower center", ncols=3)
 
     lesson.plot("tflops-by-config", "Each kernel and configuration as a fraction of "
-                "SDPA's speed in the same run, non-causal and causal (w: warps, s: "
-                "pipeline stages); the outlined bar of each mask is the fastest, "
-                "which goes on to the benchmark.", draw, size=(7.0, 5.6))
+                "SDPA's speed in the same rounds, non-causal and causal (w: warps, s: "
+                "pipeline stages): the median of the per-round ratios, with the range "
+                "of the race's 3 rounds; the outlined bar of each mask is the "
+                "fastest, drawn from the benchmark's rounds with its confidence "
+                "interval.", draw, size=(7.0, 5.6))
 
 
 def main() -> int:
@@ -469,9 +508,10 @@ def main() -> int:
         race = race_configs(lesson, device)
         best = fastest(race)
         check_benchmark_shape(lesson, device, best)
-        plot_race(lesson, race, best)
     if lesson.step("benchmark", needs_gpu="timings need a GPU"):
-        benchmark(lesson, device, best)
+        bench = benchmark(lesson, device, best)
+        race_table(lesson, race, bench, best)
+        plot_race(lesson, race, bench, best)
     return lesson.finish()
 
 

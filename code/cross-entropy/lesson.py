@@ -13,6 +13,7 @@ Run it:
 """
 
 import math
+import statistics
 import sys
 from functools import partial
 from pathlib import Path
@@ -31,9 +32,22 @@ from cross_entropy import (  # noqa: E402
     cross_entropy_kernel,
 )
 
-from lessonkit import Lesson, bench_interleaved, bench_ms, scaled_rtol  # noqa: E402
+from lessonkit import (  # noqa: E402
+    Lesson,
+    bench_interleaved,
+    bench_ms,
+    median_interval,
+    scaled_rtol,
+)
 
 LIGER = "liger-kernel"  # the optional baseline (lesson.toml [requires.optional])
+
+
+def bench_shape(lesson: Lesson) -> tuple[int, int, torch.dtype]:
+    """(rows, V, dtype) of the benchmark, which the sweeps share: 8192 tokens
+    of a 131072-word vocabulary in bf16; tiny in a smoke run (a CPU: no bf16)."""
+    n_rows, V = lesson.size(gpu=(8192, 131072), smoke=(64, 3000))
+    return n_rows, V, lesson.size(gpu=torch.bfloat16, smoke=torch.float32)
 
 
 # snippet: reference
@@ -246,8 +260,7 @@ def check_liger(lesson: Lesson, device: str) -> None:
 
 def check_full_shape(lesson: Lesson, device: str) -> None:
     """The benchmark's shape: loss over all rows, gradient on a subset."""
-    n_rows, V = lesson.size(gpu=(8192, 131072), smoke=(64, 3000))
-    dtype = lesson.size(gpu=torch.bfloat16, smoke=torch.float32)  # CPU: no bf16
+    n_rows, V, dtype = bench_shape(lesson)
     x, t = make_inputs(n_rows, V, dtype, device, seed=42)
     grad = x.clone()
     loss = cross_entropy_(grad, t)
@@ -305,8 +318,10 @@ def measure_peak(fn) -> float:
 
 
 def benchmark(lesson: Lesson, device: str):
-    n_rows, V = lesson.size(gpu=(8192, 131072), smoke=(64, 3000))
-    dtype = lesson.size(gpu=torch.bfloat16, smoke=torch.float32)  # CPU: no bf16
+    """The comparisons with PyTorch and the peak memory. Returns the rounds
+    (the sweeps draw their points at this shape from them) and the inputs the
+    comparison with Liger-Kernel times."""
+    n_rows, V, dtype = bench_shape(lesson)
     # snippet: benchmark
     # 8192 tokens x 131072 words in bf16: 2 GiB of logits. The fused kernel
     # destroys its input, so every call of either side starts by restoring
@@ -408,7 +423,7 @@ def benchmark(lesson: Lesson, device: str):
             f"MiB above the inputs: {fused_peak / torch_peak:.2g}x (target <= 0.5x)",
         )
     leaf.grad = None  # 2 GiB given back before the next comparison
-    return x0, t, work  # the inputs the comparison with Liger-Kernel times
+    return ms, (x0, t, work)
 
 
 def compare_with_liger(lesson: Lesson, x0, t, work) -> None:
@@ -478,36 +493,59 @@ def compare_with_liger(lesson: Lesson, x0, t, work) -> None:
     )
 
 
-def sweep_and_plot(lesson: Lesson, device: str) -> None:
-    # Block size and warps at the benchmark's shape: every row is 32 values
-    # per thread, so only the programs per SM and the reduction width change.
-    n_rows, V = lesson.size(gpu=(8192, 131072), smoke=(4, 3000))
-    dtype = lesson.size(gpu=torch.bfloat16, smoke=torch.float32)  # CPU: no bf16
+def block_sweep(lesson: Lesson, device: str, rounds) -> None:
+    """Block size and warps at the benchmark's shape: every row is 32 values
+    per thread, so only the programs per SM and the reduction width change.
+    The launcher's own block is the benchmark's kernel: that row is the
+    benchmark's rounds, net of the copy, not a timing of its own."""
+    n_rows, V, dtype = bench_shape(lesson)
     x0, t = make_inputs(n_rows, V, dtype, device, seed=2)
     work = torch.empty_like(x0)
     copy_ms = bench_ms(lambda: work.copy_(x0))
+    # cross_entropy_'s choice for this vocabulary, with block // 1024 warps.
+    launched = min(32768, triton.next_power_of_2(V))
+    # Bytes the kernel must move: read the row twice, write it once.
+    moved = 3 * x0.numel() * x0.element_size()
     rows = []
     for block, warps in ((4096, 4), (8192, 8), (16384, 16), (32768, 32)):
+        if block == launched:  # the benchmark's median, its copy subtracted
+            ms = statistics.median(
+                f - c for f, c in zip(rounds["fused"], rounds["copy"], strict=True))
+            said = "fused-vs-torch-net-of-copy"
+        else:
 
-        def run(block=block, warps=warps):
-            work.copy_(x0)
-            cross_entropy_(work, t, block=block, num_warps=warps)
+            def run(block=block, warps=warps):
+                work.copy_(x0)
+                cross_entropy_(work, t, block=block, num_warps=warps)
 
-        ms = bench_ms(run) - copy_ms
-        # Bytes the kernel must move: read the row twice, write it once.
-        moved = 3 * x0.numel() * x0.element_size()
-        rows.append([block, warps, ms, moved / ms * 1e-6])
+            ms, said = bench_ms(run) - copy_ms, ""
+        rows.append([block, warps, ms, moved / ms * 1e-6, said])
     lesson.table(
         "block-sweep",
-        ["BLOCK", "warps", "ms (copy subtracted)", "GB/s (2 reads + 1 write)"],
+        ["BLOCK", "warps", "ms (copy subtracted)", "GB/s (2 reads + 1 write)",
+         "benchmark"],
         rows,
-        "8192 x 131072 bf16: the kernel's time at four block sizes",
+        f"{n_rows} x {V} {str(dtype).removeprefix('torch.')}: the kernel's time "
+        "at four block sizes, less the copy's; the launcher's block is the "
+        "benchmark named in the last column (the median of its rounds), the "
+        "others one timing each",
     )
 
-    # Vocabulary sweep: time and peak memory of both sides.
+
+# The vocabulary sweep's curves: (marker, label, colour).
+CURVES = {"torch": ("s-", "F.cross_entropy + backward", None),
+          "fused": ("o-", "fused, in place", None),
+          "copy": ("--", "the restore copy", "gray")}
+
+
+def vocab_sweep(lesson: Lesson, device: str, rounds) -> None:
+    """Time and peak memory of both sides against the vocabulary size. At the
+    benchmark's vocabulary the times are the benchmark's rounds (the median
+    and its interval), not a timing of their own."""
+    n_rows, bench_v, dtype = bench_shape(lesson)
     vocab = lesson.size(gpu=[16384, 32768, 65536, 131072], smoke=[1000, 3000])
-    curves = {"fused": [], "torch": [], "copy": []}
-    peaks = {"fused": [], "torch": []}
+    curves = {"torch": [], "fused": [], "copy": []}  # in CURVES' order
+    peaks = {"torch": [], "fused": []}
     for V in vocab:
         x0, t = make_inputs(n_rows, V, dtype, device, seed=3)
         work = torch.empty_like(x0)
@@ -523,25 +561,33 @@ def sweep_and_plot(lesson: Lesson, device: str) -> None:
             leaf.grad = None
             F.cross_entropy(leaf, t).backward()
 
-        curves["copy"].append(bench_ms(lambda work=work, x0=x0: work.copy_(x0)))
-        curves["fused"].append(bench_ms(fused))
-        curves["torch"].append(bench_ms(torch_ce))
+        if V == bench_v:
+            for name, values in curves.items():
+                values.append(statistics.median(rounds[name]))
+        else:
+            curves["copy"].append(bench_ms(lambda work=work, x0=x0: work.copy_(x0)))
+            curves["fused"].append(bench_ms(fused))
+            curves["torch"].append(bench_ms(torch_ce))
         work.copy_(x0)
         peaks["fused"].append(measure_peak(partial(cross_entropy_, work, t)) / 2**30)
         leaf.grad = None
         peaks["torch"].append(measure_peak(partial(backward_of, leaf, t)) / 2**30)
+    benched = {name: median_interval(rounds[name]) for name in curves}
 
     kind = f"{n_rows} rows of {str(dtype).removeprefix('torch.')} logits"
 
     def draw(fig):
         top, bottom = fig.subplots(2, 1, sharex=True)
-        for ax, values, unit in ((top, curves, "ms per call (restore included)"),
-                                 (bottom, peaks, "peak above inputs (GiB)")):
-            ax.plot(vocab, values["torch"], "s-", label="F.cross_entropy + backward")
-            ax.plot(vocab, values["fused"], "o-", label="fused, in place")
-            if "copy" in values:
-                ax.plot(vocab, values["copy"], "--", color="gray",
-                        label="the restore copy")
+        for ax, values, intervals, unit in (
+                (top, curves, benched, "ms per call (restore included)"),
+                (bottom, peaks, {}, "peak above inputs (GiB)")):
+            for name in values:
+                style, label, color = CURVES[name]
+                line, = ax.plot(vocab, values[name], style, label=label, color=color)
+                if name in intervals:  # the benchmark's point: its interval
+                    mid, low, high = intervals[name]
+                    ax.errorbar([bench_v], [mid], yerr=[[mid - low], [high - mid]],
+                                fmt="none", capsize=4, color=line.get_color())
             ax.set_xscale("log", base=2)
             ax.set_xticks(vocab, [str(v) for v in vocab])
             ax.set_ylim(bottom=0)
@@ -552,7 +598,9 @@ def sweep_and_plot(lesson: Lesson, device: str) -> None:
 
     lesson.plot(
         "vocab-sweep",
-        f"Time (top) and peak memory (bottom) against the vocabulary size, {kind}",
+        f"Time (top) and peak memory (bottom) against the vocabulary size, {kind}; "
+        f"the times at V = {bench_v} are the benchmark's rounds (the median with its "
+        "confidence interval), the others one timing each",
         draw, size=(7.0, 7.5),
     )
 
@@ -569,9 +617,10 @@ def main() -> int:
         check_full_shape(lesson, device)
     if lesson.step("benchmark",
                    needs_gpu="timings and torch.cuda's memory statistics need a GPU"):
-        timed_inputs = benchmark(lesson, device)
+        rounds, timed_inputs = benchmark(lesson, device)
     if lesson.step("sweep", needs_gpu="timings need a GPU"):
-        sweep_and_plot(lesson, device)
+        block_sweep(lesson, device, rounds)
+        vocab_sweep(lesson, device, rounds)
     with lesson.step("libraries"):  # Liger-Kernel's kernel, when installed
         check_liger(lesson, device)
         if not lesson.interpret or lesson.smoke:  # untimed in a smoke run

@@ -149,6 +149,9 @@ PAIRS = [
       for col, q in (("forward GB/s", "kernel"), ("F.layer_norm GB/s", "baseline"), ("forward / torch", "ratio"))),
     *(pair("layer-norm", "rows-per-program", {"rows/program": 2}, col, "forward-vs-copy-32768x1024-fp16", q)
       for col, q in (("forward GB/s", "kernel"), ("forward / copy", "ratio"))),
+    # the launcher's choice of stage-one programs, which the backward benchmark times
+    pair("layer-norm", "backward-programs", {"programs per SM": 4}, "backward GB/s",
+         "backward-vs-torch-32768x1024-fp16", "kernel"),
     *(pair("persistent-tma-matmul", "sweep", {"size": f"{n}^3"}, col, b, q) for n, cols in (
         (4096, (("tiled TFLOP/s", "tiled-vs-cublas-4096", "kernel"), ("TMA TFLOP/s", "tma-vs-cublas-4096", "kernel"),
                 ("persistent TMA TFLOP/s", "persistent-tma-vs-cublas-4096", "kernel"),
@@ -190,7 +193,6 @@ OTHER_QUANTITY = {
                                   "benchmarks the fused kernel's 12; its fused rows are in PAIRS",
     ("gluon-attention-backward", "split"): "times in ms of each kernel alone; the benchmarks are TFLOP/s of the whole",
     ("gluon-matmul", "sweep"): "its 2048^3 row has no benchmark; 4096^3 and 8192^3 are in PAIRS",
-    ("layer-norm", "backward-programs"): "stage-one programs per SM; the benchmark's choice is not a column",
     ("profiling-debugging", "clocks"): "milliseconds by three clocks, the lesson's subject; the benchmark is GB/s",
     ("grouped-gemm", "groups-sweep"): "its other rows are other group counts; 16 groups is in PAIRS",
 }

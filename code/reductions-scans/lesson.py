@@ -227,7 +227,7 @@ def race_tiles(lesson: Lesson, device: str) -> None:
     )
 
 
-def measure_width(x: torch.Tensor):
+def measure_width(x: torch.Tensor) -> dict:
     """Our cumsum and torch's on one 2-D x, taking turns for five rounds,
     each call timed alone as the benchmark times them."""
     y = torch.empty_like(x)

@@ -12,6 +12,7 @@ Run it:
     python lesson.py                      # a CUDA GPU: checks and GB/s
 """
 
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -23,13 +24,20 @@ import torch.nn.functional as F
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent)]
 from layer_norm import (  # noqa: E402
+    PROGRAMS_PER_SM,
     forward_config,
     layer_norm_bwd,
     layer_norm_fwd,
     layer_norm_fwd_kernel,
 )
 
-from lessonkit import Lesson, bench_interleaved, gbps, scaled_rtol  # noqa: E402
+from lessonkit import (  # noqa: E402
+    Lesson,
+    bench_interleaved,
+    gbps,
+    median_interval,
+    scaled_rtol,
+)
 
 LIGER = "liger-kernel"  # the optional baseline (lesson.toml [requires.optional])
 
@@ -397,35 +405,60 @@ def compare_with_libraries(lesson: Lesson, device: str) -> None:
             )
 
 
+def rate(ms, name, nbytes) -> tuple[float, float, float]:
+    """GB/s of `name` as a benchmark reports it: the rate at the median time,
+    and the 95 % interval of the rates of its rounds."""
+    _, low, high = median_interval([gbps(nbytes, t) for t in ms[name]])
+    return gbps(nbytes, ms.median(name)), low, high
+
+
+def ratio(ms, kernel, baseline, work=(1, 1)) -> float:
+    """kernel's rate over baseline's as a benchmark computes it: the median of
+    the ratios of each round; `work` is (the kernel's, the baseline's) bytes."""
+    return statistics.median(work[0] / k / (work[1] / b)
+                             for k, b in zip(ms[kernel], ms[baseline], strict=True))
+
+
 def sweep_and_plot(lesson: Lesson, device: str, measured: dict, copy_gbps: float,
                    eps=1e-5) -> None:
-    """Four row widths, then the two tuning knobs at N = 1024."""
+    """Four row widths, then the two tuning knobs at N = 1024. Where the
+    benchmarks timed a point (N = 1024 and 4096, and the launchers' own
+    choices at N = 1024), it is drawn from their rounds."""
     results = {}
     elements = lesson.size(gpu=ELEMENTS, smoke=8192)
+    copy_bytes = 2 * elements * 2  # read + write, FP16
     for N in (1024, 2048, 4096, 8192):
-        if N in measured:
+        if N in measured:  # the benchmarks' own rounds
             ms = measured[N]
         else:  # widths only in the table: three rounds are enough
             ms = bench_interleaved(contenders(N, device, eps, elements=elements),
                                    rounds=3)
         M = elements // N
         fb, bb = forward_bytes(M, N, 2), backward_bytes(M, N, 2)
-        results[N] = {"M": M, "forward": gbps(fb, ms.median("forward")),
-                      "F.layer_norm": gbps(fb, ms.median("F.layer_norm")),
-                      "backward": gbps(bb, ms.median("backward")),
-                      "torch backward": gbps(bb, ms.median("torch backward"))}
+        r = {key: rate(ms, key, nbytes) for key, nbytes in (
+            ("forward", fb), ("F.layer_norm", fb), ("backward", bb),
+            ("torch backward", bb))}
+        r["forward / torch"] = ratio(ms, "forward", "F.layer_norm")
+        r["backward / torch"] = ratio(ms, "backward", "torch backward")
+        # The copy took turns with the benchmarks at N = 1024 only.
+        r["forward / copy"] = (ratio(ms, "forward", "copy", (fb, copy_bytes))
+                               if "copy" in ms else r["forward"][0] / copy_gbps)
+        results[N] = {"M": M, "rounds": len(ms["forward"]), **r}
     lesson.table(
         "widths",
         ["N", "M", "rows/program (fwd)", "warps", "forward GB/s", "F.layer_norm GB/s",
          "forward / torch", "backward GB/s", "torch backward GB/s", "backward / torch",
-         "forward / copy"],
-        [[N, r["M"], *forward_config(N, 2)[1:], r["forward"], r["F.layer_norm"],
-          r["forward"] / r["F.layer_norm"], r["backward"], r["torch backward"],
-          r["backward"] / r["torch backward"], r["forward"] / copy_gbps]
+         "forward / copy", "rounds", "benchmark"],
+        [[N, r["M"], *forward_config(N, 2)[1:], r["forward"][0], r["F.layer_norm"][0],
+          r["forward / torch"], r["backward"][0], r["torch backward"][0],
+          r["backward / torch"], r["forward / copy"], r["rounds"],
+          f"forward-vs-torch-{ELEMENTS // N}x{N}-fp16" if N in measured else ""]
          for N, r in results.items()],
         "FP16 layer norm over 2²⁵ elements at four row widths; GB/s counts the "
         f"bytes each pass must move (copy of the same 64 MiB: {copy_gbps:.0f} GB/s). "
-        "Medians of 15 rounds at N = 1024 and 4096, 3 at 2048 and 8192.",
+        "At N = 1024 and 4096, the benchmarks' own rounds (the one named, and at "
+        "1024 the backward's and the copy's beside it); at 2048 and 8192, 3 rounds "
+        "of their own. Ratios are medians of each round's ratio.",
     )
 
     def draw(fig):
@@ -435,7 +468,10 @@ def sweep_and_plot(lesson: Lesson, device: str, measured: dict, copy_gbps: float
                                  ("F.layer_norm", "s--", "F.layer_norm"),
                                  ("backward", "^-", "Triton backward"),
                                  ("torch backward", "v--", "torch backward")):
-            ax.plot(widths, [results[n][key] for n in widths], style, label=name)
+            mid = [results[n][key][0] for n in widths]
+            err = [[m - results[n][key][1] for m, n in zip(mid, widths, strict=True)],
+                   [results[n][key][2] - m for m, n in zip(mid, widths, strict=True)]]
+            ax.errorbar(widths, mid, yerr=err, fmt=style, capsize=2, label=name)
         ax.axhline(copy_gbps, color="gray", linestyle=":", label="copy of x")
         ax.set_xscale("log", base=2)
         ax.set_xticks(widths, [str(n) for n in widths])
@@ -445,43 +481,67 @@ def sweep_and_plot(lesson: Lesson, device: str, measured: dict, copy_gbps: float
         fig.legend(loc="outside lower center", ncols=2)
 
     lesson.plot("gbps-vs-width", "Bandwidth of the forward and backward passes by "
-                "row width, against torch and a plain copy of the same bytes", draw,
-                size=(7.0, 5.2))
+                "row width, against torch and a plain copy of the same bytes: medians "
+                "with their confidence intervals, the benchmarks' rounds at N = 1024 "
+                "and 4096", draw, size=(7.0, 5.2))
 
     # snippet: sweep
     # How much do several rows per program buy at N = 1024? Same kernel,
-    # same warps, only ROWS changes; three rounds of the four, taking turns.
+    # same warps, only ROWS changes. The benchmarks timed the launcher's
+    # choice; the other three take turns for three rounds.
     M, N = lesson.size(gpu=(32768, 1024), smoke=(8, 1024))
     x, w, b, dy = make_inputs(M, N, device, seed=1)
+    chosen = forward_config(N, 2)[1]
     ms = bench_interleaved(
-        {r: (lambda r=r: layer_norm_fwd(x, w, b, eps, rows=r)) for r in (1, 2, 4, 8)},
+        {r: (lambda r=r: layer_norm_fwd(x, w, b, eps, rows=r))
+         for r in (1, 2, 4, 8) if r != chosen},
         rounds=3,
     )
-    fwd = {r: gbps(forward_bytes(M, N, 2), ms.median(r)) for r in ms}
     # end snippet
+    fb, rows = forward_bytes(M, N, 2), []
+    for r in (1, 2, 4, 8):
+        src, key, said = ((measured[N], "forward", "forward-vs-copy-32768x1024-fp16")
+                          if r == chosen else (ms, r, ""))
+        mid, low, high = rate(src, key, fb)
+        # The copy took turns with the benchmark: there, the ratio of each round.
+        per_copy = (ratio(src, key, "copy", (fb, copy_bytes)) if said
+                    else mid / copy_gbps)
+        rows.append([r, mid, f"[{low:.4g}, {high:.4g}]", per_copy, len(src[key]), said])
     lesson.table(
-        "rows-per-program", ["rows/program", "forward GB/s", "forward / copy"],
-        [[r, fwd[r], fwd[r] / copy_gbps] for r in fwd],
-        "Forward pass at 32768 x 1024 FP16, 4 warps, varying the rows each program "
-        "normalizes (median of 3 rounds)",
+        "rows-per-program",
+        ["rows/program", "forward GB/s", "95 % interval", "forward / copy", "rounds",
+         "benchmark"],
+        rows,
+        f"Forward pass at {M} x {N} FP16, 4 warps, varying the rows each program "
+        f"normalizes: medians; the launcher's choice, {chosen} rows, from the "
+        "benchmark named (its ratio from the same rounds), the others from 3 rounds "
+        "of their own (their interval, the range)",
     )
 
     # snippet: sweep-backward
     # The backward pass's one free choice: how many stage-one programs per
     # SM, i.e. how many partial rows of dw and db stage two must add up.
+    # The benchmarks timed the launcher's choice; the others take turns.
     _, mean, rstd = layer_norm_fwd(x, w, b, eps)
     ms = bench_interleaved(
         {p: (lambda p=p: layer_norm_bwd(dy, x, w, mean, rstd, programs_per_sm=p))
-         for p in (2, 4, 8, 16)},
+         for p in (2, 4, 8, 16) if p != PROGRAMS_PER_SM},
         rounds=3,
     )
-    bwd = {p: gbps(backward_bytes(M, N, 2), ms.median(p)) for p in ms}
     # end snippet
+    bb, rows = backward_bytes(M, N, 2), []
+    for p in (2, 4, 8, 16):
+        src, key, said = ((measured[N], "backward", "backward-vs-torch-32768x1024-fp16")
+                          if p == PROGRAMS_PER_SM else (ms, p, ""))
+        mid, low, high = rate(src, key, bb)
+        rows.append([p, mid, f"[{low:.4g}, {high:.4g}]", len(src[key]), said])
     lesson.table(
-        "backward-programs", ["programs per SM", "backward GB/s"],
-        [[p, bwd[p]] for p in bwd],
-        "Backward pass (dx, dw, db) at 32768 x 1024 FP16, varying the number of "
-        "stage-one programs (median of 3 rounds)",
+        "backward-programs",
+        ["programs per SM", "backward GB/s", "95 % interval", "rounds", "benchmark"],
+        rows,
+        f"Backward pass (dx, dw, db) at {M} x {N} FP16, varying the number of "
+        f"stage-one programs: medians; the launcher's choice, {PROGRAMS_PER_SM} per "
+        "SM, from the benchmark named, the others from 3 rounds of their own",
     )
 
 

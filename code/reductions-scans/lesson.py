@@ -12,6 +12,7 @@ Run it:
     python lesson.py                      # a CUDA GPU: checks, GB/s, figure
 """
 
+import statistics
 import sys
 from pathlib import Path
 
@@ -29,7 +30,13 @@ from reductions_scans import (  # noqa: E402
     tile_config,
 )
 
-from lessonkit import Lesson, bench_interleaved, bench_ms, gbps, scaled_rtol  # noqa: E402
+from lessonkit import (  # noqa: E402
+    Lesson,
+    bench_interleaved,
+    gbps,
+    median_interval,
+    scaled_rtol,
+)
 
 # The spacing of float32 numbers at 1.0: the eps of scaled_rtol's length rule.
 F32_EPS = 2.0**-23
@@ -136,8 +143,9 @@ def show_compiled_code(lesson: Lesson, device: str) -> None:
     )
 
 
-def benchmark(lesson: Lesson, device: str) -> None:
-    M, N = lesson.size(gpu=(32768, 4096), smoke=(8, 1000))
+def benchmark(lesson: Lesson, device: str) -> tuple:
+    """The gated comparisons; their rounds and shape, for the width sweep."""
+    M, N = lesson.size(gpu=(32768, 4096), smoke=(8, 256))
     # snippet: benchmark
     # 32768 rows of 4096 float32 values: 512 MiB, ten times a 50 MB L2
     # cache, so every call streams from DRAM. Bytes that must move: the
@@ -182,64 +190,103 @@ def benchmark(lesson: Lesson, device: str) -> None:
                      baseline_name="torch.sum(x, dim=1)", threshold=0.8,
                      stretch=1.0)
     # end snippet
+    return ms, (M, N)
 
 
 def race_tiles(lesson: Lesson, device: str) -> None:
     # snippet: race
     # The tile is the one free choice. Race a few at the benchmark's shape:
-    # rows per program x columns per step, and warps.
+    # rows per program x columns per step, and warps, each against the
+    # rule's pick in the same rounds (the pick's GB/s is the benchmark's).
     M, N = lesson.size(gpu=(32768, 4096), smoke=(1, 4096))
     x = make_rows(M, N, device, 3)
     y = torch.empty_like(x)
+    pick = tile_config(N)
     configs = [(1, 1024, 4), (1, 2048, 8), (1, 4096, 8), (1, 4096, 16),
-               (4, 1024, 8), tile_config(N)]
+               (4, 1024, 8), pick]
     configs = list(dict.fromkeys(configs))  # the rule's pick is one of them
     ms = bench_interleaved(
         {c: (lambda c=c: row_cumsum(x, out=y, config=c)) for c in configs},
         rounds=5, rep_ms=10, warm_s=0.2)
     # end snippet
+    rows = []
+    for c in configs:
+        # Its rate over the pick's, round by round: the pick's time over its.
+        mid, low, high = median_interval(
+            [p / t for t, p in zip(ms[c], ms[pick], strict=True)])
+        rows.append([*c, triton.cdiv(N, c[1]), mid, f"[{low:.4g}, {high:.4g}]",
+                     "yes" if c == pick else ""])
     lesson.table(
         "scan-tiles",
-        ["rows/program", "BLOCK_N", "warps", "steps per row", "cumsum GB/s",
-         "the rule's pick"],
-        [[*c, triton.cdiv(N, c[1]), gbps(2 * M * N * 4, ms.median(c)),
-          "yes" if c == tile_config(N) else ""] for c in configs],
-        f"Row cumsum at {M} x {N} float32 with different tiles (median of 5 "
-        "interleaved rounds)",
+        ["rows/program", "BLOCK_N", "warps", "steps per row", "vs the rule's pick",
+         "range of the rounds", "the rule's pick"],
+        rows,
+        f"Row cumsum at {M} x {N} float32 with different tiles: each tile's rate "
+        "over the rule's pick's in the same round, the median of 5 interleaved "
+        "rounds and their range (the pick's GB/s is the benchmark's)",
     )
 
 
-def measure_width(x: torch.Tensor) -> list:
-    """GB/s of our cumsum and torch's on one 2-D x, taking turns."""
+def measure_width(x: torch.Tensor) -> dict:
+    """Our cumsum and torch's on one 2-D x, taking turns for five rounds,
+    each call timed alone as the benchmark times them."""
     y = torch.empty_like(x)
-    ms = bench_interleaved({"triton": lambda: row_cumsum(x, out=y),
-                            "torch": lambda: torch.cumsum(x, dim=1)},
-                           rounds=5, rep_ms=10, warm_s=0.1)
-    nbytes = 2 * x.numel() * 4  # read x, write y
-    return [x.shape[1], x.shape[0], gbps(nbytes, ms.median("triton")),
-            gbps(nbytes, ms.median("torch"))]
+    return bench_interleaved({"cumsum": lambda: row_cumsum(x, out=y),
+                              "torch_cumsum": lambda: torch.cumsum(x, dim=1)},
+                             rounds=5, rep_ms=10, warm_s=0.1, method="events")
 
 
-def sweep_and_plot(lesson: Lesson, device: str) -> None:
+def rate(ms, name: str, nbytes: int) -> tuple[float, float, float]:
+    """GB/s as a benchmark reports it: the rate at the median time, and the
+    95 % interval of the rates of its rounds."""
+    _, low, high = median_interval([gbps(nbytes, t) for t in ms[name]])
+    return gbps(nbytes, statistics.median(ms[name])), low, high
+
+
+def sweep_and_plot(lesson: Lesson, device: str, measured: tuple) -> None:
+    bench_rounds, bench_shape = measured
     # snippet: sweep
     # Same 2^27 elements (512 MiB) at every width: from many short rows,
     # where several rows share a program, to a few long ones, where each
-    # program walks its row in 16 KB steps.
+    # program walks its row in 16 KB steps. At the benchmark's shape, the
+    # benchmark's own rounds; the other widths are timed the same way.
     widths = lesson.size(gpu=[256, 1024, 4096, 16384, 65536], smoke=[256, 2048])
     x0 = make_rows(1, lesson.size(gpu=1 << 27, smoke=1 << 11), device, 4)
-    dst = torch.empty_like(x0)
-    copy_gbps = gbps(2 * x0.numel() * 4, bench_ms(lambda: dst.copy_(x0)))
-    rows = [measure_width(x0.view(-1, N)) for N in widths]
+    timed = {}
+    for N in widths:
+        if (x0.numel() // N, N) == bench_shape:
+            timed[N] = bench_rounds
+        else:
+            timed[N] = measure_width(x0.view(-1, N))
     # end snippet
-    lesson.table("widths", ["N", "rows", "Triton GB/s", "torch GB/s"], rows,
-                 "Row cumsum over 2²⁷ float32 values at five row widths "
-                 f"(copy of the same bytes: {copy_gbps:.0f} GB/s)")
+    nbytes = 2 * x0.numel() * 4  # read x, write y: a copy's bytes
+    copy_gbps = gbps(nbytes, statistics.median(bench_rounds["copy"]))
+    points = {N: (rate(ms, "cumsum", nbytes), rate(ms, "torch_cumsum", nbytes))
+              for N, ms in timed.items()}
+    name = "cumsum-vs-torch-{}x{}-fp32".format(*bench_shape)
+    lesson.table(
+        "widths",
+        ["N", "rows", "Triton GB/s", "Triton 95 % interval", "torch GB/s",
+         "torch 95 % interval", "rounds", "benchmark"],
+        [[N, x0.numel() // N, ours[0], f"[{ours[1]:.4g}, {ours[2]:.4g}]", theirs[0],
+          f"[{theirs[1]:.4g}, {theirs[2]:.4g}]", len(timed[N]["cumsum"]),
+          name if timed[N] is bench_rounds else ""]
+         for N, (ours, theirs) in points.items()],
+        "Row cumsum over 2²⁷ float32 values at five row widths, each call timed "
+        "alone (L2 flushed): medians; at the benchmark's shape its own rounds, "
+        f"elsewhere 5 rounds of their own (copy of the same bytes in the benchmark: "
+        f"{copy_gbps:.0f} GB/s)",
+    )
 
     def draw(fig):
         ax = fig.subplots()
-        ns = [r[0] for r in rows]
-        ax.plot(ns, [r[2] for r in rows], "o-", label="Triton row cumsum")
-        ax.plot(ns, [r[3] for r in rows], "s-", label="torch.cumsum(x, dim=1)")
+        ns = list(points)
+        for i, (style, label) in enumerate((("o-", "Triton row cumsum"),
+                                            ("s-", "torch.cumsum(x, dim=1)"))):
+            mid = [points[n][i][0] for n in ns]
+            err = [[points[n][i][0] - points[n][i][1] for n in ns],
+                   [points[n][i][2] - points[n][i][0] for n in ns]]
+            ax.errorbar(ns, mid, yerr=err, fmt=style, capsize=2, label=label)
         ax.axhline(copy_gbps, color="gray", ls="--", lw=1,
                    label="copy of the same bytes")
         ax.set_xscale("log", base=2)
@@ -250,8 +297,9 @@ def sweep_and_plot(lesson: Lesson, device: str) -> None:
         fig.legend(loc="outside lower center", ncols=2)
 
     lesson.plot("cumsum-by-width",
-                "Row cumsum bandwidth by row width, Triton vs torch, same bytes",
-                draw, size=(7.0, 5.0))
+                "Row cumsum bandwidth by row width, Triton vs torch, same bytes: "
+                "medians with their confidence intervals, the benchmark's rounds at "
+                "its shape", draw, size=(7.0, 5.0))
 
 
 def main() -> int:
@@ -264,11 +312,11 @@ def main() -> int:
         check_reductions(lesson, device)
         check_scans(lesson, device)
     if lesson.step("benchmark", needs_gpu="timings need a GPU"):
-        benchmark(lesson, device)
+        measured = benchmark(lesson, device)
     if lesson.step("race", needs_gpu="the tiles race on GPU time"):
         race_tiles(lesson, device)
     if lesson.step("sweep", needs_gpu="timings need a GPU"):
-        sweep_and_plot(lesson, device)
+        sweep_and_plot(lesson, device, measured)
     return lesson.finish()
 
 

@@ -32,7 +32,7 @@ from rmsnorm_rope import (  # noqa: E402
     rope_cache,
 )
 
-from lessonkit import Lesson, bench_interleaved, gbps  # noqa: E402
+from lessonkit import Lesson, bench_interleaved, gbps, median_interval  # noqa: E402
 
 LIGER = "liger-kernel"  # the optional baseline (lesson.toml [requires.optional])
 
@@ -251,6 +251,8 @@ def fused_bytes(x, positions) -> int:
 
 
 def benchmark(lesson: Lesson, device: str):
+    """The comparisons of the page; their rounds by shape (T, H, D), for the
+    token-count sweep, and what the comparison with Liger-Kernel needs."""
     T, H, D = lesson.size(gpu=(32768, 32, 128), smoke=(64, 4, 128))
     dtype = lesson.size(gpu=torch.bfloat16, smoke=torch.float16)  # CPU: no bf16
     # snippet: benchmark
@@ -318,7 +320,9 @@ def benchmark(lesson: Lesson, device: str):
                      work=(nbytes, 2 * x.numel() * x.element_size()),
                      baseline_name="device-to-device copy of x",
                      note="the ceiling: a copy reads and writes x and computes nothing")
-    return cos, sin, T, dtype  # the shape the comparison with Liger-Kernel times
+    copy_bytes = 2 * x.numel() * x.element_size()
+    # The shape the comparison with Liger-Kernel times, too.
+    return {(T, H, D): (ms, nbytes, copy_bytes)}, (cos, sin, T, dtype)
 
 
 def compare_with_liger(lesson: Lesson, device: str, cos, sin, T: int, dtype) -> None:
@@ -375,8 +379,9 @@ def compare_with_liger(lesson: Lesson, device: str, cos, sin, T: int, dtype) -> 
                      "rounds the normed heads to bf16 before rotating them")
 
 
-def measure_tokens(T: int, H: int, D: int, dtype, cos, sin, device) -> list:
-    """Times (us) and GB/s of fused, eager and a copy at T tokens."""
+def measure_tokens(T: int, H: int, D: int, dtype, cos, sin, device) -> tuple:
+    """Rounds of fused, eager and a copy at T tokens, taking turns; the bytes
+    of a fused call and of a copy."""
     x, w, _ = make_inputs(T, H, D, dtype, device, T)
     pos = torch.arange(T, device=device) % 4096
     out, dst = torch.empty_like(x), torch.empty_like(x)
@@ -384,35 +389,64 @@ def measure_tokens(T: int, H: int, D: int, dtype, cos, sin, device) -> list:
         "fused": lambda: rmsnorm_rope(x, w, cos, sin, pos, out=out),
         "eager": lambda: rmsnorm_rope_eager(x, w, cos, sin, pos),
         "copy": lambda: dst.copy_(x)}, rounds=5, rep_ms=10, warm_s=0.1)
-    nbytes, copy_bytes = fused_bytes(x, pos), 2 * x.numel() * x.element_size()
-    return [T, *(1e3 * ms.median(k) for k in ("fused", "eager", "copy")),
-            gbps(nbytes, ms.median("fused")), gbps(nbytes, ms.median("eager")),
-            gbps(copy_bytes, ms.median("copy"))]
+    return ms, fused_bytes(x, pos), 2 * x.numel() * x.element_size()
 
 
-def sweep_and_plot(lesson: Lesson, device: str) -> None:
+def rate(ms, name: str, nbytes: int) -> tuple[float, float, float]:
+    """GB/s as a benchmark reports it: the rate at the median time, and the
+    95 % interval of the rates of its rounds."""
+    _, low, high = median_interval([gbps(nbytes, t) for t in ms[name]])
+    return gbps(nbytes, ms.median(name)), low, high
+
+
+def sweep_and_plot(lesson: Lesson, device: str, measured: dict) -> None:
     # snippet: sweep
     # From a decode step's handful of tokens to a long prefill: 32 heads of
-    # 128, bf16, the fused kernel against eager torch and a copy.
-    H, D = 32, 128
+    # 128, bf16, the fused kernel against eager torch and a copy. At the
+    # benchmark's shape, the benchmark's own rounds.
+    H, D = lesson.size(gpu=(32, 128), smoke=(4, 128))
     dtype = lesson.size(gpu=torch.bfloat16, smoke=torch.float16)  # CPU: no bf16
     cos, sin = rope_cache(D, device)
-    rows = [measure_tokens(T, H, D, dtype, cos, sin, device)
-            for T in lesson.size(gpu=(64, 512, 4096, 32768), smoke=(8, 64))]
+    timed = {}
+    for T in lesson.size(gpu=(64, 512, 4096, 32768), smoke=(8, 64)):
+        if (T, H, D) in measured:
+            timed[T] = measured[T, H, D]
+        else:
+            timed[T] = measure_tokens(T, H, D, dtype, cos, sin, device)
     # end snippet
+    # GB/s of each contender, as (median, low, high): the fused kernel's bytes
+    # for fused and eager, a copy's for the copy.
+    points = {T: {k: rate(ms, k, copy_bytes if k == "copy" else nbytes)
+                  for k in ("fused", "eager", "copy")}
+              for T, (ms, nbytes, copy_bytes) in timed.items()}
+    bench_T = next((T for T, h, d in measured if (h, d) == (H, D)), None)
+    rows = []
+    for T, (ms, _, _) in timed.items():
+        _, low, high = points[T]["fused"]
+        rows.append([T, *(1e3 * ms.median(k) for k in ("fused", "eager", "copy")),
+                     *(points[T][k][0] for k in ("fused", "eager", "copy")),
+                     f"[{low:.4g}, {high:.4g}]", len(ms["fused"]),
+                     f"fused-vs-eager-{T}x{H}x{D}-bf16" if T == bench_T else ""])
     lesson.table("tokens",
                  ["tokens", "fused us", "eager us", "copy us", "fused GB/s",
-                  "eager GB/s", "copy GB/s"],
-                 rows, f"RMSNorm + RoPE of {H} heads of {D} in bf16 by token count "
-                 "(median of 5 interleaved rounds)")
+                  "eager GB/s", "copy GB/s", "fused 95 % interval", "rounds",
+                  "benchmark"],
+                 rows, f"RMSNorm + RoPE of {H} heads of {D} in bf16 by token count: "
+                 "medians; at the benchmark's shape its own rounds (the copy's are "
+                 "fused-vs-copy's, the same rounds), elsewhere 5 interleaved rounds "
+                 "of their own")
 
     def draw(fig):
         ax = fig.subplots()
-        ts = [r[0] for r in rows]
-        ax.plot(ts, [r[4] for r in rows], "o-", label="fused Triton kernel")
-        ax.plot(ts, [r[5] for r in rows], "s-", label="eager PyTorch")
-        ax.plot(ts, [r[6] for r in rows], "--", color="gray",
-                label="copy of x (ceiling)")
+        ts = list(points)
+        for key, style, label in (("fused", "o-", "fused Triton kernel"),
+                                  ("eager", "s-", "eager PyTorch"),
+                                  ("copy", "--", "copy of x (ceiling)")):
+            mid = [points[t][key][0] for t in ts]
+            err = [[points[t][key][0] - points[t][key][1] for t in ts],
+                   [points[t][key][2] - points[t][key][0] for t in ts]]
+            ax.errorbar(ts, mid, yerr=err, fmt=style, capsize=2, label=label,
+                        **({"color": "gray"} if key == "copy" else {}))
         ax.set_xscale("log", base=2)
         ax.set_xticks(ts, [str(t) for t in ts])
         ax.set_xlabel(f"tokens ({H} heads x {D}, {str(dtype).removeprefix('torch.')})")
@@ -422,8 +456,9 @@ def sweep_and_plot(lesson: Lesson, device: str) -> None:
 
     lesson.plot("gbps-by-tokens",
                 "RMSNorm + RoPE bandwidth by token count: fused, eager, copy; GB/s "
-                "counts the bytes the fused kernel must move", draw,
-                size=(7.0, 5.0))
+                "counts the bytes the fused kernel must move; medians with their "
+                f"confidence intervals, the benchmark's rounds at {bench_T} tokens",
+                draw, size=(7.0, 5.0))
 
 
 def main() -> int:
@@ -432,9 +467,9 @@ def main() -> int:
     with lesson.step("correctness"):
         check_correctness(lesson, device)
     if lesson.step("benchmark", needs_gpu="timings need a GPU"):
-        timed_shape = benchmark(lesson, device)
+        measured, timed_shape = benchmark(lesson, device)
     if lesson.step("sweep", needs_gpu="timings need a GPU"):
-        sweep_and_plot(lesson, device)
+        sweep_and_plot(lesson, device, measured)
     with lesson.step("libraries"):  # Liger-Kernel's kernels, when installed
         check_liger(lesson, device)
         if not lesson.interpret or lesson.smoke:  # untimed in a smoke run

@@ -127,7 +127,7 @@ PAIRS = [
         ("step 3", "tma-pipelined-vs-device-copy", "kernel"),
         ("step 4", "warp-specialized-vs-device-copy", "kernel"),
         ("device copy", "registers-vs-device-copy", "baseline"))),
-    *(pair("gluon-matmul", "sweep", {"size": f"{n}^3"}, col, f"{b}-{n}", q) for n in (4096, 8192)
+    *(pair("gluon-matmul", "sweep", {"size": f"{n}³"}, col, f"{b}-{n}", q) for n in (4096, 8192)
       for col, b, q in (("Gluon WS 3 stages TFLOP/s", "ws-3stage-vs-cublas", "kernel"),
                         ("Gluon WS 4 stages TFLOP/s", "ws-4stage-vs-cublas", "kernel"),
                         ("tl persistent TFLOP/s", "ws-3stage-vs-tl", "baseline"),
@@ -149,7 +149,7 @@ PAIRS = [
       for col, q in (("forward GB/s", "kernel"), ("F.layer_norm GB/s", "baseline"), ("forward / torch", "ratio"))),
     *(pair("layer-norm", "rows-per-program", {"rows/program": 2}, col, "forward-vs-copy-32768x1024-fp16", q)
       for col, q in (("forward GB/s", "kernel"), ("forward / copy", "ratio"))),
-    *(pair("persistent-tma-matmul", "sweep", {"size": f"{n}^3"}, col, b, q) for n, cols in (
+    *(pair("persistent-tma-matmul", "sweep", {"size": f"{n}³"}, col, b, q) for n, cols in (
         (4096, (("tiled TFLOP/s", "tiled-vs-cublas-4096", "kernel"), ("TMA TFLOP/s", "tma-vs-cublas-4096", "kernel"),
                 ("persistent TMA TFLOP/s", "persistent-tma-vs-cublas-4096", "kernel"),
                 ("cuBLAS TFLOP/s", "persistent-tma-vs-cublas-4096", "baseline"),
@@ -189,7 +189,7 @@ OTHER_QUANTITY = {
     ("gelu-libdevice", "timing"): "its other rows count each variant's own bytes (eager: 28 a element), the "
                                   "benchmarks the fused kernel's 12; its fused rows are in PAIRS",
     ("gluon-attention-backward", "split"): "times in ms of each kernel alone; the benchmarks are TFLOP/s of the whole",
-    ("gluon-matmul", "sweep"): "its 2048^3 row has no benchmark; 4096^3 and 8192^3 are in PAIRS",
+    ("gluon-matmul", "sweep"): "its 2048³ row has no benchmark; 4096³ and 8192³ are in PAIRS",
     ("layer-norm", "backward-programs"): "stage-one programs per SM; the benchmark's choice is not a column",
     ("profiling-debugging", "clocks"): "milliseconds by three clocks, the lesson's subject; the benchmark is GB/s",
     ("grouped-gemm", "groups-sweep"): "its other rows are other group counts; 16 groups is in PAIRS",

@@ -169,18 +169,19 @@ PAIRS = [
       for s in ("32768x1024", "4096x16384")
       for k, b, q in (("triton, one program per row", "torch", "kernel"), ("torch.softmax", "torch", "baseline"),
                       ("copy", "copy", "baseline"))),
-    *(pair("softmax-fp32-matmul", "matmul-sweep-2048", {"precision": p, "B layout": lay, "BLOCK_M": 128,
-                                                        "BLOCK_N": n}, "TFLOP/s", b, "kernel")
-      for p, lay, n, b in (("ieee", "row", 128, "matmul-ieee-vs-cublas-fp32-2048"),
-                           ("tf32", "row", 128, "matmul-tf32-vs-cublas-tf32-2048"),
-                           ("tf32", "column", 256, "matmul-tf32-colmajor-b-vs-cublas-tf32-2048"))),
-    # split-k: the sweep marks the rows its benchmarks measured (BLOCK_N 64, 2 slices, each combine) and draws
-    # them from the benchmarks' rounds; the unsplit kernel (64 programs) is the tiled benchmark's
-    *(pair("split-k", "split-sweep", {"BLOCK_N": 64, "splits": 2, "combine": c}, col, b, q)
-      for c, b in (("reduce", "split-k-vs-cublas-16x4096x16384"), ("atomic", "split-k-other-combine-vs-cublas"))
+    # softmax-fp32-matmul: the tile sweep picks each precision's and B layout's best tile, whose row names the
+    # benchmark that raced it against cuBLAS and comes from that benchmark's rounds (the tile can change by run)
+    *(pair("softmax-fp32-matmul", "matmul-sweep-2048", {"benchmark": b}, "TFLOP/s", b, "kernel")
+      for b in ("matmul-ieee-vs-cublas-fp32-2048", "matmul-tf32-vs-cublas-tf32-2048",
+                "matmul-tf32-colmajor-b-vs-cublas-tf32-2048")),
+    # split-k: the sweep names in its benchmark column the rows drawn from the benchmarks' rounds: the best
+    # split-K of each way of combining (its tile and split count can change by run), and the tiled kernel beside
+    # one split. The sweep's own one-split rows are split-K's kernel plus its reduction (or memset and cast),
+    # which no benchmark times
+    *(pair("split-k", "split-sweep", {"benchmark": b}, col, b, q)
+      for b in ("split-k-vs-cublas-16x4096x16384", "split-k-other-combine-vs-cublas",
+                "tiled-vs-cublas-16x4096x16384")
       for col, q in (("TFLOP/s", "kernel"), ("vs cuBLAS", "ratio"))),
-    pair("split-k", "split-sweep", {"BLOCK_N": 64, "splits": 1, "combine": "reduce"}, "TFLOP/s",
-         "tiled-vs-cublas-16x4096x16384", "kernel"),
 ]
 
 # Tables that show a unit or a ratio, and yet no benchmark's quantity at its shape: each with why.
@@ -218,17 +219,10 @@ KNOWN = {
     ("reductions-scans", "widths", "N=4096, rows=32768", "torch GB/s"):
         "the row-width sweep, timed apart from the benchmark's rounds",
     ("rmsnorm-rope", "tokens", "tokens=32768", "fused GB/s"): OWN_ROUNDS.format("token-count sweep", 5),
-    ("softmax-fp32-matmul", "matmul-sweep-2048", "precision=ieee, B layout=row, BLOCK_M=128, BLOCK_N=128", "TFLOP/s"):
-        OWN_ROUNDS.format("tile sweep", 3),
     ("gluon-attention", "race", "mask=full, D=128", "no ping-pong TFLOP/s (race)"):
         "the race of the two schedules (3 rounds, as the column says), apart from the benchmark's 15",
     ("layer-norm", "rows-per-program", "rows/program=2", "forward / copy"):
         OWN_ROUNDS.format("rows-per-program race", 3),
-    ("softmax-fp32-matmul", "matmul-sweep-2048", "precision=tf32, B layout=column, BLOCK_M=128, BLOCK_N=256",
-     "TFLOP/s"):
-        OWN_ROUNDS.format("tile sweep", 3),
-    ("split-k", "split-sweep", "BLOCK_N=64, splits=1, combine=reduce", "TFLOP/s"):
-        OWN_ROUNDS.format("split sweep's unsplit row", 7) + " (the rows its benchmarks measured are drawn from them)",
 }
 
 

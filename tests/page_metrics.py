@@ -211,11 +211,6 @@ NOT_YET: dict[tuple[str, str], str] = {
     # Carets that code/ writes, which a page may not rewrite: a recorded label or caption changes only with a
     # GPU re-record of the lesson, an exercise's hint only with code/<lesson>/exercises.py (its exercise proof,
     # evidence/<lesson>/exercises.json, recorded again). Both wait for a round that may touch code/.
-    ("persistent-tma-matmul", "carets"): "the compiled-code table's caption is code/persistent-tma-matmul/"
-                                         "lesson.py's f\"...at {n}^3\" as the H100 run recorded it (4096^3); "
-                                         "4096³ needs the code changed and a GPU re-record",
-    ("gluon-matmul", "carets"): "the benchmark labels are code/gluon-matmul/lesson.py's f\"{n}^3\" as the H100 "
-                                "run recorded them (8192^3); 8192³ needs the code changed and a GPU re-record",
     ("attention-backward", "carets"): "the dkdv-step exercise's hint (code/attention-backward/exercises.py) "
                                       "writes transposes as P^T, dS^T; Pᵀ needs the code changed and the "
                                       "exercise proof recorded again",

@@ -126,7 +126,7 @@ PAIRS = [
         ("step 3", "tma-pipelined-vs-device-copy", "kernel"),
         ("step 4", "warp-specialized-vs-device-copy", "kernel"),
         ("device copy", "registers-vs-device-copy", "baseline"))),
-    *(pair("gluon-matmul", "sweep", {"size": f"{n}^3"}, col, f"{b}-{n}", q) for n in (4096, 8192)
+    *(pair("gluon-matmul", "sweep", {"size": f"{n}³"}, col, f"{b}-{n}", q) for n in (4096, 8192)
       for col, b, q in (("Gluon WS 3 stages TFLOP/s", "ws-3stage-vs-cublas", "kernel"),
                         ("Gluon WS 4 stages TFLOP/s", "ws-4stage-vs-cublas", "kernel"),
                         ("tl persistent TFLOP/s", "ws-3stage-vs-tl", "baseline"),
@@ -151,7 +151,7 @@ PAIRS = [
     # the launcher's choice of stage-one programs, which the backward benchmark times
     pair("layer-norm", "backward-programs", {"programs per SM": 4}, "backward GB/s",
          "backward-vs-torch-32768x1024-fp16", "kernel"),
-    *(pair("persistent-tma-matmul", "sweep", {"size": f"{n}^3"}, col, b, q) for n, cols in (
+    *(pair("persistent-tma-matmul", "sweep", {"size": f"{n}³"}, col, b, q) for n, cols in (
         (4096, (("tiled TFLOP/s", "tiled-vs-cublas-4096", "kernel"), ("TMA TFLOP/s", "tma-vs-cublas-4096", "kernel"),
                 ("persistent TMA TFLOP/s", "persistent-tma-vs-cublas-4096", "kernel"),
                 ("cuBLAS TFLOP/s", "persistent-tma-vs-cublas-4096", "baseline"),
@@ -169,18 +169,19 @@ PAIRS = [
       for s in ("32768x1024", "4096x16384")
       for k, b, q in (("triton, one program per row", "torch", "kernel"), ("torch.softmax", "torch", "baseline"),
                       ("copy", "copy", "baseline"))),
-    *(pair("softmax-fp32-matmul", "matmul-sweep-2048", {"precision": p, "B layout": lay, "BLOCK_M": 128,
-                                                        "BLOCK_N": n}, "TFLOP/s", b, "kernel")
-      for p, lay, n, b in (("ieee", "row", 128, "matmul-ieee-vs-cublas-fp32-2048"),
-                           ("tf32", "row", 128, "matmul-tf32-vs-cublas-tf32-2048"),
-                           ("tf32", "column", 256, "matmul-tf32-colmajor-b-vs-cublas-tf32-2048"))),
-    # split-k: the sweep marks the rows its benchmarks measured (BLOCK_N 64, 2 slices, each combine) and draws
-    # them from the benchmarks' rounds; the unsplit kernel (64 programs) is the tiled benchmark's
-    *(pair("split-k", "split-sweep", {"BLOCK_N": 64, "splits": 2, "combine": c}, col, b, q)
-      for c, b in (("reduce", "split-k-vs-cublas-16x4096x16384"), ("atomic", "split-k-other-combine-vs-cublas"))
+    # softmax-fp32-matmul: the tile sweep picks each precision's and B layout's best tile, whose row names the
+    # benchmark that raced it against cuBLAS and comes from that benchmark's rounds (the tile can change by run)
+    *(pair("softmax-fp32-matmul", "matmul-sweep-2048", {"benchmark": b}, "TFLOP/s", b, "kernel")
+      for b in ("matmul-ieee-vs-cublas-fp32-2048", "matmul-tf32-vs-cublas-tf32-2048",
+                "matmul-tf32-colmajor-b-vs-cublas-tf32-2048")),
+    # split-k: the sweep names in its benchmark column the rows drawn from the benchmarks' rounds: the best
+    # split-K of each way of combining (its tile and split count can change by run), and the tiled kernel beside
+    # one split. The sweep's own one-split rows are split-K's kernel plus its reduction (or memset and cast),
+    # which no benchmark times
+    *(pair("split-k", "split-sweep", {"benchmark": b}, col, b, q)
+      for b in ("split-k-vs-cublas-16x4096x16384", "split-k-other-combine-vs-cublas",
+                "tiled-vs-cublas-16x4096x16384")
       for col, q in (("TFLOP/s", "kernel"), ("vs cuBLAS", "ratio"))),
-    pair("split-k", "split-sweep", {"BLOCK_N": 64, "splits": 1, "combine": "reduce"}, "TFLOP/s",
-         "tiled-vs-cublas-16x4096x16384", "kernel"),
 ]
 
 # Tables that show a unit or a ratio, and yet no benchmark's quantity at its shape: each with why.
@@ -189,7 +190,7 @@ OTHER_QUANTITY = {
     ("gelu-libdevice", "timing"): "its other rows count each variant's own bytes (eager: 28 a element), the "
                                   "benchmarks the fused kernel's 12; its fused rows are in PAIRS",
     ("gluon-attention-backward", "split"): "times in ms of each kernel alone; the benchmarks are TFLOP/s of the whole",
-    ("gluon-matmul", "sweep"): "its 2048^3 row has no benchmark; 4096^3 and 8192^3 are in PAIRS",
+    ("gluon-matmul", "sweep"): "its 2048³ row has no benchmark; 4096³ and 8192³ are in PAIRS",
     ("profiling-debugging", "clocks"): "milliseconds by three clocks, the lesson's subject; the benchmark is GB/s",
     ("grouped-gemm", "groups-sweep"): "its other rows are other group counts; 16 groups is in PAIRS",
     ("reductions-scans", "scan-tiles"): "each tile's rate over the rule's pick's in the race's own rounds (the race "
@@ -217,15 +218,8 @@ KNOWN = {
     ("reductions-scans", "widths", "N=4096, rows=32768", "torch GB/s"):
         "the row-width sweep, timed apart from the benchmark's rounds",
     ("rmsnorm-rope", "tokens", "tokens=32768", "fused GB/s"): OWN_ROUNDS.format("token-count sweep", 5),
-    ("softmax-fp32-matmul", "matmul-sweep-2048", "precision=ieee, B layout=row, BLOCK_M=128, BLOCK_N=128", "TFLOP/s"):
-        OWN_ROUNDS.format("tile sweep", 3),
     ("layer-norm", "rows-per-program", "rows/program=2", "forward / copy"):
         OWN_ROUNDS.format("rows-per-program race", 3),
-    ("softmax-fp32-matmul", "matmul-sweep-2048", "precision=tf32, B layout=column, BLOCK_M=128, BLOCK_N=256",
-     "TFLOP/s"):
-        OWN_ROUNDS.format("tile sweep", 3),
-    ("split-k", "split-sweep", "BLOCK_N=64, splits=1, combine=reduce", "TFLOP/s"):
-        OWN_ROUNDS.format("split sweep's unsplit row", 7) + " (the rows its benchmarks measured are drawn from them)",
 }
 
 

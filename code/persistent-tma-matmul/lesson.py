@@ -106,7 +106,7 @@ def show_compiled_code(lesson, device, num_sms):
         "TMA loads": r"cp\.async\.bulk\.tensor\.\dd\.shared\S*\.global",
         "TMA stores": r"cp\.async\.bulk\.tensor\.\dd\.global\.shared",
         "wgmma": r"wgmma\.mma_async",
-    }, f"What Triton compiled for each step at {n}^3 (instructions counted in the "
+    }, f"What Triton compiled for each step at {n}³ (instructions counted in the "
        "PTX, not executions)")
 
 
@@ -179,7 +179,7 @@ def benchmark_and_sweep(lesson, device, num_sms):
                              "persistent-tma", "cublas", unit="TFLOP/s", work=flop,
                              baseline_name="torch.matmul (cuBLAS)",
                              threshold=0.95, stretch=1.0, note="step 2 at 8192³")
-    rows = [[f"{n}^3", r["tiled"], r["tma"], r["persistent-tma"], r["cublas"],
+    rows = [[f"{n}³", r["tiled"], r["tma"], r["persistent-tma"], r["cublas"],
              ratios[n]["persistent-tma"][0], sizes[n]] for n, r in rates.items()]
     lesson.table("sweep", ["size", "tiled TFLOP/s", "TMA TFLOP/s",
                            "persistent TMA TFLOP/s", "cuBLAS TFLOP/s",

@@ -15,8 +15,10 @@ Run it:
 
 import contextlib
 import re
+import statistics
 import sys
 import time
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
@@ -38,7 +40,13 @@ from softmax_fp32_matmul import (  # noqa: E402
     softmax_warps,
 )
 
-from lessonkit import Lesson, Timings, bench_interleaved, scaled_rtol  # noqa: E402
+from lessonkit import (  # noqa: E402
+    Lesson,
+    Timings,
+    bench_interleaved,
+    median_interval,
+    scaled_rtol,
+)
 
 # Part 1's correctness shape: 512 rows of 1024 values.
 SOFTMAX_ROWS, SOFTMAX_COLS = 512, 1024
@@ -416,7 +424,26 @@ def plot_softmax(lesson: Lesson, rates: dict) -> None:
 
 # == Part 3b: a sweep of tile shapes ==========================================
 
-def sweep_tiles(lesson: Lesson, device: str) -> dict:
+@dataclass
+class TileSweep:
+    """What the sweep timed and counted; its table waits for the race below."""
+    size: int
+    keys: list  # (precision, layout, config), in the table's order
+    ms: Timings
+    facts: dict  # key -> the multiply instructions in its PTX
+    skipped: dict  # key -> why it did not run
+
+
+# Each precision's and layout's best tile, as the race against cuBLAS names it
+# (contender, benchmark): at the sweep's size its row comes from those rounds.
+BENCHMARKED = {
+    ("ieee", "row"): ("triton ieee", "matmul-ieee-vs-cublas-fp32"),
+    ("tf32", "row"): ("triton tf32", "matmul-tf32-vs-cublas-tf32"),
+    ("tf32", "column"): ("triton tf32, B col", "matmul-tf32-colmajor-b-vs-cublas-tf32"),
+}
+
+
+def sweep_tiles(lesson: Lesson, device: str) -> tuple[dict, TileSweep]:
     size = lesson.size(gpu=SWEEP_SIZE, smoke=64)
     print(f"\nPart 3b: matmul tile sweep at {size}³, FP32 inputs")
     torch.manual_seed(4)
@@ -453,29 +480,45 @@ def sweep_tiles(lesson: Lesson, device: str) -> dict:
     # A table only ranks the tiles: three interleaved rounds are enough.
     ms = bench_interleaved(fns, rounds=3)
     # end snippet
+    best = {}  # the fastest tile of each precision and B layout
+    for label, layout, cfg in sorted(fns, key=ms.median):
+        best.setdefault((label, layout), cfg)
+    keys = [(label, layout, cfg) for label, _, layout, _, configs, _, _ in runs
+            for cfg in configs]
+    return best, TileSweep(size, keys, ms, facts, skipped)
+
+
+def sweep_table(lesson: Lesson, sweep: TileSweep, best: dict, race: Timings) -> None:
+    """The sweep's table, each row a median of its rounds with its interval;
+    the best tiles' rows from the benchmarks' own rounds (`race`), so the
+    table never contradicts them."""
+    size = sweep.size
     flop = 2.0 * size**3
-    rows, best = [], {}
-    for label, _, layout, _, configs, _, _ in runs:
-        for cfg in configs:
-            key = (label, layout, cfg)
-            if key in skipped:
-                rows.append([label, layout, *cfg, "", "", "", "", "", skipped[key]])
-                continue
-            t = ms.median(key)
-            rows.append([label, layout, *cfg, t * 1e3, flop / t * 1e-9,
-                         *facts[key], ""])
-            if (label, layout) not in best or t < ms.median(best[label, layout]):
-                best[label, layout] = key
+    rows = []
+    for label, layout, cfg in sweep.keys:
+        key = (label, layout, cfg)
+        if key in sweep.skipped:
+            rows.append([label, layout, *cfg, *[""] * 8, sweep.skipped[key]])
+            continue
+        times, benchmark = sweep.ms[key], ""
+        if best[label, layout] == cfg:
+            contender, name = BENCHMARKED[label, layout]
+            times, benchmark = race[contender], f"{name}-{size}"
+        t = statistics.median(times)
+        _, low, high = median_interval([flop / r * 1e-9 for r in times])
+        rows.append([label, layout, *cfg, t * 1e3, flop / t * 1e-9,
+                     f"[{low:.4g}, {high:.4g}]", len(times), *sweep.facts[key],
+                     benchmark, ""])
     lesson.table(
         f"matmul-sweep-{size}",
         ["precision", "B layout", "BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M",
-         "num_warps", "num_stages", "us", "TFLOP/s", "wgmma tf32", "mma.sync tf32",
-         "fma.rn.f32", "note"], rows,
+         "num_warps", "num_stages", "us", "TFLOP/s", "interval", "rounds",
+         "wgmma tf32", "mma.sync tf32", "fma.rn.f32", "benchmark", "note"], rows,
         f"FP32-input matmul at {size}³: every tile shape for each input_precision "
-        "and B layout (medians of 3 interleaved rounds), with the multiply "
+        "and B layout, medians of 3 interleaved rounds with their range; the best "
+        "tile of each, the median of its benchmark's rounds against cuBLAS with "
+        "their 95 % interval (the benchmark column names it); the multiply "
         "instructions counted in its PTX")
-    # Part 3c uses the best tile of each precision and layout.
-    return {key: cfg for key, (_, _, cfg) in best.items()}
 
 
 # == Part 3c: against cuBLAS ==================================================
@@ -530,9 +573,11 @@ def time_against_cublas(a, b, b_col, best) -> Timings:
     return bench_interleaved(cublas_contenders(a, b, b_col, best), rounds=10)
 
 
-def against_cublas(lesson: Lesson, device: str, best: dict) -> None:
+def against_cublas(lesson: Lesson, device: str, best: dict) -> Timings:
+    """The benchmarks at each size; returns the rounds at the sweep's size,
+    which the sweep's table shows for the best tiles."""
     print("\nPart 3c: the best tiles against cuBLAS, B row-major and column-major")
-    results = {}
+    results, race = {}, None
     sweep_size = lesson.size(gpu=SWEEP_SIZE, smoke=64)
     sizes = lesson.size(gpu=MATMUL_SIZES, smoke=(64, 96))
     for size in sizes:
@@ -614,7 +659,10 @@ def against_cublas(lesson: Lesson, device: str, best: dict) -> None:
                   note=f"Bᵀ read K-major through a TMA descriptor; tile "
                        f"{config_name(PERSISTENT_TF32)}, one program per SM")
         results[size] = {name: flop / ms.median(name) * 1e-9 for name in ms}
+        if size == sweep_size:
+            race = ms
     plot_matmul(lesson, results)
+    return race
 
 
 def plot_matmul(lesson: Lesson, results: dict) -> None:
@@ -664,11 +712,12 @@ def main() -> int:
     if lesson.step("softmax-libraries", needs_gpu="timings need a GPU"):
         benchmark_softmax_libraries(lesson, device)
     if lesson.step("sweep", needs_gpu="timings need a GPU"):
-        best = sweep_tiles(lesson, device)  # and the PTX's multiply counts
+        best, sweep = sweep_tiles(lesson, device)  # and the PTX's multiply counts
     with lesson.step("persistent-check"):
         check_persistent(lesson, device)
     if lesson.step("against-cublas", needs_gpu="timings need a GPU"):
-        against_cublas(lesson, device, best)
+        race = against_cublas(lesson, device, best)
+        sweep_table(lesson, sweep, best, race)  # the best tiles from the race's rounds
     return lesson.finish()
 
 

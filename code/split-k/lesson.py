@@ -303,21 +303,37 @@ def benchmark(lesson: Lesson, a, b, best: dict, sms: int, resident: dict):
         "tiled-vs-cublas-16x4096x16384", "tiled, no split (64 programs) vs cuBLAS",
         ms, "tiled", "cublas", note="informational: the starving grid", **common,
     )
-    # The benchmarked points, as the sweep's table and figure will show them.
-    return ms, {(bn, splits, first): ("split-k", "split-k-vs-cublas-16x4096x16384"),
-                (bn2, splits2, second): ("split-k-2",
-                                         "split-k-other-combine-vs-cublas")}
+    # The benchmarked points, as the sweep's table and figure will show them,
+    # and the tiled kernel: one split's grid without the workspace and the
+    # reduction kernel that split-K's one slice still pays.
+    chosen = {(bn, splits, first): ("split-k", "split-k-vs-cublas-16x4096x16384"),
+              (bn2, splits2, second): ("split-k-2", "split-k-other-combine-vs-cublas")}
+    return ms, chosen, ("tiled", "tiled-vs-cublas-16x4096x16384")
 
 
 def sweep_table_and_figure(lesson: Lesson, a, b, sms: int, resident: dict,
                            rounds: dict, benchmarked) -> None:
     """The sweep's table and figure, each point a median of its rounds with a
-    95 % interval; at the benchmarked points, the benchmark's own rounds."""
+    95 % interval; at the benchmarked points, and for the tiled kernel beside
+    one split, the benchmark's own rounds."""
     M, K = a.shape
     N = b.shape[1]
     flop = 2 * M * N * K
-    bench_ms, chosen = benchmarked
-    points, rows = {}, []
+    bench_ms, chosen, (tiled, tiled_said) = benchmarked
+
+    def point(ms, name) -> tuple:
+        """(TFLOP/s, low, high, ratio to cuBLAS) from one set of rounds."""
+        _, low, high = median_interval([flop / t * 1e-9 for t in ms[name]])
+        rate = flop / statistics.median(ms[name]) * 1e-9
+        ratio = statistics.median(
+            c / k for k, c in zip(ms[name], ms["cublas"], strict=True))
+        return rate, low, high, ratio
+
+    rate, low, high, ratio = point(bench_ms, tiled)
+    programs = triton.cdiv(N, 64)  # M = 16: one row of tiles
+    rows = [[64, 1, "none (tiled)", programs, programs / (sms * resident["tiled", 64]),
+             rate, f"[{low:.4g}, {high:.4g}]", ratio, len(bench_ms[tiled]), tiled_said]]
+    points = {"tiled": (rate, low, high)}
     for bn in GPU_TILES:
         slots = sms * resident["split-K", bn]
         for combine in COMBINES:
@@ -326,10 +342,7 @@ def sweep_table_and_figure(lesson: Lesson, a, b, sms: int, resident: dict,
                 if (bn, splits, combine) in chosen:
                     name, said = chosen[bn, splits, combine]
                     ms = bench_ms
-                _, low, high = median_interval([flop / t * 1e-9 for t in ms[name]])
-                rate = flop / statistics.median(ms[name]) * 1e-9
-                ratio = statistics.median(
-                    c / k for k, c in zip(ms[name], ms["cublas"], strict=True))
+                rate, low, high, ratio = point(ms, name)
                 points[bn, combine, splits] = (rate, low, high)
                 programs = triton.cdiv(N, bn) * split_plan(K, splits, 128)[1]
                 rows.append([bn, splits, combine, programs, programs / slots, rate,
@@ -341,8 +354,8 @@ def sweep_table_and_figure(lesson: Lesson, a, b, sms: int, resident: dict,
          "95 % interval", "vs cuBLAS", "rounds", "benchmark"],
         rows,
         f"{M}x{N}x{K} fp16: each point the median of its interleaved rounds with "
-        "cuBLAS, the benchmark's at the points it times (named in the last "
-        f"column); cuBLAS {cublas:.1f} TFLOP/s in the benchmark; "
+        "cuBLAS, the benchmark's at the points it times and for the tiled kernel "
+        f"(named in the last column); cuBLAS {cublas:.1f} TFLOP/s in the benchmark; "
         "waves = programs / (SMs x programs per SM)",
     )
     plot_sweep(lesson, (M, N, K), points, cublas)
@@ -367,6 +380,10 @@ def plot_sweep(lesson: Lesson, shape: tuple, points: dict, cublas: float) -> Non
                 ax.errorbar(SPLITS, mid, yerr=err, capsize=2,
                             fmt="o-" if combine == "reduce" else "s--",
                             label=f"BLOCK_N = {bn}, {combine}")
+        rate, low, high = points["tiled"]
+        ax.errorbar([1], [rate], yerr=[[rate - low], [high - rate]], fmt="k*",
+                    markersize=10, capsize=2,
+                    label="tiled, BLOCK_N = 64 (no reduction)")
         ax.axhline(cublas, color="gray", linestyle="--", label="cuBLAS (torch.matmul)")
         ax.axhline(roof, color="gray", linestyle=":",
                    label=f"{bandwidth / 1e12:g} TB/s roof (datasheet)")
@@ -380,7 +397,8 @@ def plot_sweep(lesson: Lesson, shape: tuple, points: dict, cublas: float) -> Non
 
     lesson.plot("split-sweep", f"Split-K at {M}x{N}x{K}: TFLOP/s against the split "
                 "count, medians of interleaved rounds with their confidence intervals "
-                "(at the two benchmarked points, the benchmark's rounds)", draw,
+                "(at the two benchmarked points and for the tiled kernel, the star, "
+                "the benchmark's rounds)", draw,
                 size=(7.0, 5.8))
 
 

@@ -216,14 +216,6 @@ NOT_YET: dict[tuple[str, str], str] = {
                                          "4096³ needs the code changed and a GPU re-record",
     ("gluon-matmul", "carets"): "the benchmark labels are code/gluon-matmul/lesson.py's f\"{n}^3\" as the H100 "
                                 "run recorded them (8192^3); 8192³ needs the code changed and a GPU re-record",
-    ("attention-backward", "carets"): "the dkdv-step exercise's hint (code/attention-backward/exercises.py) "
-                                      "writes transposes as P^T, dS^T; Pᵀ needs the code changed and the "
-                                      "exercise proof recorded again",
-    ("block-scaled-matmul", "carets"): "an exercise's hint (code/block-scaled-matmul/exercises.py) writes "
-                                       "x / 2^X; the code changed and the exercise proof recorded again fix it",
-    ("gluon-attention-backward", "carets"): "an exercise's hint (code/gluon-attention-backward/exercises.py) "
-                                            "writes P^T, dP^T; the code changed and the exercise proof recorded "
-                                            "again fix it",
 }
 COURSE = "course"
 

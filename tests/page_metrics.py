@@ -211,14 +211,6 @@ NOT_YET: dict[tuple[str, str], str] = {
     # Carets that code/ writes, which a page may not rewrite: a recorded label or caption changes only with a
     # GPU re-record of the lesson, an exercise's hint only with code/<lesson>/exercises.py (its exercise proof,
     # evidence/<lesson>/exercises.json, recorded again). Both wait for a round that may touch code/.
-    ("attention-backward", "carets"): "the dkdv-step exercise's hint (code/attention-backward/exercises.py) "
-                                      "writes transposes as P^T, dS^T; Pᵀ needs the code changed and the "
-                                      "exercise proof recorded again",
-    ("block-scaled-matmul", "carets"): "an exercise's hint (code/block-scaled-matmul/exercises.py) writes "
-                                       "x / 2^X; the code changed and the exercise proof recorded again fix it",
-    ("gluon-attention-backward", "carets"): "an exercise's hint (code/gluon-attention-backward/exercises.py) "
-                                            "writes P^T, dP^T; the code changed and the exercise proof recorded "
-                                            "again fix it",
 }
 COURSE = "course"
 

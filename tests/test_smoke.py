@@ -39,19 +39,10 @@ def gpu_steps(lesson) -> dict[str, bool]:
     return steps
 
 
-FLAKY_ONCE = {"gluon-attention-backward": "check model-float64-full-d64: FAIL"}
-
-
 @pytest.mark.e2e
 @pytest.mark.parametrize("name", LESSONS)
 def test_every_lesson_runs_its_gpu_steps_on_the_cpu_and_measures_nothing(smoke_runs, name):
     run = smoke_runs[name]
-    if not run.ok and name in FLAKY_ONCE and FLAKY_ONCE[name] in run.line():
-        # Known and open (NOTES, 2026-12-07): this float64 model check has twice read ~1e-10 against its 1e-12
-        # bound in runs beside another lesson, and ~1e-15 alone; its fix changes the lesson (a GPU round). One
-        # repeat, alone; a second failure fails.
-        from verified_triton.record.smoke import smoke_all
-        run = smoke_all([LESSONS[name]], jobs=1, report=lambda line: None)[0]
     assert run.ok, run.line()
     results = run.results
     assert results.smoke

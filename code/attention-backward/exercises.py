@@ -106,9 +106,9 @@ def statistics(q, k, v, do, sm_scale):
 
 
 # snippet: check-dkdv-step
-@practice.exercise("dkdv-step", hint="dv += P^T dO: tl.dot(pT.to(tl.float16), do, dv); "
-                   "dP^T = tl.dot(v, tl.trans(do)); dS^T = P^T * (dP^T - Delta), with "
-                   "Delta along the columns (delta[None, :]); dk += tl.dot(dS^T in "
+@practice.exercise("dkdv-step", hint="dv += Pᵀ dO: tl.dot(pT.to(tl.float16), do, dv); "
+                   "dPᵀ = tl.dot(v, tl.trans(do)); dSᵀ = Pᵀ * (dPᵀ - Delta), with "
+                   "Delta along the columns (delta[None, :]); dk += tl.dot(dSᵀ in "
                    "fp16, q, dk)")
 def check_dkdv_step(m):
     for n, d in ((100, 32), (37, 16)):  # no multiple of the blocks

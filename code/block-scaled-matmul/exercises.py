@@ -43,8 +43,9 @@ def quantize_ocp(x):
 
 # snippet: check-ocp-rule
 @practice.exercise("ocp-rule", hint="X = torch.floor(torch.log2(amax)) - 8 per block "
-                   "of 32 (reshape to (R, K / 32, 32)); q = (x / 2^X).clamp(-448, 448)"
-                   ".to(torch.float8_e4m3fn); scale = (X + 127).to(torch.uint8)")
+                   "of 32 (reshape to (R, K / 32, 32)); q = (x / torch.exp2(X))"
+                   ".clamp(-448, 448).to(torch.float8_e4m3fn); scale = (X + 127)"
+                   ".to(torch.uint8)")
 def check_ocp_rule(m):
     x = varied_blocks(64, 1024, seed=3).double()
     q, scale = m.quantize_ocp(x)

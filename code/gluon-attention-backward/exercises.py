@@ -102,9 +102,9 @@ def dkdv_step(k, v, q, do, lse, delta, qk_scale):
 
 
 # snippet: check-dkdv-step
-@practice.exercise("dkdv-step", hint="dP^T = V dO^T; dS^T = P^T * (dP^T - Delta), "
+@practice.exercise("dkdv-step", hint="dPᵀ = V dOᵀ; dSᵀ = Pᵀ * (dPᵀ - Delta), "
                    "Delta along the columns (delta[None, :]: one per query); return "
-                   "(P^T @ dO, dS^T @ Q)")
+                   "(Pᵀ @ dO, dSᵀ @ Q)")
 def check_dkdv_step(m):
     torch.manual_seed(0)
     n, d = 64, 32  # one query block of 64 against 64 keys: square tiles

@@ -207,11 +207,7 @@ def take_shots(browser, base, shots: Path, page_url, open_page, toggle_palette, 
 # round, a page shows its older run's machine and date beside each of its results, marked as older.
 # A goal a converted page does not meet yet, with why; the lesson's helper empties it (a met one fails too).
 # ("course", "median_height_1440") is the course-wide median's entry.
-NOT_YET: dict[tuple[str, str], str] = {
-    # Carets that code/ writes, which a page may not rewrite: a recorded label or caption changes only with a
-    # GPU re-record of the lesson, an exercise's hint only with code/<lesson>/exercises.py (its exercise proof,
-    # evidence/<lesson>/exercises.json, recorded again). Both wait for a round that may touch code/.
-}
+NOT_YET: dict[tuple[str, str], str] = {}
 COURSE = "course"
 
 

@@ -7,9 +7,9 @@ benchmark also measures, at the same shape. Every such pair in the evidence is l
 shown value must lie within the benchmark's 95 % interval (a ratio's, or the kernel's or baseline's value's,
 from the benchmark's own rounds), allowing for the table's rounding to four significant digits.
 
-KNOWN lists the pairs that disagree today, each with its reason, for the lesson helpers to empty as they
-convert each lesson (fixing the code: draw the point from the benchmark's rounds, or measure it there); a pair
-that disagrees and is not listed fails, and so does a listed one that agrees (take it off the list).
+KNOWN lists the pairs that disagree today, each with its reason (empty now: every lesson draws the point from the
+benchmark's rounds, or measures it there); a pair that disagrees and is not listed fails, and so does a listed one
+that agrees (take it off the list).
 
 Every table of a GPU record a page shows (its current one, or one of an older source, marked) whose columns
 name a benchmark's unit or a ratio is either in PAIRS or in OTHER_QUANTITY with why it shows no benchmark's
@@ -198,29 +198,10 @@ OTHER_QUANTITY = {
                                         "the benchmark's",
 }
 
-# Pairs that disagree today, each with its reason: the lesson helper empties this list as each lesson's code
-# draws its figure's and table's points from the benchmark's rounds or measures them there (or shows a race's
-# result relative to the race's own baseline only, and leaves the absolute number to the benchmark).
-RACE = "the race that picks the configuration ({} rounds), timed apart from the benchmark's rounds"
-OWN_ROUNDS = "the {} ({} rounds of its own), apart from the benchmark's rounds"
-KNOWN = {
-    ("cross-entropy", "block-sweep", "BLOCK=32768", "ms (copy subtracted)"):
-        "the block-size sweep, timed apart from the benchmark's rounds",
-    ("fused-attention", "configs", "mask=causal, configuration=TMA 128x64, 4 warps, 2 stages", "TFLOP/s"):
-        RACE.format(3),
-    ("fused-attention", "configs", "mask=causal, configuration=torch SDPA", "TFLOP/s"): RACE.format(3),
-    ("fused-attention", "configs", "mask=full, configuration=TMA 128x64, 4 warps, 2 stages", "TFLOP/s"):
-        RACE.format(3),
-    ("fused-attention", "configs", "mask=full, configuration=torch SDPA", "TFLOP/s"): RACE.format(3),
-    ("layer-norm", "rows-per-program", "rows/program=2", "forward GB/s"): OWN_ROUNDS.format("rows-per-program race", 3),
-    ("reductions-scans", "widths", "N=4096, rows=32768", "Triton GB/s"):
-        "the row-width sweep, timed apart from the benchmark's rounds",
-    ("reductions-scans", "widths", "N=4096, rows=32768", "torch GB/s"):
-        "the row-width sweep, timed apart from the benchmark's rounds",
-    ("rmsnorm-rope", "tokens", "tokens=32768", "fused GB/s"): OWN_ROUNDS.format("token-count sweep", 5),
-    ("layer-norm", "rows-per-program", "rows/program=2", "forward / copy"):
-        OWN_ROUNDS.format("rows-per-program race", 3),
-}
+# Pairs that disagree today, each with its reason (a sweep or race timed apart from the benchmark's rounds, say).
+# Empty since the round of 2026-12-07 (evening): every sweep and race draws its point at the benchmark's shape
+# from the benchmark's own rounds, or shows only what no benchmark measures. A pair that disagrees fails.
+KNOWN: dict[tuple[str, str, str, str], str] = {}
 
 
 # -- reading the evidence ----------------------------------------------------------------------------------

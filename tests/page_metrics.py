@@ -29,6 +29,7 @@ import math
 import re
 import statistics
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -121,18 +122,25 @@ def recorded_numbers(lesson) -> list[tuple[str, float]]:
 NUMBER = re.compile(r"(?<![\w.])\d{1,3}(?:,\d{3})+(?:\.\d+)?|(?<![\w.,])\d+(?:\.\d+)?")
 
 
-def appearances(value: float, text: str) -> int:
-    """How many numbers in `text` are `value` as written to some decimals, with at least 3 significant digits
-    (4,020 and 4020.3 are both 4020.31; 4.0 is not)."""
-    count = 0
+def written_as(value: float, token: str) -> bool:
+    """Whether `token` (a number as the page writes it, with at least 3 significant digits) is `value` written to
+    the token's decimals (4,020 and 4020.3 are both 4020.31; 4.0 is not)."""
+    digits = token.replace(",", "")
+    decimals = len(digits.split(".")[1]) if "." in digits else 0
+    if len(digits.replace(".", "").lstrip("0")) < 3:
+        return False
+    return abs(round(value, decimals) - float(digits)) < 0.5 * 10 ** -decimals + 1e-12 \
+        and f"{round(value, decimals):.{decimals}f}" == digits
+
+
+def appearances(value: float, text: str, others: Sequence[float] = ()) -> float:
+    """How many numbers in `text` are `value` as written. A number that several measured values of the record
+    (`others`, `value` among them) read as alike counts as a share of one each: 3.62 is both 3.616 and 3.620 when
+    one kernel is timed against two baselines, and shown once per comparison."""
+    count = 0.0
     for token in NUMBER.findall(text):
-        digits = token.replace(",", "")
-        decimals = len(digits.split(".")[1]) if "." in digits else 0
-        if len(digits.replace(".", "").lstrip("0")) < 3:
-            continue
-        if abs(round(value, decimals) - float(digits)) < 0.5 * 10 ** -decimals + 1e-12 \
-                and f"{round(value, decimals):.{decimals}f}" == digits:
-            count += 1
+        if written_as(value, token):
+            count += 1 / max(1, sum(1 for other in others if written_as(other, token)))
     return count
 
 
@@ -305,11 +313,6 @@ def ratio_appearances(shown: str, text: str) -> int:
                if not text[:m.start()].rstrip().endswith(THRESHOLD_WORDS))
 
 
-def same_as_written(value: float, other: float | None) -> bool:
-    """Whether two measured values read the same on a page (to four significant digits)."""
-    return other is not None and abs(other - value) <= 5e-4 * abs(value)
-
-
 def headline_repeats(lesson, text: str, numbers=None) -> tuple[int, str]:
     """The most times one headline number appears in `text`, and which; a ratio (a value) that several benchmarks
     (several kernel or baseline values of the record) share counts once per benchmark (value) that has it: one
@@ -319,9 +322,8 @@ def headline_repeats(lesson, text: str, numbers=None) -> tuple[int, str]:
     worst, which = 0, ""
     for label, shown, value, _ in numbers:
         same = sum(1 for _, other, _, _ in numbers if other == shown)
-        shared = sum(1 for other in values if same_as_written(value, other)) if value else 1
         for n, what in ((ratio_appearances(shown, text) / same, f"{shown}× ({label})"),
-                        (appearances(value, text) / shared if value else 0, f"{value:.4g} ({label})")):
+                        (appearances(value, text, values) if value else 0, f"{value:.4g} ({label})")):
             if n > worst:
                 worst, which = n, what
     return math.ceil(worst - 1e-9), which  # one more than its share shows as a repeat

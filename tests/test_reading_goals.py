@@ -81,3 +81,12 @@ def test_one_kernel_value_against_two_baselines_shows_once_per_comparison():
     assert headline_repeats(None, table, numbers) == (1, "3087 (add vs torch)")
     assert headline_repeats(None, table + "the add reached 3,087 GB/s", numbers) == (2, "3087 (add vs torch)")
     assert headline_repeats(None, "1.00× and 1.00×", numbers) == (2, "1.00× (add vs torch)")
+
+
+def test_one_kernel_timed_in_two_benchmarks_reads_once_per_benchmark_as_the_page_writes_it():
+    """cross-entropy's fused kernel, timed against PyTorch (3.616 ms) and against Liger (3.620 ms) in rounds of
+    their own: the page writes both 3.62, once per comparison; a third 3.62 is a repeat."""
+    numbers = [("fused vs torch", "2.24", 3.616, 8.11), ("fused vs liger", "1.00", 3.620, 3.608)]
+    table = "fused vs torch\t3.62 ms\t8.11 ms\nfused vs liger\t3.62 ms\t3.61 ms\n"
+    assert headline_repeats(None, table, numbers) == (1, "3.616 (fused vs torch)")
+    assert headline_repeats(None, table + "the kernel took 3.62 ms", numbers)[0] == 2

@@ -18,10 +18,9 @@ Exit 0 when nothing is written past a row's last 16-byte chunk, the solution pas
 mistake fails as declared; 1 otherwise.
 """
 
-import linecache
+import importlib.util
 import os
 import sys
-import types
 from pathlib import Path
 
 import torch
@@ -29,7 +28,8 @@ import triton
 import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
-LESSON = Path(__file__).resolve().parent.parent / "code" / "persistent-tma-matmul"
+ROOT = Path(__file__).resolve().parent.parent
+LESSON = ROOT / "code" / "persistent-tma-matmul"
 sys.path[:0] = [str(LESSON), str(LESSON.parent)]
 import exercises  # noqa: E402  (registers the checks in practice.CHECKS)
 import solutions  # noqa: E402
@@ -92,26 +92,23 @@ def matmul_probe(m, n, k):
     return past == 0
 
 
-def mutant(mistake):
-    """solutions.py with `mistake`'s edit made, as a module (Triton reads its source back)."""
-    path = Path(solutions.__file__)
-    code, sep, rest = path.read_text().partition("\nMISTAKES = ")
-    text = code.replace(mistake.find, mistake.replace, 1) + sep + rest
-    name = f"solutions_{abs(hash(mistake.name))}"
-    linecache.cache[name] = (len(text), None, text.splitlines(True), name)
-    module = types.ModuleType(name)
-    module.__file__ = name
-    exec(compile(text, name, "exec"), module.__dict__)
+def exercise_proof():
+    """The exercise proof's own module (tools/verified_triton/record/exercise_proof.py: stdlib only, run as the
+    lesson's Python runs it), whose `mutant` makes a mistake of solutions.py as `verify` proves it."""
+    spec = importlib.util.spec_from_file_location(
+        "exercise_proof", ROOT / "tools" / "verified_triton" / "record" / "exercise_proof.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
     return module
 
 
 def check_probe():
-    ex = practice.CHECKS["padded-rows"]
+    ex, proof, path = practice.CHECKS["padded-rows"], exercise_proof(), Path(solutions.__file__)
     status, said = practice.attempt(ex, solutions)
     ok = status == "passed"
     print(f"check padded-rows on solutions.py: {status} {said[:120]}")
     for mistake in solutions.MISTAKES["padded-rows"]:
-        status, said = practice.attempt(ex, mutant(mistake))
+        status, said = practice.attempt(ex, proof.mutant(practice, path, mistake))
         caught = status == "failed" and mistake.says in said
         ok = ok and caught
         print(f"  mistake '{mistake.name}': {status}, says {mistake.says!r}: {caught}")

@@ -290,7 +290,7 @@ def headline_numbers(lesson) -> list[tuple[str, str, float | None, float | None]
     from verified_triton.site.directives.common import gpu_first
 
     record = next((r for r in gpu_first(judge(lesson, ROOT / "evidence")) if r.mode == "gpu"), None)
-    return [(b.label, fixed(b.ratio), b.measured, getattr(b, "baseline", None)) for b in record.benchmarks] \
+    return [(b.label, fixed(b.ratio), b.measured, b.baseline) for b in record.benchmarks] \
         if record else []
 
 

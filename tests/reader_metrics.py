@@ -125,13 +125,14 @@ CODE_FIT = """() => {
 }"""
 
 # Tables (not code) with columns past the right edge of what the reader sees without scrolling: the
-# table's frame, and the window. `columns` lists, per cut table, how many header cells are in view.
+# table's frame, and the window. `columns` lists, per cut table, how many header cells are in view;
+# `unlabelled`, the tables shown as cards whose cells do not name their column.
 TABLE_FIT = """async () => {
   // a table reflows (assets/javascripts/reader.js) when it gets its size: two frames after it is shown
   const settle = () => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)));
   document.querySelectorAll('.md-content details').forEach(d => { d.open = true; });
   await settle();
-  const out = {tables: 0, cut: 0, cutTables: []};
+  const out = {tables: 0, cut: 0, cutTables: [], unlabelled: []};
   const seen = new Set();
   const measure = () => {
     for (const table of document.querySelectorAll('.md-content table')) {
@@ -146,6 +147,14 @@ TABLE_FIT = """async () => {
       const hidden = head => head && getComputedStyle(head).clipPath !== 'none';
       const shown = c => c.offsetWidth && !hidden(c.closest('thead'));
       const cells = [...table.querySelectorAll('th, td')].filter(shown);
+      // a table shown as cards names each cell's column beside it (data-label): a card of bare numbers is
+      // no table
+      if (table.hasAttribute('data-vt-cards')) {
+        const bare = [...table.querySelectorAll('tbody td')].filter(c => c.textContent.trim() && !c.dataset.label);
+        const rows = table.querySelectorAll('tbody tr').length;
+        if (bare.length) out.unlabelled.push(
+          `${bare.length} cells of a table of ${rows} rows, first: ${bare[0].textContent.trim().slice(0, 30)}`);
+      }
       const out_of_view = cells.filter(c => c.getBoundingClientRect().right > right + 1);
       if (out_of_view.length) {
         out.cut++;

@@ -33,7 +33,8 @@ home, status and benchmarks pages at both widths.
 The reader on a phone, a keyboard and the search box (issue 25; the measures are
 in tests/reader_metrics.py, which also prints them for a built site):
 - at 390 px at most 10 % of the lines of lesson code are hidden (they wrap), no
-  table has a cell past the right edge (wide ones reflow as cards), every bar of
+  table has a cell past the right edge (wide ones reflow as cards, each cell named by its column, a table
+  first shown in a closed fold too), every bar of
   the benchmarks chart is in view, and a figure opens full size on a tap;
 - zero axe-core WCAG 2.1 A/AA violations on home, status, benchmarks, the
   verification page and three lessons, at 1440 (light and dark) and 390; from
@@ -424,6 +425,7 @@ def check_phone(page, where: str) -> None:
             f"{where}: {code['hidden']} of {code['lines']} lines of code are hidden past the right edge"
     tables = page.evaluate(reader_metrics.TABLE_FIT)
     assert not tables["cut"], f"{where}: tables with columns past the right edge: {tables['cutTables']}"
+    assert not tables["unlabelled"], f"{where}: tables as cards without their columns' names: {tables['unlabelled']}"
 
 
 def check_first_screen(page, where: str) -> None:

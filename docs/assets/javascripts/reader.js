@@ -7,7 +7,10 @@
   const phone = window.matchMedia("(max-width: 44.9375em)");
 
   function label(table) {
-    const names = [...table.querySelectorAll(":scope > thead > tr > th")].map((th) => th.innerText.trim());
+    // textContent, not innerText: a table in a closed fold has its width (so it reflows) but no rendered
+    // text, and innerText would name every column "".
+    const names = [...table.querySelectorAll(":scope > thead > tr > th")]
+      .map((th) => th.textContent.replace(/\s+/g, " ").trim());
     for (const row of table.querySelectorAll(":scope > tbody > tr")) {
       [...row.children].forEach((cell, i) => { if (names[i]) cell.dataset.label = names[i]; });
     }
